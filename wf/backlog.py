@@ -1,0 +1,197 @@
+"""The backlog as a whole: TASKS.md, the archive and the lanes, read together.
+
+One function decides runner-readiness (``blockers``), and every command that needs it
+(``wf list --runner``, ``wf show``, ``wf check``, claims, ``wf orch pick``) calls it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+
+from wf import archive as archivemod
+from wf import taskfile
+from wf.config import Config, Lane
+from wf.errors import ParseIssue, WfError
+from wf.fsutil import read_bytes
+from wf.project import Project
+from wf.taskfile import Task, TasksFile
+
+
+class Backlog:
+    """TASKS.md (``doc``, parsed from the exact bytes ``data``), the archive and the
+    project's settings."""
+
+    def __init__(self, project: Project, doc: TasksFile, archive: archivemod.Archive, data: bytes) -> None:
+        self.project = project
+        self.doc = doc
+        self.archive = archive
+        self.data = data
+        self._archived = archive.ids()
+        self._children: dict[str, list[str]] | None = None
+        self._error_lines = sorted(i.line for i in doc.issues if i.level == "error")
+
+    @property
+    def config(self) -> Config:
+        return self.project.config
+
+    # ------------------------------------------------------------ lanes
+    def lane_of(self, task: Task) -> str | None:
+        """The task's lane name: its Lane field, else the lane of its Model."""
+        if task.lane:
+            return task.lane
+        if task.model:
+            lane = self.config.lane_for_model(task.model)
+            return lane.name if lane else None
+        return None
+
+    def lane_config(self, task: Task) -> Lane | None:
+        name = self.lane_of(task)
+        return self.config.lane(name) if name else None
+
+    # ------------------------------------------------------------ readiness
+    def open_children(self) -> dict[str, list[str]]:
+        if self._children is None:
+            children: dict[str, list[str]] = {}
+            for t in self.doc.tasks:
+                if t.parent:
+                    children.setdefault(t.parent, []).append(t.id)
+            self._children = children
+        return self._children
+
+    def blockers(self, task: Task) -> list[str]:
+        """Why the task is not runner-ready; an empty list means it is."""
+        why: list[str] = []
+        st = task.status
+        if st.state != "pending":
+            why.append(f"status is {st}")
+        if not task.model:
+            why.append("no Model")
+        if not task.done:
+            why.append("no Done")
+        lane = self.lane_of(task)
+        if task.model or task.lane:
+            if lane is None:
+                why.append(f"no lane for model {task.model} (wf lanes)")
+            elif self.config.lane(lane) is None:
+                why.append(f"lane {lane} does not exist (wf lanes)")
+        waiting = [a for a in task.after if a not in self._archived]
+        if waiting:
+            why.append(f"after {', '.join(waiting)} (not done)")
+        if task.sessions == "owner":
+            why.append("Sessions: owner (a person works it)")
+        kids = self.open_children().get(task.id)
+        if kids:
+            why.append(f"open slices: {', '.join(kids)}")
+        if self._error_lines:
+            at = bisect.bisect_right(self._error_lines, task.start)
+            if at < len(self._error_lines) and self._error_lines[at] <= task.end:
+                why.append("has errors (wf check)")
+        return why
+
+    def is_slice_job(self, task: Task) -> bool:
+        """A ready task too big to implement at once, never sliced before."""
+        effort = task.effort
+        if effort is None or effort <= self.config.slice_above:
+            return False
+        return not any(e.parent == task.id for e in self.archive.entries)
+
+    def runner_ready(self, lane: str | None = None) -> list[Task]:
+        """Runner-ready tasks in lane order (wf.toml), then Prio, then file order."""
+        order = {ln.name: i for i, ln in enumerate(self.config.lanes)}
+        ready = []
+        for pos, t in enumerate(self.doc.tasks):
+            t_lane = self.lane_of(t)
+            if lane is not None and t_lane != lane:
+                continue
+            if not self.blockers(t):
+                ready.append((order.get(t_lane or "", len(order)), t.prio, pos, t))
+        ready.sort(key=lambda x: x[:3])
+        return [x[3] for x in ready]
+
+    # ------------------------------------------------------------ check
+    def check(self) -> list[ParseIssue]:
+        """Every problem of the backlog: TASKS.md's own, and those across files."""
+        issues = list(self.doc.issues) + list(self.archive.issues)
+        path = self.doc.path
+        ids = self.doc.ids()
+        archived = {e.id: e for e in self.archive.entries}
+        for t in self.doc.tasks:
+            if t.id in archived:
+                issues.append(
+                    ParseIssue(
+                        path,
+                        t.line,
+                        "error",
+                        f"id {t.id!r} is already in the archive ({self.archive.path}:"
+                        f"{archived[t.id].line}); finish with 'wf done {t.id}' or choose a new id",
+                    )
+                )
+            for a in t.after:
+                if a == t.id:
+                    issues.append(ParseIssue(path, t.line, "error", f"task {t.id} is After itself"))
+                elif a not in ids and a not in archived:
+                    issues.append(ParseIssue(path, t.line, "error", f"After names unknown id {a!r}"))
+            p = t.parent
+            if p is not None and p not in ids and p not in archived:
+                issues.append(ParseIssue(path, t.line, "error", f"Parent names unknown id {p!r}"))
+            elif p == t.id:
+                issues.append(ParseIssue(path, t.line, "error", f"task {t.id} is its own Parent"))
+            if (t.model or t.lane) and self.lane_config(t) is None:
+                lane = self.lane_of(t)
+                what = f"lane {lane!r} does not exist" if lane else f"no lane runs model {t.model!r}"
+                issues.append(ParseIssue(path, t.line, "warning", f"{what}; not runner-ready (wf lanes)"))
+        issues.extend(self._cycles())
+        for w in self.config.warnings:
+            issues.append(ParseIssue("wf.toml", 0, "warning", w.removeprefix("wf.toml: ")))
+        issues.sort(key=lambda i: (i.path != path, i.line))
+        return issues
+
+    def _cycles(self) -> list[ParseIssue]:
+        graph = {t.id: [a for a in t.after if a in self.doc.ids()] for t in self.doc.tasks}
+        state: dict[str, int] = {}
+        found: list[ParseIssue] = []
+        for root in graph:
+            if state.get(root):
+                continue
+            stack = [(root, iter(graph[root]))]
+            path = [root]
+            state[root] = 1
+            while stack:
+                node, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    state[node] = 2
+                    stack.pop()
+                    path.pop()
+                elif state.get(nxt) == 1:
+                    cycle = [*path[path.index(nxt) :], nxt]
+                    task = self.doc.task(nxt)
+                    found.append(
+                        ParseIssue(self.doc.path, task.line, "error", f"After cycle: {' -> '.join(cycle)}")
+                    )
+                elif not state.get(nxt):
+                    state[nxt] = 1
+                    path.append(nxt)
+                    stack.append((nxt, iter(graph[nxt])))
+        return found
+
+    def errors(self) -> list[ParseIssue]:
+        return [i for i in self.check() if i.level == "error"]
+
+
+def load(project: Project) -> Backlog:
+    data = read_bytes(project.tasks_path)
+    if data is None:
+        raise WfError(f"no {project.config.tasks} in {project.root}; run 'wf init'")
+    name = project.config.tasks
+    doc = taskfile.parse(data, name)
+    archive = archivemod.parse(read_bytes(project.archive_path), project.config.archive)
+    return Backlog(project, doc, archive, data)
+
+
+def load_path(path: Path, project: Project) -> Backlog:
+    """For tests and tools: a backlog from an explicit TASKS.md path."""
+    data = read_bytes(path) or b""
+    archive = archivemod.parse(read_bytes(project.archive_path), project.config.archive)
+    return Backlog(project, taskfile.parse(data, path.name), archive, data)

@@ -1,0 +1,475 @@
+"""The command line: the only module that imports click.
+
+Each command collects its options, calls one core function and prints the result.
+Exit codes: 0 ok, 1 an expected error (message on stderr), 2 a usage error,
+3 a bug (traceback saved to a crash log), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from wf import __version__
+from wf.errors import ParseError, WfError
+
+STATES_HELP = "pending, progress, awaiting, blocked or wip"
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=None, ensure_ascii=False, sort_keys=False))
+
+
+def _warn(line: str) -> None:
+    click.echo(f"wf: {line}", err=True)
+
+
+def _project(ctx: click.Context) -> Any:
+    from wf import project
+
+    start = ctx.find_root().obj.get("dir") if ctx.find_root().obj else None
+    return project.load(Path(start) if start else None)
+
+
+def _backlog(ctx: click.Context) -> Any:
+    from wf import backlog
+
+    return backlog.load(_project(ctx))
+
+
+class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)  # in the order they were added, not sorted
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "-V", "--version", prog_name="wf")
+@click.option(
+    "-C",
+    "directory",
+    metavar="DIR",
+    help="Run as if wf was started in DIR.",
+)
+@click.pass_context
+def cli(ctx: click.Context, directory: str | None) -> None:
+    """wf turns a human-edited TASKS.md into parallel, checked work by AI coding agents.
+
+    \b
+    A task is a '## <id>: <title>' heading with 'Key: value' fields under it
+    (Model, Done, Prio, Effort, After, Lane, Sessions, Parent, Status, Note).
+    Runner-ready = pending, Model and Done set, its lane exists, every After
+    id archived, not 'Sessions: owner', no open slices.
+
+    \b
+    Everyday:  wf init · wf add "Title" --model sonnet --done "pytest -q" ·
+               wf list --runner · wf show ID · wf status ID progress me · wf done ID
+    Exit codes: 0 ok, 1 error (message on stderr), 2 usage, 3 bug (crash log).
+    """
+    ctx.obj = {"dir": directory}
+
+
+# ---------------------------------------------------------------- init / config
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@click.pass_context
+def init(ctx: click.Context, as_json: bool) -> None:
+    """Set up wf here: TASKS.md, wf.toml, and .worktrees/, .wf/, out/ in .gitignore.
+
+    Run it at the top of a git repository (from a subfolder, the repository's top is
+    used). Existing files are kept; only missing pieces are added.
+    """
+    from wf import bootstrap
+
+    start = Path(ctx.obj.get("dir") or ".")
+    result = bootstrap.init(start)
+    if as_json:
+        _echo_json(result)
+        return
+    for line in result["lines"]:
+        click.echo(line)
+
+
+@cli.command("config")
+@click.argument("key", required=False)
+@click.argument("value", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the settings as JSON.")
+@click.pass_context
+def config_cmd(ctx: click.Context, key: str | None, value: str | None, as_json: bool) -> None:
+    """Show the settings, one KEY, or set KEY to VALUE in wf.toml (comments kept).
+
+    \b
+    Keys: main, tasks, archive, slice_above, isolation (worktree|clone), gate,
+    cloud, lock_timeout, lanes.<name>.model|adapter|max_parallel|effort.
+    Example: wf config lanes.sonnet.max_parallel 2
+    """
+    from wf import config as configmod
+
+    proj = _project(ctx)
+    cfg = proj.config
+    if value is not None and key is not None:
+        cfg = configmod.set_value(proj.config_path, key, value)
+    data = cfg._asdict()
+    data["lanes"] = {ln.name: {k: v for k, v in ln.as_dict().items() if k != "name"} for ln in cfg.lanes}
+    data.pop("warnings")
+    if key is not None and value is None:
+        node: Any = data
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise WfError(f"no setting {key!r}")
+            node = node[part]
+        data = node
+    if as_json or not isinstance(data, dict):
+        _echo_json(data) if as_json else click.echo(data)
+        return
+    for k, v in data.items():
+        if k == "lanes":
+            for name, spec in v.items():
+                click.echo(f"lanes.{name}: " + " ".join(f"{a}={b}" for a, b in spec.items() if b is not None))
+        else:
+            click.echo(f"{k}: {v}")
+
+
+# ---------------------------------------------------------------- read-only
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print counts and issues as JSON.")
+@click.pass_context
+def check(ctx: click.Context, as_json: bool) -> int:
+    """Check TASKS.md, the archive and wf.toml; exit 1 if there are errors.
+
+    Each problem is one line 'FILE:LINE: error|warning: what'. Errors (a malformed
+    heading, a duplicate or bad id, a bad field value, an unknown status, an After id
+    that does not exist, an After cycle) make every writing command refuse the file.
+    """
+    from wf import views
+
+    bl = _backlog(ctx)
+    issues = bl.check()
+    summary = views.check_summary(bl, issues)
+    if as_json:
+        _echo_json(summary)
+    else:
+        for line in views.issue_lines(issues, limit=1000):
+            click.echo(line)
+        click.echo(
+            f"{bl.doc.path}: {summary['tasks']} tasks, {summary['ready']} runner-ready, "
+            f"{summary['archived']} archived, {summary['errors']} errors, {summary['warnings']} warnings"
+        )
+    return 1 if summary["errors"] else 0
+
+
+@cli.command("list")
+@click.option(
+    "--runner", is_flag=True, help="Only runner-ready tasks, in pick order (lane, Prio, file order)."
+)
+@click.option("--lane", metavar="LANE", help="Only tasks of this lane.")
+@click.option(
+    "--status",
+    "status",
+    type=click.Choice(["ready", "pending", "progress", "awaiting", "blocked", "wip"]),
+    help="Only tasks in this state (pending includes ready).",
+)
+@click.option(
+    "--limit",
+    type=int,
+    default=None,
+    help=f"Rows at most (default {20} with --runner, else all); 0 = all.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of task records.")
+@click.pass_context
+def list_cmd(
+    ctx: click.Context, runner: bool, lane: str | None, status: str | None, limit: int | None, as_json: bool
+) -> None:
+    """List open tasks, one short row each.
+
+    \b
+    Rows:           ID  LANE  pPRIO  STATE  TITLE
+    With --runner:  ID  LANE  pPRIO  eEFFORT  TITLE  ('slice: ID' = split it first)
+    A file with errors is still listed: its problems go to stderr with line numbers.
+    """
+    from wf import views
+
+    bl = _backlog(ctx)
+    records = views.list_rows(bl, runner=runner, lane=lane, status=status)
+    for line in views.issue_lines(bl.doc.errors, limit=10):
+        _warn(line)
+    if limit is None:
+        limit = views.RUNNER_LIMIT if runner else 0
+    if as_json:
+        _echo_json(records if limit <= 0 else records[:limit])
+        return
+    for line in views.list_text(records, runner=runner, limit=limit):
+        click.echo(line)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of lanes.")
+@click.pass_context
+def lanes(ctx: click.Context, as_json: bool) -> None:
+    """List lanes with their model, adapter, task counts and active worker."""
+    from wf import views
+
+    bl = _backlog(ctx)
+    records = views.lanes(bl)
+    if as_json:
+        _echo_json(records)
+        return
+    for line in views.lanes_text(records):
+        click.echo(line)
+
+
+@cli.command()
+@click.argument("task_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print the task record as JSON.")
+@click.pass_context
+def show(ctx: click.Context, task_id: str, as_json: bool) -> None:
+    """Show a task: where it is, whether it is runner-ready (and why not), its text.
+
+    An archived id shows its archive line.
+    """
+    from wf import views
+
+    rec = views.show(_backlog(ctx), task_id)
+    if as_json:
+        _echo_json(rec)
+        return
+    for line in views.show_text(rec):
+        click.echo(line)
+
+
+@cli.command()
+@click.argument("task_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print the context as JSON.")
+@click.pass_context
+def ctx(ctx: click.Context, task_id: str, as_json: bool) -> None:
+    """What a worker needs for task ID: the task, its Done, the archive lines of its
+    After tasks, the main tree, worktree and branch."""
+    from wf import views
+
+    c = views.ctx(_backlog(ctx), task_id, Path(ctx.obj.get("dir") or "."))
+    if as_json:
+        _echo_json(c)
+        return
+    for line in views.ctx_text(c):
+        click.echo(line)
+
+
+@cli.command()
+@click.option(
+    "-n", "count", type=click.IntRange(min=0), default=10, show_default=True, help="How many lines."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print archive entries as JSON.")
+@click.pass_context
+def log(ctx: click.Context, count: int, as_json: bool) -> None:
+    """The last N archived (done) tasks, oldest first."""
+    bl = _backlog(ctx)
+    entries = bl.archive.entries[-count:] if count else []
+    if as_json:
+        _echo_json([e.as_dict() for e in entries])
+        return
+    for e in entries:
+        click.echo(e.raw)
+
+
+# ---------------------------------------------------------------- writes
+
+
+def _field_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "-p", "--prio", type=click.IntRange(0, 3), help="Prio 0..3 (0 is most urgent; default 2)."
+        ),
+        click.option(
+            "-s",
+            "--status",
+            "status",
+            metavar="STATUS",
+            help="Status, e.g. 'awaiting: which API?' or 'blocked: needs key'.",
+        ),
+        click.option("--model", help="The cheapest model that fits (haiku, sonnet, opus, a lane's model)."),
+        click.option("--lane", help="Lane (default: the lane of the Model)."),
+        click.option("--done", help="How a machine can tell it is done (a command, a test, a file)."),
+        click.option("--after", help="Ids that must be done first, comma-separated."),
+        click.option("--effort", help="Rough size, a positive number (above slice_above: sliced first)."),
+        click.option("--sessions", type=click.Choice(["owner", "solo", ""]), help="owner or solo."),
+        click.option("--cloud", type=click.Choice(["yes", "no", ""]), help="Prefer the cloud lane."),
+        click.option("--parent", help="This task is a slice of that id."),
+    ]
+    for opt in reversed(options):
+        fn = opt(fn)
+    return fn
+
+
+def _on_wait(line: str) -> None:
+    _warn(line)
+
+
+def _body(body: str | None) -> str | None:
+    if body == "-":
+        return sys.stdin.read()
+    return body
+
+
+@cli.command()
+@click.argument("title")
+@click.option("--id", "task_id", metavar="ID", help="Use this id (default: drawn from the title).")
+@_field_options
+@click.option("--body", metavar="TEXT|-", help="Body text under the fields; '-' reads stdin.")
+@click.option("--json", "as_json", is_flag=True, help="Print {'id': ...} as JSON.")
+@click.pass_context
+def add(
+    ctx: click.Context, /, title: str, task_id: str | None, body: str | None, as_json: bool, **fields: Any
+) -> None:
+    """Add a task at the end of TASKS.md and print its id.
+
+    The id is drawn under the project lock from the title (or --id), unique across
+    TASKS.md and the archive. After and Parent ids must exist.
+    """
+    from wf import ops
+
+    new_id = ops.add_task(
+        _project(ctx), title, task_id=task_id, body=_body(body), on_wait=_on_wait, **_clean(fields)
+    )
+    _echo_json({"id": new_id}) if as_json else click.echo(new_id)
+
+
+def _clean(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+@cli.command("set")
+@click.argument("task_id", metavar="ID")
+@click.option("--title", help="New title.")
+@_field_options
+@click.option("--json", "as_json", is_flag=True, help="Print the changed keys as JSON.")
+@click.pass_context
+def set_cmd(ctx: click.Context, /, task_id: str, title: str | None, as_json: bool, **fields: Any) -> None:
+    """Change fields of task ID; an empty value ('') removes the field.
+
+    Only the lines of the changed fields are rewritten.
+    """
+    from wf import ops
+
+    changed = ops.set_fields(_project(ctx), task_id, title=title, on_wait=_on_wait, **_clean(fields))
+    if as_json:
+        _echo_json({"id": task_id, "changed": changed})
+    else:
+        click.echo(f"{task_id}: " + (", ".join(changed) if changed else "unchanged"))
+
+
+@cli.command()
+@click.argument("task_id", metavar="ID")
+@click.argument("state", metavar="STATE")
+@click.argument("note", required=False)
+@click.option("--force", is_flag=True, help="Claim even if the task is claimed or not runner-ready.")
+@click.option("--json", "as_json", is_flag=True, help="Print the new status as JSON.")
+@click.pass_context
+def status(
+    ctx: click.Context, task_id: str, state: str, note: str | None, force: bool, as_json: bool
+) -> None:
+    """Set the status of task ID: STATE is pending, progress, awaiting, blocked or wip.
+
+    \b
+    wf status ID progress WHO    claim it (fails naming the holder if taken)
+    wf status ID awaiting 'Q'    needs a ruling from the owner
+    wf status ID blocked 'WHY'   cannot go on until something outside changes
+    wf status ID wip 'NOTE'      unfinished work was wrapped up
+    wf status ID pending         back to the queue (removes the Status line)
+    """
+    from wf import ops
+
+    st = ops.set_status(_project(ctx), task_id, state, note, force=force, on_wait=_on_wait)
+    if as_json:
+        _echo_json({"id": task_id, "state": st.state, "status": str(st)})
+    else:
+        click.echo(f"{task_id}: {st}")
+
+
+@cli.command()
+@click.argument("task_id", metavar="ID")
+@click.argument("text")
+@click.pass_context
+def note(ctx: click.Context, task_id: str, text: str) -> None:
+    """Append a dated 'Note:' line to task ID."""
+    from wf import ops
+
+    ops.add_note(_project(ctx), task_id, text, on_wait=_on_wait)
+    click.echo(f"{task_id}: noted")
+
+
+@cli.command()
+@click.argument("task_id", metavar="ID")
+@click.option("--commit", metavar="SHA", help="The commit that finished it (recorded in the archive).")
+@click.option("--json", "as_json", is_flag=True, help="Print the archive line as JSON.")
+@click.pass_context
+def done(ctx: click.Context, task_id: str, commit: str | None, as_json: bool) -> None:
+    """Archive task ID: one line in the archive, the task removed from TASKS.md."""
+    from wf import ops
+
+    line = ops.done_task(_project(ctx), task_id, commit=commit, on_wait=_on_wait)
+    _echo_json({"id": task_id, "archived": line}) if as_json else click.echo(line)
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def _crash_log(exc: BaseException) -> str:
+    import tempfile
+    import time
+    import traceback
+
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    folder = Path(base) / "wf"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        folder = Path(tempfile.gettempdir())
+    path = folder / f"crash-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    text = f"wf {__version__} {' '.join(sys.argv)}\n" + "".join(
+        traceback.format_exception(type(exc), exc, exc.__traceback__)
+    )
+    path.write_text(text, "utf-8")
+    return str(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        rv = cli.main(args=list(argv) if argv is not None else None, prog_name="wf", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("wf: interrupted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except ParseError as e:
+        click.echo(str(e), err=True)
+        click.echo(
+            f"wf: refusing to act on a file with errors ({len(e.issues)}); fix them (wf check)", err=True
+        )
+        return e.exit_code
+    except WfError as e:
+        click.echo(f"wf: {e}", err=True)
+        return e.exit_code
+    except KeyboardInterrupt:
+        click.echo("wf: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # a bug: keep the traceback, show one line
+        path = _crash_log(e)
+        click.echo(f"wf: internal error: {type(e).__name__}: {e} (traceback in {path})", err=True)
+        return 3
+    return rv if isinstance(rv, int) else 0
+
+
+def entry() -> None:
+    sys.exit(main())

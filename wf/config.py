@@ -1,0 +1,214 @@
+"""wf.toml: the project's settings.
+
+Reading uses the standard library's ``tomllib`` (fast to import, on every command's
+path); editing goes through ``tomlkit`` (imported only then) so that a person's
+comments and layout survive. No wf.toml at all is a valid setup with the defaults.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path, PurePosixPath
+from typing import Any, NamedTuple
+
+from wf.errors import ConfigError, WfError
+from wf.taskfile import ID_HELP, MODEL_RE, valid_id
+
+ADAPTERS = ("claude", "codex", "opencode", "cmd")
+ISOLATIONS = ("worktree", "clone")
+DEFAULT_MODELS = ("haiku", "sonnet", "opus")
+
+
+class Lane(NamedTuple):
+    name: str
+    model: str
+    adapter: str = "claude"
+    max_parallel: int = 1
+    effort: str | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return self._asdict()
+
+
+class Config(NamedTuple):
+    main: str | None = None
+    tasks: str = "TASKS.md"
+    archive: str = "DONE.md"
+    slice_above: float = 4
+    isolation: str = "worktree"
+    gate: str | None = None
+    cloud: bool = False
+    lock_timeout: float = 10.0
+    lanes: tuple[Lane, ...] = (Lane("haiku", "haiku"), Lane("sonnet", "sonnet"), Lane("opus", "opus"))
+    warnings: tuple[str, ...] = ()
+
+    def lane(self, name: str) -> Lane | None:
+        for lane in self.lanes:
+            if lane.name == name:
+                return lane
+        return None
+
+    def lane_for_model(self, model: str) -> Lane | None:
+        for lane in self.lanes:
+            if lane.model == model:
+                return lane
+        return self.lane(model)
+
+
+DEFAULT_TOML = """\
+# wf settings. Every key is optional; the values below are the defaults.
+# Edit by hand or with `wf config KEY VALUE` (which keeps these comments).
+
+# main = "main"          # the main branch (default: the main checkout's current branch)
+tasks = "TASKS.md"        # the backlog
+archive = "DONE.md"       # done tasks, one line each
+slice_above = 4           # a task with a larger Effort is sliced before it is implemented
+isolation = "worktree"    # "worktree" (.worktrees/<lane>) or "clone" (throwaway clone)
+gate = ""                 # command run after each merge, e.g. "pytest -q" (no shell)
+cloud = false             # use the cloud lane
+lock_timeout = 10         # seconds to wait for the project lock before giving up
+
+# One lane per model by default; a lane runs at most max_parallel workers.
+[lanes.haiku]
+model = "haiku"
+adapter = "claude"        # claude, codex, opencode or cmd
+max_parallel = 1
+
+[lanes.sonnet]
+model = "sonnet"
+adapter = "claude"
+max_parallel = 1
+
+[lanes.opus]
+model = "opus"
+adapter = "claude"
+max_parallel = 1
+"""
+
+_TOP_KEYS = {
+    "main",
+    "tasks",
+    "archive",
+    "slice_above",
+    "isolation",
+    "gate",
+    "cloud",
+    "lock_timeout",
+    "lanes",
+}
+
+
+def load(path: Path) -> Config:
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except FileNotFoundError:
+        return Config()
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(str(path.name), f"not valid TOML: {e}") from None
+    return from_dict(data, path.name)
+
+
+def _typed(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    value = data[key]
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ConfigError(where, f"{key} must be a {names}, not {value!r}")
+    return value
+
+
+def _rel_path(value: str, key: str, where: str) -> str:
+    p = PurePosixPath(value)
+    if not value or p.is_absolute() or ".." in p.parts or "\\" in value:
+        raise ConfigError(where, f"{key} must be a relative path inside the repository, not {value!r}")
+    return value
+
+
+def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
+    warnings = [f"{where}: unknown key {k!r} (ignored)" for k in data if k not in _TOP_KEYS]
+    kw: dict[str, Any] = {}
+    if "main" in data:
+        kw["main"] = _typed(data, "main", str, where) or None
+    for key in ("tasks", "archive"):
+        if key in data:
+            kw[key] = _rel_path(_typed(data, key, str, where), key, where)
+    if "slice_above" in data:
+        kw["slice_above"] = float(_typed(data, "slice_above", (int, float), where))
+    if "lock_timeout" in data:
+        v = float(_typed(data, "lock_timeout", (int, float), where))
+        if v < 0:
+            raise ConfigError(where, "lock_timeout must be >= 0")
+        kw["lock_timeout"] = v
+    if "isolation" in data:
+        v = _typed(data, "isolation", str, where)
+        if v not in ISOLATIONS:
+            raise ConfigError(where, f"isolation must be one of {', '.join(ISOLATIONS)}, not {v!r}")
+        kw["isolation"] = v
+    if "gate" in data:
+        kw["gate"] = _typed(data, "gate", str, where).strip() or None
+    if "cloud" in data:
+        kw["cloud"] = _typed(data, "cloud", bool, where)
+    if "lanes" in data:
+        kw["lanes"] = _lanes(_typed(data, "lanes", dict, where), where, warnings)
+    kw["warnings"] = tuple(warnings)
+    return Config(**kw)
+
+
+def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane, ...]:
+    lanes = []
+    for name, spec in table.items():
+        w = f"{where}: [lanes.{name}]"
+        if not valid_id(name):
+            raise ConfigError(where, f"bad lane name {name!r}: {ID_HELP}")
+        if not isinstance(spec, dict):
+            raise ConfigError(where, f"lanes.{name} must be a table")
+        for k in spec:
+            if k not in ("model", "adapter", "max_parallel", "effort"):
+                warnings.append(f"{w}: unknown key {k!r} (ignored)")
+        model = spec.get("model", name)
+        if not isinstance(model, str) or not MODEL_RE.fullmatch(model):
+            raise ConfigError(where, f"lanes.{name}.model must be a model name, not {model!r}")
+        adapter = spec.get("adapter", "claude")
+        if adapter not in ADAPTERS:
+            raise ConfigError(
+                where, f"lanes.{name}.adapter must be one of {', '.join(ADAPTERS)}, not {adapter!r}"
+            )
+        mp = spec.get("max_parallel", 1)
+        if not isinstance(mp, int) or isinstance(mp, bool) or mp < 1:
+            raise ConfigError(where, f"lanes.{name}.max_parallel must be a whole number >= 1")
+        effort = spec.get("effort")
+        if effort is not None and not isinstance(effort, str):
+            raise ConfigError(where, f"lanes.{name}.effort must be a string")
+        lanes.append(Lane(name, model, adapter, mp, effort))
+    return tuple(lanes)
+
+
+def set_value(path: Path, dotted: str, raw: str) -> Config:
+    """Set one key (``lanes.sonnet.max_parallel``) in wf.toml, keeping comments and
+    layout; the value is parsed as TOML if it can be (``2``, ``true``), else a string.
+    The result is validated before it is written."""
+    import tomlkit
+
+    from wf.fsutil import atomic_write, read_bytes
+
+    parts = dotted.split(".")
+    if not all(parts):
+        raise WfError(f"bad key {dotted!r}")
+    data = read_bytes(path)
+    doc = tomlkit.parse(data.decode("utf-8") if data else "")
+    try:
+        value: Any = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    table: Any = doc
+    for part in parts[:-1]:
+        if part not in table:
+            table[part] = tomlkit.table()
+        table = table[part]
+        if not isinstance(table, dict):
+            raise WfError(f"{dotted}: {part} is not a table")
+    table[parts[-1]] = value
+    text = tomlkit.dumps(doc)
+    config = from_dict(tomllib.loads(text), path.name)
+    atomic_write(path, text.encode("utf-8"))
+    return config

@@ -1,0 +1,106 @@
+"""The project lock (``.wf/lock`` in the main checkout); the only user of filelock.
+
+It is an ``flock`` on the file, so the kernel releases it when its holder dies, however
+it dies: a dead holder never blocks anyone, and the next waiter takes over at once.
+Beside it, ``.wf/lock.owner`` says who holds it (pid, command, since when), so that a
+waiter can say once whom it waits for. Waiting is bounded; the error names the holder.
+Within one process the lock is re-entrant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from wf.errors import LockTimeout
+
+_held: dict[str, int] = {}
+
+
+def describe_holder(owner_file: Path) -> str:
+    try:
+        info = json.loads(owner_file.read_text("utf-8"))
+        pid = int(info["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process (no owner recorded)"
+    alive = _pid_alive(pid)
+    cmd = str(info.get("cmd", "?"))
+    since = str(info.get("since", "?"))
+    state = "" if alive else ", which has exited"
+    return f"pid {pid} ({cmd}{state}) since {since}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _command_line() -> str:
+    args = [os.path.basename(sys.argv[0]) or "python", *sys.argv[1:]]
+    line = " ".join(args)
+    return line if len(line) <= 80 else line[:77] + "..."
+
+
+@contextmanager
+def project_lock(
+    wf_dir: Path,
+    timeout: float = 10.0,
+    on_wait: Callable[[str], None] | None = None,
+) -> Iterator[None]:
+    """Hold the project lock for the ``with`` block.
+
+    ``on_wait`` is called once, with a line naming the holder, if the lock is busy.
+    Raises LockTimeout after ``timeout`` seconds.
+    """
+    path = str(wf_dir / "lock")
+    if _held.get(path):
+        _held[path] += 1
+        try:
+            yield
+        finally:
+            _held[path] -= 1
+        return
+
+    import filelock
+
+    wf_dir.mkdir(parents=True, exist_ok=True)
+    owner = wf_dir / "lock.owner"
+    lock = filelock.FileLock(path, timeout=timeout)
+    start = time.monotonic()
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        if on_wait is not None:
+            on_wait(f"waiting for the project lock, held by {describe_holder(owner)}")
+        try:
+            lock.acquire(timeout=timeout, poll_interval=0.02)
+        except filelock.Timeout:
+            raise LockTimeout(path, round(time.monotonic() - start, 1), describe_holder(owner)) from None
+    try:
+        _write_owner(owner)
+        _held[path] = 1
+        yield
+    finally:
+        _held.pop(path, None)
+        lock.release()
+
+
+def _write_owner(owner: Path) -> None:
+    info = {
+        "pid": os.getpid(),
+        "cmd": _command_line(),
+        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    tmp = owner.with_name(f".lock.owner.{os.getpid()}")
+    tmp.write_text(json.dumps(info), "utf-8")
+    os.replace(tmp, owner)

@@ -1,0 +1,358 @@
+"""Changes to the backlog: add, set, status (claims), notes, done.
+
+Every change runs in ``transact``: take the project lock, read TASKS.md and the
+archive fresh, refuse a file with errors, compute the new lines, parse them again,
+write the archive (if it changes) and then TASKS.md atomically. TASKS.md is replaced
+only if it still holds the bytes that were read: an editor that saved in between
+makes wf start over from the fresh file instead of overwriting the person's edit.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Callable
+from datetime import datetime
+from typing import NamedTuple
+
+from wf import archive as archivemod
+from wf import backlog as backlogmod
+from wf import taskfile
+from wf.backlog import Backlog
+from wf.errors import ClaimError, ParseError, WfError
+from wf.fsutil import atomic_write
+from wf.lock import project_lock
+from wf.project import Project
+from wf.taskfile import STATES, check_id, parse_status, utc_stamp
+
+MAX_RETRIES = 50
+
+
+class Change(NamedTuple):
+    tasks: list[str] | None = None  # the new lines of TASKS.md
+    archive: bytes | None = None  # the new archive bytes
+
+
+# A hook for tests: called between the fresh read and the replace of TASKS.md.
+_before_replace: Callable[[], None] | None = None
+
+
+def transact(
+    project: Project,
+    fn: Callable[[Backlog], Change],
+    *,
+    on_wait: Callable[[str], None] | None = None,
+    finishing: str | None = None,
+) -> Backlog:
+    """Apply ``fn`` to a fresh backlog under the project lock; return the new backlog.
+
+    ``finishing`` names a task whose archiving was interrupted (it is in both files):
+    that one disagreement is not an error for this change, which completes it.
+    """
+    with project_lock(project.wf_dir, project.lock_timeout, on_wait):
+        for _ in range(MAX_RETRIES):
+            bl = backlogmod.load(project)
+            errors = [
+                e
+                for e in bl.errors()
+                if not (finishing and e.message.startswith(f"id {finishing!r} is already in the archive"))
+            ]
+            if errors:
+                raise ParseError(errors)
+            change = fn(bl)
+            new_doc = taskfile.reparse(bl.doc, change.tasks) if change.tasks is not None else None
+            if change.archive is not None:
+                if taskfile_changed(project, bl):
+                    continue
+                atomic_write(project.archive_path, change.archive)
+            if new_doc is not None:
+                if not atomic_write(
+                    project.tasks_path, new_doc.render(), expect=bl.data, before_replace=_before_replace
+                ):
+                    continue
+                return backlogmod.Backlog(project, new_doc, bl.archive, new_doc.render())
+            return bl
+        raise WfError(f"{project.config.tasks} kept changing while wf tried to write it; try again")
+
+
+def taskfile_changed(project: Project, bl: Backlog) -> bool:
+    from wf.fsutil import read_bytes
+
+    return read_bytes(project.tasks_path) != bl.data
+
+
+# ------------------------------------------------------------------ add / set
+
+
+def slugify(title: str, limit: int = 40) -> str:
+    text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode().lower()
+    slug = re.sub(r"[^a-z0-9]+", "-", text).strip("-")
+    if len(slug) > limit:
+        cut = slug[:limit]
+        slug = cut.rsplit("-", 1)[0] if "-" in cut else cut
+    return slug.strip("-") or "task"
+
+
+def _fresh_id(base: str, taken: set[str]) -> str:
+    if base not in taken:
+        return base
+    n = 2
+    while True:
+        suffix = f"-{n}"
+        cand = base[: 48 - len(suffix)].rstrip("-") + suffix
+        if cand not in taken:
+            return cand
+        n += 1
+
+
+def _field_values(
+    *,
+    model: str | None = None,
+    lane: str | None = None,
+    prio: int | None = None,
+    effort: str | float | None = None,
+    done: str | None = None,
+    after: str | list[str] | tuple[str, ...] | None = None,
+    sessions: str | None = None,
+    cloud: str | None = None,
+    parent: str | None = None,
+    status: str | None = None,
+) -> dict[str, str | None]:
+    """Validated field values; '' means remove (for set), None means leave alone."""
+    values: dict[str, str | None] = {}
+    if prio is not None:
+        if prio not in (0, 1, 2, 3):
+            raise WfError(f"bad prio {prio}: expected 0, 1, 2 or 3 (0 is most urgent)")
+        values["prio"] = str(prio)
+    if isinstance(after, (list, tuple)):
+        after = ", ".join(a.strip() for a in after if a.strip())
+    if isinstance(effort, float):
+        effort = f"{effort:g}"
+    raw = {
+        "model": model,
+        "lane": lane,
+        "effort": effort,
+        "done": done,
+        "after": after,
+        "sessions": sessions,
+        "cloud": cloud,
+        "parent": parent,
+        "status": status,
+    }
+    for key, value in raw.items():
+        if value is None:
+            continue
+        v = value.strip()
+        if v:
+            if key == "after":
+                v = ", ".join(p.strip() for p in v.split(","))
+            if key == "status":
+                st = parse_status(v)
+                if st is None:
+                    problem = taskfile.check_field("status", v)
+                    raise WfError(problem or f"bad status {v!r}")
+                v = "" if st.state == "pending" else str(st)
+            else:
+                problem = taskfile.check_field(key, v)
+                if problem:
+                    raise WfError(problem)
+        values[key] = v
+    return values
+
+
+def _check_refs(bl: Backlog, values: dict[str, str | None], self_id: str) -> None:
+    known = bl.doc.ids() | bl.archive.ids()
+    for a in (values.get("after") or "").split(","):
+        a = a.strip()
+        if a and a == self_id:
+            raise WfError(f"a task cannot be After itself ({a})")
+        if a and a not in known:
+            raise WfError(f"After names unknown id {a!r}")
+    parent = values.get("parent")
+    if parent and parent == self_id:
+        raise WfError("a task cannot be its own Parent")
+    if parent and parent not in known:
+        raise WfError(f"Parent names unknown id {parent!r}")
+    lane = values.get("lane")
+    if lane and bl.config.lane(lane) is None:
+        names = ", ".join(ln.name for ln in bl.config.lanes)
+        raise WfError(f"no lane {lane!r} (lanes: {names}; add one in wf.toml)")
+
+
+def add_task(
+    project: Project,
+    title: str,
+    *,
+    task_id: str | None = None,
+    body: str | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    **fields: object,
+) -> str:
+    """Add a task at the end of TASKS.md; return its id (drawn under the lock)."""
+    title = title.strip()
+    if not title or "\n" in title:
+        raise WfError("a task needs a one-line title")
+    if task_id is not None:
+        check_id(task_id, "task id")
+    values = _field_values(**fields)  # type: ignore[arg-type]
+    drawn: list[str] = []
+
+    def change(bl: Backlog) -> Change:
+        taken = bl.doc.ids() | bl.archive.ids()
+        if task_id is not None:
+            if task_id in taken:
+                where = "the archive" if task_id in bl.archive.ids() else bl.doc.path
+                raise WfError(f"id {task_id!r} is already used in {where}; ids are never reused")
+            new_id = task_id
+        else:
+            new_id = _fresh_id(slugify(title), taken)
+        _check_refs(bl, values, new_id)
+        drawn[:] = [new_id]
+        return Change(tasks=taskfile.append_task(bl.doc, new_id, title, taskfile.dump_fields(values), body))
+
+    transact(project, change, on_wait=on_wait)
+    return drawn[0]
+
+
+def set_fields(
+    project: Project,
+    task_id: str,
+    *,
+    title: str | None = None,
+    on_wait: Callable[[str], None] | None = None,
+    **fields: object,
+) -> list[str]:
+    """Change fields of a task ('' removes one); return the keys that changed."""
+    values = _field_values(**fields)  # type: ignore[arg-type]
+    if title is not None and not title.strip():
+        raise WfError("a title cannot be empty")
+    if not values and title is None:
+        raise WfError("nothing to set: give at least one field option (see wf set --help)")
+    changed: list[str] = []
+
+    def change(bl: Backlog) -> Change:
+        doc = bl.doc
+        doc.task(task_id)
+        _check_refs(bl, values, task_id)
+        changed.clear()
+        lines = doc.lines
+        if title is not None:
+            lines = taskfile.set_title(doc, task_id, title)
+            doc = taskfile.parse_lines(lines, doc.path)
+            changed.append("title")
+        for key, value in values.items():
+            current = doc.task(task_id).get(key)
+            if (current or "") == (value or ""):
+                continue
+            lines = taskfile.set_field(doc, task_id, key, value)
+            doc = taskfile.parse_lines(lines, doc.path)
+            changed.append(key)
+        return Change(tasks=lines if changed else None)
+
+    transact(project, change, on_wait=on_wait)
+    return changed
+
+
+# ------------------------------------------------------------------ status / claim
+
+
+def set_status(
+    project: Project,
+    task_id: str,
+    state: str,
+    note: str | None = None,
+    *,
+    force: bool = False,
+    now: datetime | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> taskfile.Status:
+    """Set a task's status. ``progress`` is a claim: under the lock it re-checks that
+    the task is runner-ready and unclaimed, and fails naming the holder otherwise."""
+    if state == "in-progress":
+        state = "progress"
+    if state not in STATES:
+        raise WfError(f"unknown state {state!r}: expected one of {', '.join(STATES)}")
+    note = (note or "").strip()
+    if "\n" in note:
+        raise WfError("the note must be one line")
+    if state == "progress" and not note:
+        raise WfError("a claim needs WHO: wf status ID progress WHO")
+    if state in ("awaiting", "blocked", "wip") and not note:
+        raise WfError(f"{state} needs a note: wf status ID {state} 'why'")
+    if state == "pending":
+        value = ""
+    elif state == "progress":
+        value = f"in progress: {note} since {utc_stamp(now)}"
+    else:
+        value = f"{state}: {note}"
+    result: list[taskfile.Status] = []
+
+    def change(bl: Backlog) -> Change:
+        task = bl.doc.task(task_id)
+        if state == "progress" and not force:
+            current = task.status
+            if current.state == "progress":
+                raise ClaimError(task_id, f"already claimed by {current.text}", current.who)
+            why = bl.blockers(task)
+            if why:
+                raise ClaimError(task_id, "not runner-ready: " + "; ".join(why))
+        lines = taskfile.set_field(bl.doc, task_id, "status", value or None)
+        result[:] = [parse_status(value) if value else taskfile.PENDING]  # type: ignore[list-item]
+        return Change(tasks=lines)
+
+    transact(project, change, on_wait=on_wait)
+    return result[0]
+
+
+def add_note(
+    project: Project, task_id: str, text: str, *, on_wait: Callable[[str], None] | None = None
+) -> None:
+    if not text.strip():
+        raise WfError("a note cannot be empty")
+
+    def change(bl: Backlog) -> Change:
+        return Change(tasks=taskfile.add_note(bl.doc, task_id, text))
+
+    transact(project, change, on_wait=on_wait)
+
+
+# ------------------------------------------------------------------ done
+
+
+def done_task(
+    project: Project,
+    task_id: str,
+    *,
+    commit: str | None = None,
+    now: datetime | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> str:
+    """Archive a task: append its line to the archive, then remove it from TASKS.md.
+    A task already archived (an earlier ``done`` was interrupted) is just removed."""
+    if commit is not None and not re.fullmatch(r"[0-9a-f]{4,64}", commit):
+        raise WfError(f"bad commit {commit!r}: expected a hexadecimal sha")
+    line: list[str] = []
+
+    def change(bl: Backlog) -> Change:
+        task = bl.doc.task(task_id)
+        entry = bl.archive.find(task_id)
+        if entry is not None:
+            line[:] = [entry.raw]
+            return Change(tasks=taskfile.remove_task(bl.doc, task_id))
+        text = archivemod.format_line(
+            task_id,
+            task.title,
+            lane=bl.lane_of(task),
+            model=task.model,
+            commit=commit,
+            parent=task.parent,
+            now=now,
+        )
+        line[:] = [text]
+        return Change(
+            tasks=taskfile.remove_task(bl.doc, task_id),
+            archive=archivemod.appended(bl.archive, text),
+        )
+
+    transact(project, change, on_wait=on_wait, finishing=task_id)
+    return line[0]

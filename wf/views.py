@@ -1,0 +1,276 @@
+"""What the read-only commands report: rows and records, as text or JSON-ready dicts.
+
+Text output is short and exact (an orchestrating agent reads it); every function here
+returns data or strings and never prints.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from wf.backlog import Backlog
+from wf.errors import ParseIssue, UnknownTask
+from wf.taskfile import Task
+
+RUNNER_LIMIT = 20
+
+
+def state_of(bl: Backlog, task: Task, blockers: list[str]) -> str:
+    st = task.status.state
+    if st == "pending" and not blockers:
+        return "ready"
+    return st
+
+
+def task_record(bl: Backlog, task: Task, blockers: list[str] | None = None) -> dict[str, Any]:
+    why = bl.blockers(task) if blockers is None else blockers
+    st = task.status
+    return {
+        "id": task.id,
+        "title": task.title,
+        "lane": bl.lane_of(task),
+        "model": task.model,
+        "prio": task.prio,
+        "effort": task.effort,
+        "done": task.done,
+        "after": list(task.after),
+        "sessions": task.sessions,
+        "cloud": task.cloud,
+        "parent": task.parent,
+        "status": str(st),
+        "state": state_of(bl, task, why),
+        "who": st.who or None,
+        "notes": task.notes,
+        "ready": not why,
+        "slice": not why and bl.is_slice_job(task),
+        "blockers": why,
+        "line": task.line,
+    }
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    if not rows:
+        return []
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    out = []
+    for r in rows:
+        cells = [c.ljust(w) for c, w in zip(r, widths, strict=False)] + [r[-1]]
+        out.append("  ".join(cells).rstrip())
+    return out
+
+
+def _fmt_effort(e: float | None) -> str:
+    return "-" if e is None else f"e{e:g}"
+
+
+def list_rows(
+    bl: Backlog,
+    *,
+    runner: bool = False,
+    lane: str | None = None,
+    status: str | None = None,
+) -> list[dict[str, Any]]:
+    if runner:
+        tasks = bl.runner_ready(lane)
+        return [task_record(bl, t, []) for t in tasks]
+    records = []
+    for t in bl.doc.tasks:
+        rec = task_record(bl, t)
+        if lane is not None and rec["lane"] != lane:
+            continue
+        if (
+            status is not None
+            and rec["state"] != status
+            and not (status == "pending" and rec["state"] == "ready")
+        ):
+            continue
+        records.append(rec)
+    return records
+
+
+def list_text(records: list[dict[str, Any]], *, runner: bool, limit: int) -> list[str]:
+    shown = records if limit <= 0 else records[:limit]
+    rows = []
+    for r in shown:
+        if runner:
+            rid = ("slice: " if r["slice"] else "") + r["id"]
+            rows.append([rid, r["lane"] or "-", f"p{r['prio']}", _fmt_effort(r["effort"]), r["title"]])
+        else:
+            state = r["state"] if r["state"] != "progress" else f"progress:{r['who'] or '?'}"
+            rows.append([r["id"], r["lane"] or "-", f"p{r['prio']}", state, r["title"]])
+    lines = _table(rows)
+    if len(records) > len(shown):
+        lines.append(f"... {len(records) - len(shown)} more (--limit 0 shows all)")
+    return lines
+
+
+def issue_lines(issues: list[ParseIssue], limit: int = 50) -> list[str]:
+    lines = [str(i) for i in issues[:limit]]
+    if len(issues) > limit:
+        lines.append(f"... {len(issues) - limit} more (wf check)")
+    return lines
+
+
+def check_summary(bl: Backlog, issues: list[ParseIssue]) -> dict[str, Any]:
+    errors = sum(1 for i in issues if i.level == "error")
+    return {
+        "tasks": len(bl.doc.tasks),
+        "ready": len(bl.runner_ready()),
+        "archived": len(bl.archive.entries),
+        "errors": errors,
+        "warnings": len(issues) - errors,
+        "issues": [i.as_dict() for i in issues],
+    }
+
+
+def orch_record(bl: Backlog, lane: str) -> dict[str, Any] | None:
+    path = bl.project.wf_dir / "orch" / f"{lane}.json"
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def lanes(bl: Backlog) -> list[dict[str, Any]]:
+    counts = {
+        ln.name: {"ready": 0, "progress": 0, "awaiting": 0, "blocked": 0, "wip": 0, "pending": 0}
+        for ln in bl.config.lanes
+    }
+    unknown: dict[str, int] = {}
+    for t in bl.doc.tasks:
+        name = bl.lane_of(t)
+        if name not in counts:
+            key = name or "(none)"
+            unknown[key] = unknown.get(key, 0) + 1
+            continue
+        counts[name][state_of(bl, t, bl.blockers(t))] += 1
+    out = []
+    for ln in bl.config.lanes:
+        rec = orch_record(bl, ln.name)
+        out.append(
+            {
+                "lane": ln.name,
+                "model": ln.model,
+                "adapter": ln.adapter,
+                "max_parallel": ln.max_parallel,
+                **counts[ln.name],
+                "active": rec.get("id") if rec else None,
+            }
+        )
+    for name, n in unknown.items():
+        out.append(
+            {"lane": name, "model": None, "adapter": None, "max_parallel": 0, "tasks": n, "missing": True}
+        )
+    return out
+
+
+def lanes_text(records: list[dict[str, Any]]) -> list[str]:
+    rows = [["lane", "model", "adapter", "ready", "progress", "awaiting", "blocked", "active"]]
+    notes = []
+    for r in records:
+        if r.get("missing"):
+            notes.append(f"{r['tasks']} task(s) name lane {r['lane']}, which does not exist")
+            continue
+        rows.append(
+            [
+                r["lane"],
+                r["model"],
+                f"{r['adapter']}x{r['max_parallel']}" if r["max_parallel"] > 1 else r["adapter"],
+                str(r["ready"]),
+                str(r["progress"]),
+                str(r["awaiting"]),
+                str(r["blocked"]),
+                r["active"] or "-",
+            ]
+        )
+    return _table(rows) + notes
+
+
+def show(bl: Backlog, task_id: str) -> dict[str, Any]:
+    task = bl.doc.find(task_id)
+    if task is None:
+        entry = bl.archive.find(task_id)
+        if entry is None:
+            raise UnknownTask(task_id, f"{bl.doc.path} or {bl.archive.path}")
+        return {"id": task_id, "archived": True, **entry.as_dict(), "line": entry.line}
+    rec = task_record(bl, task)
+    rec["archived"] = False
+    rec["text"] = bl.doc.text_of(task)
+    rec["path"] = bl.doc.path
+    return rec
+
+
+def show_text(rec: dict[str, Any]) -> list[str]:
+    if rec["archived"]:
+        return [
+            f"{rec['id']}: {rec['title']}",
+            f"archived {rec['ts']}  lane={rec['lane']} model={rec['model']} commit={rec['commit']}",
+        ]
+    lines = [f"{rec['path']}:{rec['line']}  lane={rec['lane'] or '-'}  state={rec['state']}"]
+    if rec["ready"]:
+        lines.append("runner-ready: yes" + (" (slice job: Effort above slice_above)" if rec["slice"] else ""))
+    else:
+        lines.append("runner-ready: no")
+        lines.extend(f"  - {why}" for why in rec["blockers"])
+    lines.append("")
+    lines.extend(rec["text"].rstrip("\r\n").splitlines())
+    return lines
+
+
+def ctx(bl: Backlog, task_id: str, cwd: Path) -> dict[str, Any]:
+    task = bl.doc.task(task_id)
+    lane = bl.lane_of(task)
+    root = bl.project.root
+    rec = orch_record(bl, lane) if lane else None
+    worktree = None
+    if rec and rec.get("id") == task_id:
+        worktree = rec.get("worktree")
+    else:
+        wt_dir = bl.project.worktrees_dir.resolve()
+        here = cwd.resolve()
+        if here == wt_dir or wt_dir in here.parents:
+            rel = here.relative_to(wt_dir).parts
+            worktree = str(wt_dir / rel[0]) if rel else None
+    after = []
+    for a in task.after:
+        e = bl.archive.find(a)
+        after.append(e.raw if e else f"{a} (not done yet)")
+    return {
+        "id": task.id,
+        "title": task.title,
+        "lane": lane,
+        "model": task.model,
+        "effort": task.effort,
+        "done": task.done,
+        "after": after,
+        "main_tree": str(root),
+        "tasks_file": str(bl.project.tasks_path),
+        "archive_file": str(bl.project.archive_path),
+        "worktree": worktree,
+        "branch": f"{lane}/{task.id}" if lane else None,
+        "slice": bl.is_slice_job(task) and not bl.blockers(task),
+        "text": bl.doc.text_of(task),
+    }
+
+
+def ctx_text(c: dict[str, Any]) -> list[str]:
+    lines = [
+        f"Task: {c['id']}  Lane: {c['lane'] or '-'}  Model: {c['model'] or '-'}",
+        f"Main tree: {c['main_tree']}",
+        f"Worktree: {c['worktree'] or '-'}  Branch: {c['branch'] or '-'}",
+        f"Tasks: {c['tasks_file']}  Archive: {c['archive_file']}",
+        f"Done when: {c['done'] or '(no Done line: ask for one)'}",
+    ]
+    if c["after"]:
+        lines.append("After (done before this one):")
+        lines.extend(f"  {a}" for a in c["after"])
+    if c["slice"]:
+        lines.append(
+            "This is a slice job: split it into tasks with 'Parent: " + c["id"] + "', do not implement it."
+        )
+    lines.append("")
+    lines.extend(c["text"].rstrip("\r\n").splitlines())
+    return lines
