@@ -172,7 +172,10 @@ def lanes_text(records: list[dict[str, Any]]) -> list[str]:
     notes = []
     for r in records:
         if r.get("missing"):
-            notes.append(f"{r['tasks']} task(s) name lane {r['lane']}, which does not exist")
+            if r["lane"] == "(none)":
+                notes.append(f"{r['tasks']} task(s) without Model or Lane")
+            else:
+                notes.append(f"{r['tasks']} task(s) in lane {r['lane']}, which does not exist")
             continue
         rows.append(
             [

@@ -1,0 +1,129 @@
+"""A sealed test environment: temporary HOME and state folders, a fixed git identity,
+and a guard that fails the run if anything touched the real ~/.claude or ~/.codex."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from wf.cli import main
+
+REAL_HOME = Path(os.path.expanduser("~"))
+GUARDED = [REAL_HOME / ".claude", REAL_HOME / ".codex", REAL_HOME / ".config" / "wf"]
+
+
+def _snapshot() -> dict[str, float]:
+    snap: dict[str, float] = {}
+    for root in GUARDED:
+        if not root.exists():
+            snap[str(root)] = -1.0
+            continue
+        for dirpath, _dirs, files in os.walk(root):
+            snap[dirpath] = os.stat(dirpath).st_mtime
+            for f in files:
+                p = os.path.join(dirpath, f)
+                try:
+                    snap[p] = os.stat(p).st_mtime
+                except OSError:
+                    pass
+    return snap
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _guard_real_home() -> Iterator[None]:
+    before = _snapshot()
+    yield
+    after = _snapshot()
+    assert before == after, "a test touched the real ~/.claude, ~/.codex or ~/.config/wf"
+
+
+@pytest.fixture(autouse=True)
+def sealed_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    for var in list(os.environ):
+        if var.startswith(("GIT_", "CLAUDE", "CODEX_", "WF_")):
+            monkeypatch.delenv(var)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))
+    monkeypatch.setenv("CODEX_HOME", str(home / ".codex"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "Test")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "test@example.invalid")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "Test")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "test@example.invalid")
+    monkeypatch.setenv("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+    monkeypatch.setenv("WF_LOCK_TIMEOUT", "20")
+    (home / ".gitconfig").write_text(
+        "[init]\n\tdefaultBranch = main\n[user]\n\tname = Test\n\temail = t@e.invalid\n"
+    )
+    return home
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+class WfRunner:
+    """Runs wf in this process (fast) or as a real subprocess."""
+
+    def __init__(self, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        self.root = root
+        self.capsys = capsys
+
+    def __call__(self, *args: str, cwd: Path | None = None) -> Result:
+        self.capsys.readouterr()
+        code = main(["-C", str(cwd or self.root), *args])
+        captured = self.capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    def ok(self, *args: str, cwd: Path | None = None) -> str:
+        r = self(*args, cwd=cwd)
+        assert r.code == 0, f"wf {' '.join(args)} exited {r.code}: {r.err}"
+        return r.out
+
+    def proc(self, *args: str, cwd: Path | None = None, input: str | None = None) -> Result:
+        p = subprocess.run(
+            [sys.executable, "-m", "wf", *args],
+            cwd=cwd or self.root,
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=60,
+        )
+        return Result(p.returncode, p.stdout, p.stderr)
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """An empty git repository with one commit, not yet set up for wf."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "README.md").write_text("hello\n")
+    git(root, "add", "README.md")
+    git(root, "commit", "-qm", "initial")
+    return root
+
+
+@pytest.fixture
+def wf(repo: Path, capsys: pytest.CaptureFixture[str]) -> WfRunner:
+    """A wf runner in a repository where 'wf init' has run."""
+    runner = WfRunner(repo, capsys)
+    runner.ok("init")
+    return runner

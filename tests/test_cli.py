@@ -1,0 +1,304 @@
+"""The everyday commands, end to end through the CLI entry point, against real files.
+
+Golden outputs live in tests/golden/; set WF_UPDATE_GOLDEN=1 to rewrite them after an
+intended change (and read the diff)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import WfRunner
+
+FIXTURES = Path(__file__).parent / "fixtures" / "golden"
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = bool(os.environ.get("WF_UPDATE_GOLDEN"))  # read before the sealed env clears WF_*
+
+
+def golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, "utf-8")
+    assert path.exists(), f"no golden file {path}; run with WF_UPDATE_GOLDEN=1"
+    assert text == path.read_text("utf-8")
+
+
+@pytest.fixture
+def sample(wf: WfRunner) -> WfRunner:
+    shutil.copy(FIXTURES / "TASKS.md", wf.root / "TASKS.md")
+    shutil.copy(FIXTURES / "DONE.md", wf.root / "DONE.md")
+    return wf
+
+
+# ---------------------------------------------------------------- golden outputs
+
+
+def test_list_golden(sample: WfRunner) -> None:
+    golden("list.out", sample.ok("list"))
+    golden("list-runner.out", sample.ok("list", "--runner"))
+
+
+def test_show_golden(sample: WfRunner) -> None:
+    golden("show-fetch-retry.out", sample.ok("show", "fetch-retry"))
+    golden("show-release.out", sample.ok("show", "release"))
+    golden("show-setup.out", sample.ok("show", "setup"))
+
+
+def test_lanes_golden(sample: WfRunner) -> None:
+    golden("lanes.out", sample.ok("lanes"))
+
+
+def test_check_golden(sample: WfRunner) -> None:
+    golden("check.out", sample.ok("check"))
+
+
+def test_check_broken_golden(sample: WfRunner) -> None:
+    shutil.copy(FIXTURES / "BROKEN.md", sample.root / "TASKS.md")
+    r = sample("check")
+    assert r.code == 1
+    golden("check-broken.out", r.out)
+
+
+# ---------------------------------------------------------------- behaviour
+
+
+def test_runner_order_and_slice(sample: WfRunner) -> None:
+    rows = json.loads(sample.ok("list", "--runner", "--json"))
+    assert [r["id"] for r in rows] == ["http-client", "parser"]
+    assert [r["slice"] for r in rows] == [False, True]
+    out = sample.ok("list", "--runner")
+    assert out.splitlines()[1].startswith("slice: parser")
+
+
+def test_runner_list_is_capped(wf: WfRunner) -> None:
+    lines = ["# Tasks\n"]
+    for i in range(30):
+        lines.append(f"\n## t{i}: Task {i}\nModel: haiku\nDone: true\n")
+    (wf.root / "TASKS.md").write_text("".join(lines))
+    out = wf.ok("list", "--runner").splitlines()
+    assert len(out) == 21
+    assert out[-1] == "... 10 more (--limit 0 shows all)"
+    assert len(wf.ok("list", "--runner", "--limit", "0").splitlines()) == 30
+
+
+def test_show_says_which_condition_fails(sample: WfRunner) -> None:
+    rec = json.loads(sample.ok("show", "fetch-retry", "--json"))
+    assert rec["ready"] is False
+    assert rec["blockers"] == ["after http-client (not done)"]
+    rec = json.loads(sample.ok("show", "bench", "--json"))
+    assert rec["blockers"] == ["no Model"]
+    rec = json.loads(sample.ok("show", "release", "--json"))
+    assert rec["blockers"] == ["Sessions: owner (a person works it)"]
+
+
+def test_after_becomes_ready_when_archived(sample: WfRunner) -> None:
+    sample.ok("done", "http-client", "--commit", "abcdef1")
+    rows = json.loads(sample.ok("list", "--runner", "--json"))
+    assert [r["id"] for r in rows] == ["fetch-retry", "parser"]
+    log = sample.ok("log", "-n", "1")
+    assert " http-client lane=haiku model=haiku commit=abcdef1 -- Shared HTTP client with timeouts" in log
+
+
+def test_add_prints_id_and_appends_only(wf: WfRunner) -> None:
+    before = (wf.root / "TASKS.md").read_bytes()
+    out = wf.ok("add", "Retry failed fetches!", "--model", "sonnet", "-p", "1", "--done", "pytest -k retry")
+    assert out == "retry-failed-fetches\n"
+    after = (wf.root / "TASKS.md").read_bytes()
+    assert after.startswith(before)
+    assert after[len(before) :] == (
+        b"\n## retry-failed-fetches: Retry failed fetches!\nModel: sonnet\nPrio: 1\nDone: pytest -k retry\n"
+    )
+    # the same title again draws a fresh id
+    assert wf.ok("add", "Retry failed fetches!") == "retry-failed-fetches-2\n"
+
+
+def test_add_with_body_from_stdin(wf: WfRunner) -> None:
+    r = wf.proc("add", "With body", "--id", "with-body", "--body", "-", input="line one\n\n- item\n")
+    assert r.code == 0, r.err
+    text = (wf.root / "TASKS.md").read_text()
+    assert text.endswith("## with-body: With body\n\nline one\n\n- item\n")
+
+
+def test_ids_are_never_reused(sample: WfRunner) -> None:
+    r = sample("add", "Again", "--id", "setup")
+    assert r.code == 1
+    assert "already used in the archive" in r.err
+    assert sample.ok("add", "Setup") == "setup-2\n"
+
+
+def test_set_changes_one_line(sample: WfRunner) -> None:
+    path = sample.root / "TASKS.md"
+    before = path.read_text().splitlines(keepends=True)
+    sample.ok("set", "fetch-retry", "-p", "0")
+    after = path.read_text().splitlines(keepends=True)
+    diff = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b]
+    assert len(diff) == 1 and after[diff[0]] == "Prio: 0\n"
+    # adding a field inserts exactly one line; '' removes it again
+    sample.ok("set", "http-client", "--effort", "3")
+    assert len(path.read_text().splitlines()) == len(before) + 1
+    sample.ok("set", "http-client", "--effort", "")
+    assert path.read_text().splitlines(keepends=True) == after
+
+
+def test_claim_has_one_winner_and_names_holder(sample: WfRunner) -> None:
+    assert sample.ok("status", "http-client", "progress", "alice").startswith(
+        "http-client: in progress: alice"
+    )
+    r = sample("status", "http-client", "progress", "bob")
+    assert r.code == 1
+    assert "already claimed by alice since" in r.err
+    r = sample("status", "fetch-retry", "progress", "bob")
+    assert r.code == 1 and "not runner-ready: after http-client" in r.err
+    assert sample("status", "fetch-retry", "progress", "bob", "--force").code == 0
+    sample.ok("status", "http-client", "pending")
+    assert "Status" not in sample.ok("show", "http-client")
+
+
+def test_status_needs_notes_and_known_states(sample: WfRunner) -> None:
+    assert sample("status", "parser", "awaiting").code == 1
+    r = sample("status", "parser", "sleeping", "x")
+    assert r.code == 1 and "unknown state 'sleeping'" in r.err
+    sample.ok("status", "parser", "blocked", "needs the API key")
+    assert json.loads(sample.ok("show", "parser", "--json"))["status"] == "blocked: needs the API key"
+
+
+def test_ctx_has_what_a_worker_needs(sample: WfRunner) -> None:
+    sample.ok("done", "http-client")
+    c = json.loads(sample.ok("ctx", "fetch-retry", "--json"))
+    assert c["done"] == "`pytest tests/test_fetch.py -k retry` passes"
+    assert c["branch"] == "sonnet/fetch-retry"
+    assert c["main_tree"] == str(sample.root.resolve())
+    assert len(c["after"]) == 1 and " http-client " in c["after"][0]
+    assert "Retry 3 times with backoff." in c["text"]
+
+
+def test_works_from_a_linked_worktree(sample: WfRunner) -> None:
+    from tests.conftest import git
+
+    wt = sample.root / ".worktrees" / "sonnet"
+    git(sample.root, "worktree", "add", "-q", "--detach", str(wt))
+    assert sample.ok("add", "From the worktree", cwd=wt) == "from-the-worktree\n"
+    assert "from-the-worktree" in (sample.root / "TASKS.md").read_text()
+    c = json.loads(sample.ok("ctx", "fetch-retry", "--json", cwd=wt))
+    assert c["worktree"] == str(wt.resolve())
+
+
+def test_config_edit_keeps_comments(wf: WfRunner) -> None:
+    wf.ok("config", "lanes.sonnet.max_parallel", "2")
+    text = (wf.root / "wf.toml").read_text()
+    assert "# One lane per model by default" in text
+    assert json.loads(wf.ok("config", "lanes.sonnet.max_parallel", "--json")) == 2
+    r = wf("config", "isolation", "bogus")
+    assert r.code == 1 and "isolation must be one of" in r.err
+    assert "max_parallel = 2" in (wf.root / "wf.toml").read_text()
+
+
+def test_no_wf_toml_means_defaults(repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (repo / "TASKS.md").write_text("## a: A\nModel: opus\nDone: true\n")
+    runner = WfRunner(repo, capsys)
+    assert [r["lane"] for r in json.loads(runner.ok("lanes", "--json"))] == ["haiku", "sonnet", "opus"]
+    assert runner.ok("list", "--runner").startswith("a  opus")
+
+
+def test_init_is_idempotent(wf: WfRunner) -> None:
+    out = wf.ok("init")
+    assert "kept    wf.toml" in out and "kept    TASKS.md" in out
+    assert (wf.root / ".gitignore").read_text().count(".worktrees/") == 1
+
+
+# ---------------------------------------------------------------- bad input
+
+
+BAD_CASES = {
+    "malformed heading": ("## Just a heading\n", "level-2 heading is not a task"),
+    "bad id": ("## Foo_Bar: x\nModel: haiku\nDone: t\n", "bad task id 'Foo_Bar'"),
+    "duplicate id": ("## a: A\n\n## a: B\n", "duplicate id 'a' (first at line 1)"),
+    "unknown after": ("## a: A\nAfter: zzz\n", "After names unknown id 'zzz'"),
+    "after cycle": ("## a: A\nAfter: b\n\n## b: B\nAfter: a\n", "After cycle: a -> b -> a"),
+    "bad prio": ("## a: A\nPrio: 9\n", "bad Prio '9'"),
+    "bad effort": ("## a: A\nEffort: lots\n", "bad Effort 'lots'"),
+    "unknown status": ("## a: A\nStatus: sleeping\n", "unknown Status 'sleeping'"),
+    "unclosed fence": ("```\n## a: A\n", "code fence is never closed"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_CASES))
+def test_bad_input_is_refused_untouched(wf: WfRunner, name: str) -> None:
+    text, message = BAD_CASES[name]
+    path = wf.root / "TASKS.md"
+    path.write_text(text)
+    r = wf("check")
+    assert r.code == 1 and message in r.out
+    for args in (
+        ("add", "New task"),
+        ("set", "a", "-p", "1"),
+        ("status", "a", "blocked", "x"),
+        ("done", "a"),
+    ):
+        r = wf(*args)
+        assert r.code == 1, args
+        assert "Traceback" not in r.err
+        assert path.read_text() == text
+
+
+def test_not_utf8_is_a_clear_error(wf: WfRunner) -> None:
+    path = wf.root / "TASKS.md"
+    path.write_bytes(b"# Tasks\n\n## a: caf\xe9\n")
+    r = wf.proc("list")
+    assert r.code == 1
+    assert "TASKS.md:3: error: not UTF-8 text (byte 0xe9)" in r.err
+    assert "Traceback" not in r.err
+    assert wf("add", "x").code == 1
+    assert path.read_bytes() == b"# Tasks\n\n## a: caf\xe9\n"
+
+
+def test_list_on_broken_file_lists_what_it_can(sample: WfRunner) -> None:
+    shutil.copy(FIXTURES / "BROKEN.md", sample.root / "TASKS.md")
+    r = sample("list")
+    assert r.code == 0
+    ids = [line.split()[0] for line in r.out.splitlines()]
+    assert ids == ["good", "dup", "prio", "orphan", "a", "b"]
+    assert "TASKS.md:7: error: level-2 heading is not a task" in r.err
+    assert "TASKS.md:14: error: duplicate id 'dup' (first at line 10)" in r.err
+
+
+def test_unsafe_ids_and_lanes_are_rejected(wf: WfRunner) -> None:
+    for bad in ("../x", "-x", "a..b", "x.lock", "A", "a/b", "a" * 49):
+        r = wf("add", "T", "--id", bad)
+        assert r.code == 1 and "bad task id" in r.err, bad
+        r = wf("add", "T", "--lane", bad)
+        assert r.code == 1 and "bad Lane" in r.err, bad
+    (wf.root / "wf.toml").write_text('[lanes."../evil"]\nmodel = "x"\n')
+    r = wf("lanes")
+    assert r.code == 1 and "bad lane name '../evil'" in r.err
+    (wf.root / "wf.toml").write_text('tasks = "../outside.md"\n')
+    r = wf("list")
+    assert r.code == 1 and "relative path inside the repository" in r.err
+
+
+def test_usage_errors_exit_2(wf: WfRunner) -> None:
+    assert wf("list", "--bogus").code == 2
+    assert wf("add").code == 2
+    assert wf("set", "x", "-p", "7").code == 2
+
+
+def test_unknown_task(wf: WfRunner) -> None:
+    r = wf("show", "nope")
+    assert r.code == 1 and "no task 'nope'" in r.err
+
+
+def test_outside_a_project(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runner = WfRunner(tmp_path, capsys)
+    r = runner("list")
+    assert r.code == 1 and "not inside a wf project" in r.err
+
+
+def test_help_teaches(wf: WfRunner) -> None:
+    out = wf.ok("--help")
+    assert "Runner-ready = pending" in out
+    assert "wf status ID progress WHO" in wf.ok("status", "--help")
