@@ -30,6 +30,13 @@ class Backlog:
         self._archived = archive.ids()
         self._children: dict[str, list[str]] | None = None
         self._error_lines = sorted(i.line for i in doc.issues if i.level == "error")
+        cfg = project.config
+        self._lane_names = {ln.name for ln in cfg.lanes}
+        self._model_lane: dict[str, str] = {}
+        for ln in reversed(cfg.lanes):
+            self._model_lane[ln.model] = ln.name
+        for ln in cfg.lanes:
+            self._model_lane.setdefault(ln.name, ln.name)
 
     @property
     def config(self) -> Config:
@@ -38,12 +45,12 @@ class Backlog:
     # ------------------------------------------------------------ lanes
     def lane_of(self, task: Task) -> str | None:
         """The task's lane name: its Lane field, else the lane of its Model."""
-        if task.lane:
-            return task.lane
-        if task.model:
-            lane = self.config.lane_for_model(task.model)
-            return lane.name if lane else None
-        return None
+        kv = task.kv
+        lane = kv.get("lane")
+        if lane:
+            return lane
+        model = kv.get("model")
+        return self._model_lane.get(model) if model else None
 
     def lane_config(self, task: Task) -> Lane | None:
         name = self.lane_of(task)
@@ -54,7 +61,7 @@ class Backlog:
         if self._children is None:
             children: dict[str, list[str]] = {}
             for t in self.doc.tasks:
-                if t.parent:
+                if "parent" in t.kv and t.parent:
                     children.setdefault(t.parent, []).append(t.id)
             self._children = children
         return self._children
@@ -62,23 +69,27 @@ class Backlog:
     def blockers(self, task: Task) -> list[str]:
         """Why the task is not runner-ready; an empty list means it is."""
         why: list[str] = []
-        st = task.status
-        if st.state != "pending":
-            why.append(f"status is {st}")
-        if not task.model:
+        kv = task.kv
+        if "status" in kv:
+            st = task.status
+            if st.state != "pending":
+                why.append(f"status is {st}")
+        model = kv.get("model")
+        if not model:
             why.append("no Model")
-        if not task.done:
+        if not kv.get("done"):
             why.append("no Done")
         lane = self.lane_of(task)
-        if task.model or task.lane:
+        if model or kv.get("lane"):
             if lane is None:
-                why.append(f"no lane for model {task.model} (wf lanes)")
-            elif self.config.lane(lane) is None:
+                why.append(f"no lane for model {model} (wf lanes)")
+            elif lane not in self._lane_names:
                 why.append(f"lane {lane} does not exist (wf lanes)")
-        waiting = [a for a in task.after if a not in self._archived]
-        if waiting:
-            why.append(f"after {', '.join(waiting)} (not done)")
-        if task.sessions == "owner":
+        if "after" in kv:
+            waiting = [a for a in task.after if a not in self._archived]
+            if waiting:
+                why.append(f"after {', '.join(waiting)} (not done)")
+        if "sessions" in kv and task.sessions == "owner":
             why.append("Sessions: owner (a person works it)")
         kids = self.open_children().get(task.id)
         if kids:
@@ -101,6 +112,9 @@ class Backlog:
         order = {ln.name: i for i, ln in enumerate(self.config.lanes)}
         ready = []
         for pos, t in enumerate(self.doc.tasks):
+            kv = t.kv
+            if "status" in kv and t.status.state != "pending":
+                continue  # the common reason, checked before the full rule
             t_lane = self.lane_of(t)
             if lane is not None and t_lane != lane:
                 continue
@@ -127,18 +141,19 @@ class Backlog:
                         f"{archived[t.id].line}); finish with 'wf done {t.id}' or choose a new id",
                     )
                 )
-            for a in t.after:
+            kv = t.kv
+            for a in t.after if "after" in kv else ():
                 if a == t.id:
                     issues.append(ParseIssue(path, t.line, "error", f"task {t.id} is After itself"))
                 elif a not in ids and a not in archived:
                     issues.append(ParseIssue(path, t.line, "error", f"After names unknown id {a!r}"))
-            p = t.parent
+            p = t.parent if "parent" in kv else None
             if p is not None and p not in ids and p not in archived:
                 issues.append(ParseIssue(path, t.line, "error", f"Parent names unknown id {p!r}"))
             elif p == t.id:
                 issues.append(ParseIssue(path, t.line, "error", f"task {t.id} is its own Parent"))
-            if (t.model or t.lane) and self.lane_config(t) is None:
-                lane = self.lane_of(t)
+            lane = self.lane_of(t)
+            if (kv.get("model") or kv.get("lane")) and lane not in self._lane_names:
                 what = f"lane {lane!r} does not exist" if lane else f"no lane runs model {t.model!r}"
                 issues.append(ParseIssue(path, t.line, "warning", f"{what}; not runner-ready (wf lanes)"))
         issues.extend(self._cycles())
@@ -148,7 +163,8 @@ class Backlog:
         return issues
 
     def _cycles(self) -> list[ParseIssue]:
-        graph = {t.id: [a for a in t.after if a in self.doc.ids()] for t in self.doc.tasks}
+        ids = self.doc.ids()
+        graph = {t.id: [a for a in t.after if a in ids] for t in self.doc.tasks if "after" in t.kv}
         state: dict[str, int] = {}
         found: list[ParseIssue] = []
         for root in graph:
@@ -173,7 +189,7 @@ class Backlog:
                 elif not state.get(nxt):
                     state[nxt] = 1
                     path.append(nxt)
-                    stack.append((nxt, iter(graph[nxt])))
+                    stack.append((nxt, iter(graph.get(nxt, ()))))
         return found
 
     def errors(self) -> list[ParseIssue]:
@@ -184,10 +200,28 @@ def load(project: Project) -> Backlog:
     data = read_bytes(project.tasks_path)
     if data is None:
         raise WfError(f"no {project.config.tasks} in {project.root}; run 'wf init'")
-    name = project.config.tasks
-    doc = taskfile.parse(data, name)
+    doc = parse_cached(project, data)
     archive = archivemod.parse(read_bytes(project.archive_path), project.config.archive)
     return Backlog(project, doc, archive, data)
+
+
+def cache_dir(project: Project) -> Path:
+    return project.wf_dir / "cache"
+
+
+def parse_cached(project: Project, data: bytes) -> TasksFile:
+    """Parse TASKS.md bytes, through the parse cache when the project has a .wf folder."""
+    from wf import parsecache
+
+    name = project.config.tasks
+    text = taskfile.decode(data, name)
+    if not project.wf_dir.is_dir():
+        return taskfile.parse_text(text, name)
+    doc = parsecache.load(cache_dir(project), name, data, text)
+    if doc is None:
+        doc = taskfile.parse_text(text, name)
+        parsecache.store(cache_dir(project), doc, data)
+    return doc
 
 
 def load_path(path: Path, project: Project) -> Backlog:

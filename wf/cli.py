@@ -199,15 +199,15 @@ def list_cmd(
     from wf import views
 
     bl = _backlog(ctx)
-    records = views.list_rows(bl, runner=runner, lane=lane, status=status)
-    for line in views.issue_lines(bl.doc.errors, limit=10):
-        _warn(line)
     if limit is None:
         limit = views.RUNNER_LIMIT if runner else 0
+    records, total = views.list_rows(bl, runner=runner, lane=lane, status=status, limit=limit)
+    for line in views.issue_lines(bl.doc.errors, limit=10):
+        _warn(line)
     if as_json:
-        _echo_json(records if limit <= 0 else records[:limit])
+        _echo_json(records)
         return
-    for line in views.list_text(records, runner=runner, limit=limit):
+    for line in views.list_text(records, total, runner=runner):
         click.echo(line)
 
 

@@ -17,19 +17,19 @@ from typing import NamedTuple
 
 from wf import archive as archivemod
 from wf import backlog as backlogmod
-from wf import taskfile
+from wf import edits, parsecache, taskfile
 from wf.backlog import Backlog
 from wf.errors import ClaimError, ParseError, WfError
 from wf.fsutil import atomic_write
 from wf.lock import project_lock
 from wf.project import Project
-from wf.taskfile import STATES, check_id, parse_status, utc_stamp
+from wf.taskfile import STATES, TasksFile, check_id, parse_status, utc_stamp
 
 MAX_RETRIES = 50
 
 
 class Change(NamedTuple):
-    tasks: list[str] | None = None  # the new lines of TASKS.md
+    tasks: TasksFile | None = None  # the edited TASKS.md (already checked by the edit)
     archive: bytes | None = None  # the new archive bytes
 
 
@@ -60,17 +60,17 @@ def transact(
             if errors:
                 raise ParseError(errors)
             change = fn(bl)
-            new_doc = taskfile.reparse(bl.doc, change.tasks) if change.tasks is not None else None
+            new_doc = change.tasks
             if change.archive is not None:
                 if taskfile_changed(project, bl):
                     continue
                 atomic_write(project.archive_path, change.archive)
             if new_doc is not None:
-                if not atomic_write(
-                    project.tasks_path, new_doc.render(), expect=bl.data, before_replace=_before_replace
-                ):
+                data = new_doc.render()
+                if not atomic_write(project.tasks_path, data, expect=bl.data, before_replace=_before_replace):
                     continue
-                return backlogmod.Backlog(project, new_doc, bl.archive, new_doc.render())
+                parsecache.store(backlogmod.cache_dir(project), new_doc, data)
+                return backlogmod.Backlog(project, new_doc, bl.archive, data)
             return bl
         raise WfError(f"{project.config.tasks} kept changing while wf tried to write it; try again")
 
@@ -208,7 +208,7 @@ def add_task(
             new_id = _fresh_id(slugify(title), taken)
         _check_refs(bl, values, new_id)
         drawn[:] = [new_id]
-        return Change(tasks=taskfile.append_task(bl.doc, new_id, title, taskfile.dump_fields(values), body))
+        return Change(tasks=edits.append_task(bl.doc, new_id, title, taskfile.dump_fields(values), body))
 
     transact(project, change, on_wait=on_wait)
     return drawn[0]
@@ -235,19 +235,16 @@ def set_fields(
         doc.task(task_id)
         _check_refs(bl, values, task_id)
         changed.clear()
-        lines = doc.lines
-        if title is not None:
-            lines = taskfile.set_title(doc, task_id, title)
-            doc = taskfile.parse_lines(lines, doc.path)
+        if title is not None and title.strip() != doc.task(task_id).title:
+            doc = edits.set_title(doc, task_id, title)
             changed.append("title")
         for key, value in values.items():
             current = doc.task(task_id).get(key)
             if (current or "") == (value or ""):
                 continue
-            lines = taskfile.set_field(doc, task_id, key, value)
-            doc = taskfile.parse_lines(lines, doc.path)
+            doc = edits.set_field(doc, task_id, key, value)
             changed.append(key)
-        return Change(tasks=lines if changed else None)
+        return Change(tasks=doc if changed else None)
 
     transact(project, change, on_wait=on_wait)
     return changed
@@ -296,9 +293,9 @@ def set_status(
             why = bl.blockers(task)
             if why:
                 raise ClaimError(task_id, "not runner-ready: " + "; ".join(why))
-        lines = taskfile.set_field(bl.doc, task_id, "status", value or None)
+        doc = edits.set_field(bl.doc, task_id, "status", value or None)
         result[:] = [parse_status(value) if value else taskfile.PENDING]  # type: ignore[list-item]
-        return Change(tasks=lines)
+        return Change(tasks=doc)
 
     transact(project, change, on_wait=on_wait)
     return result[0]
@@ -311,7 +308,7 @@ def add_note(
         raise WfError("a note cannot be empty")
 
     def change(bl: Backlog) -> Change:
-        return Change(tasks=taskfile.add_note(bl.doc, task_id, text))
+        return Change(tasks=edits.add_note(bl.doc, task_id, text))
 
     transact(project, change, on_wait=on_wait)
 
@@ -338,7 +335,7 @@ def done_task(
         entry = bl.archive.find(task_id)
         if entry is not None:
             line[:] = [entry.raw]
-            return Change(tasks=taskfile.remove_task(bl.doc, task_id))
+            return Change(tasks=edits.remove_task(bl.doc, task_id))
         text = archivemod.format_line(
             task_id,
             task.title,
@@ -350,7 +347,7 @@ def done_task(
         )
         line[:] = [text]
         return Change(
-            tasks=taskfile.remove_task(bl.doc, task_id),
+            tasks=edits.remove_task(bl.doc, task_id),
             archive=archivemod.appended(bl.archive, text),
         )
 

@@ -9,8 +9,9 @@ parsed again before anything is written, so an edit can never leave a broken fil
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import NamedTuple
 
@@ -19,7 +20,6 @@ from wf.errors import ParseError, ParseIssue, UnknownTask, WfError
 ID_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,47}")
 ID_HELP = "ids are lowercase letters, digits and '-', start with a letter or digit, at most 48"
 MODEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]{0,99}")
-_FIELD_RE = re.compile(r"([A-Za-z][A-Za-z0-9_-]*):(?:[ \t]+(.*?))?[ \t]*\r?\n?")
 _FENCE_OPEN_RE = re.compile(r" {0,3}(`{3,}|~{3,})(.*?)\r?\n?")
 _FENCE_CLOSE_RE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*\r?\n?")
 _INDENTED_H2_RE = re.compile(r" {1,3}##(?:[ \t]|\r?\n?$)")
@@ -107,22 +107,32 @@ class Task(NamedTuple):
     title: str
     start: int  # 0-based line index of the heading
     end: int  # exclusive end of the task's lines
-    fields: tuple[Field, ...]
+    raw_pairs: tuple[tuple[str, str], ...] | str  # the field lines, or their compact form
+    kv: dict[str, str]  # lowercased key -> value (the first, for a repeated key)
+    span: tuple[int, int]  # character offsets of the task's text
 
     @property
     def line(self) -> int:
         return self.start + 1
 
+    @property
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        """(key as written, value) of each field line, in order."""
+        raw = self.raw_pairs
+        if isinstance(raw, str):  # "Key:value" lines, as the parse cache stores them
+            return tuple((k, v) for k, _, v in (p.partition(":") for p in raw.split("\n"))) if raw else ()
+        return raw
+
+    @property
+    def fields(self) -> tuple[Field, ...]:
+        return tuple(Field(k, v, self.start + 1 + i) for i, (k, v) in enumerate(self.pairs))
+
     def get(self, key: str) -> str | None:
-        key = key.lower()
-        for f in self.fields:
-            if f.key.lower() == key:
-                return f.value
-        return None
+        return self.kv.get(key.lower())
 
     def get_all(self, key: str) -> list[str]:
         key = key.lower()
-        return [f.value for f in self.fields if f.key.lower() == key]
+        return [v for k, v in self.pairs if k.lower() == key]
 
     @property
     def model(self) -> str | None:
@@ -241,21 +251,29 @@ def check_field(key: str, value: str) -> str | None:
 
 
 class TasksFile:
-    """A parsed TASKS.md: its exact lines, its tasks, and what is wrong with it."""
+    """A parsed TASKS.md: its exact text, its tasks, and what is wrong with it."""
 
-    def __init__(self, path: str, lines: list[str], tasks: list[Task], issues: list[ParseIssue]):
+    def __init__(self, path: str, text: str, tasks: list[Task], issues: list[ParseIssue]):
         self.path = path
-        self.lines = lines
+        self.text = text
         self.tasks = tasks
         self.issues = issues
         self._by_id = {t.id: t for t in tasks}
+        self._lines: list[str] | None = None
+
+    @property
+    def lines(self) -> list[str]:
+        """The file's lines, each with its own ending (split on first use)."""
+        if self._lines is None:
+            self._lines = split_lines(self.text)
+        return self._lines
 
     @property
     def errors(self) -> list[ParseIssue]:
         return [i for i in self.issues if i.level == "error"]
 
     def render(self) -> bytes:
-        return "".join(self.lines).encode("utf-8")
+        return self.text.encode("utf-8")
 
     def find(self, task_id: str) -> Task | None:
         return self._by_id.get(task_id)
@@ -270,14 +288,13 @@ class TasksFile:
         return set(self._by_id)
 
     def text_of(self, task: Task) -> str:
-        return "".join(self.lines[task.start : task.end])
+        return self.text[task.span[0] : task.span[1]]
 
     def newline(self) -> str:
-        for line in self.lines:
-            e = eol_of(line)
-            if e:
-                return e
-        return "\n"
+        i = self.text.find("\n")
+        if i < 0:
+            return "\n"
+        return "\r\n" if i > 0 and self.text[i - 1] == "\r" else "\n"
 
 
 def decode(data: bytes, path: str) -> str:
@@ -293,10 +310,52 @@ def decode(data: bytes, path: str) -> str:
 def parse(data: bytes, path: str = "TASKS.md") -> TasksFile:
     """Parse TASKS.md bytes. Problems are collected in ``.issues``, never raised,
     except for a file that is not UTF-8 at all (ParseError)."""
-    return parse_lines(split_lines(decode(data, path)), path)
+    return parse_text(decode(data, path), path)
 
 
 def parse_lines(lines: list[str], path: str = "TASKS.md") -> TasksFile:
+    return parse_text("".join(lines), path)
+
+
+# Lines that can matter outside a task's fields: fences and level-2 headings. Everything
+# else is body text, so the parser jumps from one candidate line to the next in C.
+_CANDIDATE_RE = re.compile(r"^ {0,3}(?:`{3,}|~{3,}|##(?!#))", re.M)
+_FIELD_BLOCK_RE = re.compile(r"(?:[A-Za-z][A-Za-z0-9_-]*:(?:[ \t][^\n]*)?\r?(?:\n|\Z))*")
+_FIELD_LINE_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*):(?:[ \t]+(.*?))?[ \t]*\r?$", re.M)
+_ID = r"[a-z0-9][a-z0-9-]{0,47}"
+_VALID_VALUE = {
+    "model": MODEL_RE.pattern,
+    "lane": _ID,
+    "prio": "[0-3]",
+    "effort": r"[1-9]\d*(?:\.\d+)?",
+    "done": r"\S.*?",
+    "after": rf"{_ID}(?:[ \t]*,[ \t]*{_ID})*",
+    "sessions": "(?i:owner|solo)",
+    "cloud": "(?i:yes|no)",
+    "parent": _ID,
+    "status": r"(?i:(?:in progress|awaiting|blocked|wip)(?:[ \t]*:.*?)?|pending)",
+    "note": r"\S.*?",
+}
+
+
+@functools.cache
+def _fast_regexes() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Compiled on first parse only (a tenth of wf's start-up otherwise): a block of
+    field lines that are all known and valid, and a task heading followed by one."""
+    valid = (
+        "(?:(?:"
+        + "|".join(f"(?i:{k}):[ \\t]+(?:{v})" for k, v in _VALID_VALUE.items())
+        + r")[ \t]*\r?(?:\n|\Z))*"
+    )
+    task = (
+        r"##[ \t]+([a-z0-9][a-z0-9-]{0,47})[ \t]*:([^\n]*)(?:\n|\Z)"
+        + f"({valid})"
+        + r"(?![A-Za-z][A-Za-z0-9_-]*:(?:[ \t]|\r?(?:\n|\Z)))"
+    )
+    return re.compile(valid), re.compile(task)
+
+
+def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
     issues: list[ParseIssue] = []
     tasks: list[Task] = []
     first_line: dict[str, int] = {}
@@ -308,81 +367,90 @@ def parse_lines(lines: list[str], path: str = "TASKS.md") -> TasksFile:
     fence_len = 0
     fence_at = 0
     hidden_in_fence: list[int] = []
-    # The task being read: heading index, id, title, fields; None between tasks.
-    cur: tuple[int, str, str] | None = None
-    fields: list[Field] = []
-    in_fields = False
+    # The task being read: (heading line, id, title, pairs, kv, char start) or None.
+    cur: tuple[int, str, str, tuple[tuple[str, str], ...], dict[str, str], int] | None = None
+    line_no = 0  # 0-based line index of the candidate
+    last = 0  # its character offset
 
-    def close(end: int) -> None:
+    def close(end_line: int, end_char: int) -> None:
         if cur is not None:
-            tasks.append(Task(cur[1], cur[2], cur[0], end, tuple(fields)))
+            tasks.append(Task(cur[1], cur[2], cur[0], end_line, cur[3], cur[4], (cur[5], end_char)))
 
-    for i, line in enumerate(lines):
-        c0 = line[:1]
+    valid_block_re, task_re = _fast_regexes()
+    for m in _CANDIDATE_RE.finditer(text):
+        s = m.start()
+        line_no += text.count("\n", last, s)
+        last = s
+        nl = text.find("\n", s)
+        line_end = len(text) if nl < 0 else nl + 1
+        line = text[s:line_end]
+        c0 = line[0]
         if fence_char:
-            if c0 in (" ", "`", "~"):
-                m = _FENCE_CLOSE_RE.fullmatch(line)
-                if m and m.group(1)[0] == fence_char and len(m.group(1)) >= fence_len:
-                    fence_char = ""
-                    continue
-            if line.startswith("## "):
-                hidden_in_fence.append(i)
+            m2 = _FENCE_CLOSE_RE.fullmatch(line)
+            if m2 and m2.group(1)[0] == fence_char and len(m2.group(1)) >= fence_len:
+                fence_char = ""
+            elif line.startswith("## "):
+                hidden_in_fence.append(line_no)
             continue
-        if in_fields:
-            if c0.isalpha():
-                m = _FIELD_RE.fullmatch(line)
-                if m:
-                    key, value = m.group(1), m.group(2) or ""
-                    k = key.lower()
-                    if k in KEYS:
-                        problem = check_field(k, value)
-                        if problem:
-                            issue(i, "error", problem)
-                        elif k not in REPEATABLE and any(f.key.lower() == k for f in fields):
-                            issue(i, "error", f"{KEYS[k]} given twice in task {cur[1] if cur else ''}")
-                    else:
-                        issue(i, "warning", f"unknown field {key!r} (kept as it is)")
-                    fields.append(Field(key, value.strip(), i))
-                    continue
-            in_fields = False
-        if c0 == "#":
-            if line.startswith("##") and not line.startswith("###"):
-                rest = line[2:]
-                if rest[:1] not in (" ", "\t") and content_of(rest) != "":
-                    issue(i, "warning", "'##' without a space is not a heading; is it a task?")
-                    continue
-                close(i)
-                cur = None
-                fields = []
-                head = content_of(rest).strip()
-                task_id, colon, title = head.partition(":")
-                task_id = task_id.strip()
-                title = title.strip()
-                if not colon or not title or not task_id:
-                    issue(i, "error", "level-2 heading is not a task: expected '## <id>: <title>'")
-                    continue
-                if not valid_id(task_id):
-                    issue(i, "error", f"bad task id {task_id!r}: {ID_HELP}")
-                    continue
-                if task_id in first_line:
-                    issue(i, "error", f"duplicate id {task_id!r} (first at line {first_line[task_id]})")
-                    continue
-                first_line[task_id] = i + 1
-                cur = (i, task_id, title)
-                in_fields = True
-            continue
-        if c0 in (" ", "`", "~"):
-            m = _FENCE_OPEN_RE.fullmatch(line)
-            if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
-                fence_char, fence_len, fence_at = m.group(1)[0], len(m.group(1)), i
-                hidden_in_fence = []
+        if c0 == "#" and (tm := task_re.match(text, s)) is not None:
+            # The common case in one regex: a well-formed heading and valid known fields.
+            task_id = tm.group(1)
+            title = tm.group(2).strip()
+            if title and task_id not in first_line:
+                close(line_no, s)
+                first_line[task_id] = line_no + 1
+                block = tm.group(3)
+                pairs = tuple(_FIELD_LINE_RE.findall(block)) if block else ()
+                keys = [k.lower() for k, _ in pairs]
+                kv = dict(zip(keys, (v for _, v in pairs), strict=True))
+                if len(kv) != len(keys):
+                    _check_fields(pairs, task_id, line_no + 1, issue)
+                    kv = dict(zip(keys[::-1], (v for _, v in reversed(pairs)), strict=True))
+                cur = (line_no, task_id, title, pairs, kv, s)
                 continue
-            if c0 == " " and _INDENTED_H2_RE.match(line):
-                close(i)
-                cur = None
-                fields = []
-                issue(i, "error", "indented level-2 heading: a task heading starts at column 1")
-    close(len(lines))
+        if c0 == "#" or (c0 == " " and line.lstrip(" ").startswith("##")):
+            if c0 == " ":
+                if _INDENTED_H2_RE.match(line):
+                    close(line_no, s)
+                    cur = None
+                    issue(line_no, "error", "indented level-2 heading: a task heading starts at column 1")
+                continue
+            rest = line[2:]
+            if rest[:1] not in (" ", "\t") and content_of(rest) != "":
+                issue(line_no, "warning", "'##' without a space is not a heading; is it a task?")
+                continue
+            close(line_no, s)
+            cur = None
+            head = content_of(rest).strip()
+            task_id, colon, title = head.partition(":")
+            task_id = task_id.strip()
+            title = title.strip()
+            if not colon or not title or not task_id:
+                issue(line_no, "error", "level-2 heading is not a task: expected '## <id>: <title>'")
+                continue
+            if not valid_id(task_id):
+                issue(line_no, "error", f"bad task id {task_id!r}: {ID_HELP}")
+                continue
+            if task_id in first_line:
+                issue(line_no, "error", f"duplicate id {task_id!r} (first at line {first_line[task_id]})")
+                continue
+            first_line[task_id] = line_no + 1
+            fm = _FIELD_BLOCK_RE.match(text, line_end)
+            block = fm.group(0) if fm else ""
+            pairs = tuple(_FIELD_LINE_RE.findall(block)) if block else ()
+            keys = [k.lower() for k, _ in pairs]
+            kv = dict(zip(keys, (v for _, v in pairs), strict=True))
+            if len(kv) != len(keys) or not valid_block_re.fullmatch(block):
+                _check_fields(pairs, task_id, line_no + 1, issue)
+                kv = dict(zip(keys[::-1], (v for _, v in reversed(pairs)), strict=True))
+            cur = (line_no, task_id, title, pairs, kv, s)
+            continue
+        m3 = _FENCE_OPEN_RE.fullmatch(line)
+        if m3 and not (m3.group(1)[0] == "`" and "`" in m3.group(2)):
+            fence_char, fence_len, fence_at = m3.group(1)[0], len(m3.group(1)), line_no
+            hidden_in_fence = []
+    total = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    close(total, len(text))
     if fence_char:
         if hidden_in_fence:
             issue(
@@ -394,65 +462,52 @@ def parse_lines(lines: list[str], path: str = "TASKS.md") -> TasksFile:
         else:
             issue(fence_at, "warning", "code fence is never closed")
     issues.sort(key=lambda x: x.line)
-    return TasksFile(path, lines, tasks, issues)
+    return TasksFile(path, text, tasks, issues)
+
+
+def _check_fields(
+    pairs: tuple[tuple[str, str], ...],
+    task_id: str,
+    first: int,
+    issue: Callable[[int, str, str], None],
+) -> None:
+    """The slow path: say what is wrong with each field line of a task."""
+    seen: set[str] = set()
+    for i, (key, value) in enumerate(pairs):
+        at = first + i
+        k = key.lower()
+        if k in KEYS:
+            problem = check_field(k, value)
+            if problem:
+                issue(at, "error", problem)
+            elif k not in REPEATABLE and k in seen:
+                issue(at, "error", f"{KEYS[k]} given twice in task {task_id}")
+            seen.add(k)
+        else:
+            issue(at, "warning", f"unknown field {key!r} (kept as it is)")
 
 
 # ---------------------------------------------------------------- edits
 #
-# Each edit takes a parsed file and returns the new list of lines; nothing is
-# written here. ``reparse`` checks the result before the caller writes it.
-
-
-def _ensure_eol(lines: list[str], index: int, eol: str) -> None:
-    if index >= 0 and not lines[index].endswith("\n"):
-        lines[index] += eol
-
-
-def _eol_near(doc: TasksFile, index: int) -> str:
-    return eol_of(doc.lines[index]) or doc.newline()
+# The edits live in wf/edits.py; these wrappers return the new list of lines.
 
 
 def set_field(doc: TasksFile, task_id: str, key: str, value: str | None) -> list[str]:
-    """Set (or with None, remove) a single-valued field of a task: one line changes."""
-    t = doc.task(task_id)
-    k = key.lower()
-    lines = list(doc.lines)
-    existing = [f for f in t.fields if f.key.lower() == k]
-    eol = _eol_near(doc, t.start)
-    if value is not None:
-        value = _one_line(value, KEYS.get(k, key))
-    if value is None or value == "":
-        for f in reversed(existing):
-            del lines[f.at]
-        return lines
-    if existing:
-        f = existing[0]
-        lines[f.at] = f"{f.key}: {value}{eol_of(lines[f.at]) or ''}"
-        for extra in reversed(existing[1:]):
-            del lines[extra.at]
-        return lines
-    at = (t.fields[-1].at if t.fields else t.start) + 1
-    _ensure_eol(lines, at - 1, eol)
-    lines.insert(at, f"{KEYS.get(k, key)}: {value}{eol}")
-    return lines
+    from wf import edits
+
+    return edits.set_field(doc, task_id, key, value).lines
 
 
 def add_note(doc: TasksFile, task_id: str, text: str, now: datetime | None = None) -> list[str]:
-    """Append a dated ``Note:`` line after the task's fields."""
-    t = doc.task(task_id)
-    lines = list(doc.lines)
-    eol = _eol_near(doc, t.start)
-    at = (t.fields[-1].at if t.fields else t.start) + 1
-    _ensure_eol(lines, at - 1, eol)
-    lines.insert(at, f"Note: {utc_stamp(now)[:10]} {_one_line(text, 'Note')}{eol}")
-    return lines
+    from wf import edits
+
+    return edits.add_note(doc, task_id, text, now).lines
 
 
 def set_title(doc: TasksFile, task_id: str, title: str) -> list[str]:
-    t = doc.task(task_id)
-    lines = list(doc.lines)
-    lines[t.start] = f"## {t.id}: {_one_line(title, 'title')}{eol_of(lines[t.start])}"
-    return lines
+    from wf import edits
+
+    return edits.set_title(doc, task_id, title).lines
 
 
 def append_task(
@@ -462,37 +517,17 @@ def append_task(
     fields: Iterable[tuple[str, str]],
     body: str | None = None,
 ) -> list[str]:
-    """Add a task at the end of the file; nothing before it changes except a missing
-    final newline, which is added (the new heading must start a line)."""
-    check_id(task_id)
-    lines = list(doc.lines)
-    eol = doc.newline()
-    if lines:
-        _ensure_eol(lines, len(lines) - 1, eol)
-        if content_of(lines[-1]).strip():
-            lines.append(eol)
-    lines.append(f"## {task_id}: {_one_line(title, 'title')}{eol}")
-    for key, value in fields:
-        lines.append(f"{KEYS.get(key.lower(), key)}: {_one_line(value, key)}{eol}")
-    if body and body.strip():
-        lines.append(eol)
-        body_text = body.replace("\r\n", "\n").strip("\n")
-        lines.extend(line + eol for line in body_text.split("\n"))
-    return lines
+    """Lines with a task added at the end (see edits.append_task). Unlike the edits
+    themselves, this does not refuse a result with errors: ``reparse`` does."""
+    from wf import edits
+
+    return split_lines(edits.append_text(doc, task_id, title, fields, body))
 
 
 def remove_task(doc: TasksFile, task_id: str) -> list[str]:
-    t = doc.task(task_id)
-    lines = list(doc.lines)
-    del lines[t.start : t.end]
-    return lines
+    from wf import edits
 
-
-def _one_line(value: str, what: str) -> str:
-    v = value.strip()
-    if "\n" in v or "\r" in v:
-        raise WfError(f"{what} must be one line")
-    return v
+    return edits.remove_task(doc, task_id).lines
 
 
 def reparse(doc: TasksFile, lines: list[str]) -> TasksFile:

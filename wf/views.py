@@ -71,10 +71,13 @@ def list_rows(
     runner: bool = False,
     lane: str | None = None,
     status: str | None = None,
-) -> list[dict[str, Any]]:
+    limit: int = 0,
+) -> tuple[list[dict[str, Any]], int]:
+    """The records to show (at most ``limit``, 0 = all) and how many there are in all."""
     if runner:
         tasks = bl.runner_ready(lane)
-        return [task_record(bl, t, []) for t in tasks]
+        shown = tasks if limit <= 0 else tasks[:limit]
+        return [task_record(bl, t, []) for t in shown], len(tasks)
     records = []
     for t in bl.doc.tasks:
         rec = task_record(bl, t)
@@ -87,13 +90,12 @@ def list_rows(
         ):
             continue
         records.append(rec)
-    return records
+    return (records if limit <= 0 else records[:limit]), len(records)
 
 
-def list_text(records: list[dict[str, Any]], *, runner: bool, limit: int) -> list[str]:
-    shown = records if limit <= 0 else records[:limit]
+def list_text(records: list[dict[str, Any]], total: int, *, runner: bool) -> list[str]:
     rows = []
-    for r in shown:
+    for r in records:
         if runner:
             rid = ("slice: " if r["slice"] else "") + r["id"]
             rows.append([rid, r["lane"] or "-", f"p{r['prio']}", _fmt_effort(r["effort"]), r["title"]])
@@ -101,8 +103,8 @@ def list_text(records: list[dict[str, Any]], *, runner: bool, limit: int) -> lis
             state = r["state"] if r["state"] != "progress" else f"progress:{r['who'] or '?'}"
             rows.append([r["id"], r["lane"] or "-", f"p{r['prio']}", state, r["title"]])
     lines = _table(rows)
-    if len(records) > len(shown):
-        lines.append(f"... {len(records) - len(shown)} more (--limit 0 shows all)")
+    if total > len(records):
+        lines.append(f"... {total - len(records)} more (--limit 0 shows all)")
     return lines
 
 

@@ -1,0 +1,207 @@
+"""Edits of TASKS.md that touch only what they mean, checked before anything is written.
+
+Every edit rewrites the text of one region (one task, or the preamble) and parses just
+that region again. This is exact: a level-2 heading that wf recognises is never inside
+a code fence, so each task's region parses the same alone as within the file, and an
+edit never writes a fence or a heading outside its own lines (field values and titles
+are single lines; a new task goes at the very end). Tasks after the region keep their
+parse, moved by the lines and characters the edit added or removed. An edit whose
+region has errors afterwards is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from wf.errors import ParseIssue, WfError
+from wf.taskfile import (
+    KEYS,
+    Task,
+    TasksFile,
+    check_id,
+    eol_of,
+    parse_text,
+    split_lines,
+    utc_stamp,
+)
+
+
+def _one_line(value: str, what: str) -> str:
+    v = value.strip()
+    if "\n" in v or "\r" in v:
+        raise WfError(f"{what} must be one line")
+    return v
+
+
+def _count_lines(text: str) -> int:
+    return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+
+
+def replace_region(doc: TasksFile, first: int, last: int, new_text: str) -> TasksFile:
+    """Replace the text of ``doc.tasks[first:last]`` (with ``first == last == 0`` and no
+    tasks: the whole file) by ``new_text``, which must parse without errors."""
+    tasks = doc.tasks
+    if first < last:
+        lstart, lend = tasks[first].start, tasks[last - 1].end
+        cstart, cend = tasks[first].span[0], tasks[last - 1].span[1]
+    else:
+        if tasks:
+            raise ValueError("an empty region only when the file has no tasks")
+        lstart, lend, cstart, cend = 0, _count_lines(doc.text), 0, len(doc.text)
+    local = parse_text(new_text, doc.path)
+    if local.errors:
+        moved = [ParseIssue(i.path, i.line + lstart, i.level, i.message) for i in local.errors]
+        raise WfError("refusing an edit that would break the file:\n" + "\n".join(map(str, moved)))
+    if first < last and local.tasks and local.tasks[0].start != 0:
+        raise WfError("internal: an edited task no longer starts with its heading")
+    dl = _count_lines(new_text) - (lend - lstart)
+    dc = len(new_text) - (cend - cstart)
+    mid = [
+        Task(
+            t.id,
+            t.title,
+            t.start + lstart,
+            t.end + lstart,
+            t.raw_pairs,
+            t.kv,
+            (t.span[0] + cstart, t.span[1] + cstart),
+        )
+        for t in local.tasks
+    ]
+    after = tasks[last:]
+    if dl or dc:
+        after = [
+            Task(t.id, t.title, t.start + dl, t.end + dl, t.raw_pairs, t.kv, (t.span[0] + dc, t.span[1] + dc))
+            for t in after
+        ]
+    issues = [i for i in doc.issues if i.line <= lstart]
+    issues += [ParseIssue(i.path, i.line + lstart, i.level, i.message) for i in local.issues]
+    issues += [ParseIssue(i.path, i.line + dl, i.level, i.message) for i in doc.issues if i.line > lend]
+    text = doc.text[:cstart] + new_text + doc.text[cend:]
+    return TasksFile(doc.path, text, [*tasks[:first], *mid, *after], issues)
+
+
+def _task_region(doc: TasksFile, task_id: str) -> tuple[int, Task, list[str]]:
+    task = doc.task(task_id)
+    index = doc.tasks.index(task)
+    return index, task, split_lines(doc.text_of(task))
+
+
+def _replace_task(doc: TasksFile, index: int, lines: list[str]) -> TasksFile:
+    return replace_region(doc, index, index + 1, "".join(lines))
+
+
+def _eol(doc: TasksFile, lines: list[str]) -> str:
+    return eol_of(lines[0]) or doc.newline()
+
+
+def _ensure_eol(lines: list[str], index: int, eol: str) -> None:
+    if index >= 0 and not lines[index].endswith("\n"):
+        lines[index] += eol
+
+
+def set_field(doc: TasksFile, task_id: str, key: str, value: str | None) -> TasksFile:
+    """Set (or with None or '', remove) a single-valued field: one line changes."""
+    index, task, lines = _task_region(doc, task_id)
+    k = key.lower()
+    pairs = task.pairs
+    positions = [1 + i for i, (fk, _) in enumerate(pairs) if fk.lower() == k]
+    if value is not None:
+        value = _one_line(value, KEYS.get(k, key))
+    if not value:
+        for at in reversed(positions):
+            del lines[at]
+        return _replace_task(doc, index, lines)
+    if positions:
+        at = positions[0]
+        written = pairs[at - 1][0]
+        lines[at] = f"{written}: {value}{eol_of(lines[at])}"
+        for extra in reversed(positions[1:]):
+            del lines[extra]
+        return _replace_task(doc, index, lines)
+    at = 1 + len(pairs)
+    _ensure_eol(lines, at - 1, _eol(doc, lines))
+    lines.insert(at, f"{KEYS.get(k, key)}: {value}{_eol(doc, lines)}")
+    return _replace_task(doc, index, lines)
+
+
+def add_note(doc: TasksFile, task_id: str, text: str, now: datetime | None = None) -> TasksFile:
+    """Insert a dated ``Note:`` line after the task's fields."""
+    index, task, lines = _task_region(doc, task_id)
+    at = 1 + len(task.pairs)
+    eol = _eol(doc, lines)
+    _ensure_eol(lines, at - 1, eol)
+    lines.insert(at, f"Note: {utc_stamp(now)[:10]} {_one_line(text, 'Note')}{eol}")
+    return _replace_task(doc, index, lines)
+
+
+def set_title(doc: TasksFile, task_id: str, title: str) -> TasksFile:
+    index, task, lines = _task_region(doc, task_id)
+    lines[0] = f"## {task.id}: {_one_line(title, 'title')}{eol_of(lines[0])}"
+    return _replace_task(doc, index, lines)
+
+
+def remove_task(doc: TasksFile, task_id: str) -> TasksFile:
+    index, _, _ = _task_region(doc, task_id)
+    return replace_region(doc, index, index + 1, "")
+
+
+def append_text(
+    doc: TasksFile,
+    task_id: str,
+    title: str,
+    fields: Iterable[tuple[str, str]],
+    body: str | None = None,
+) -> str:
+    """The whole file's text with a task added at the end."""
+    check_id(task_id)
+    return doc.text + _new_task_text(doc, doc.text, task_id, title, fields, body)
+
+
+def _new_task_text(
+    doc: TasksFile,
+    before: str,
+    task_id: str,
+    title: str,
+    fields: Iterable[tuple[str, str]],
+    body: str | None,
+) -> str:
+    """What to add after ``before`` (the file's end): a final newline if it lacks one, a
+    blank line, the heading, the fields and the body."""
+    eol = doc.newline()
+    out = []
+    if before:
+        if not before.endswith("\n"):
+            out.append(eol)
+        body_end = before[:-1] if before.endswith("\n") else before
+        if body_end[body_end.rfind("\n") + 1 :].strip():
+            out.append(eol)  # a blank line before the new heading
+    out.append(f"## {task_id}: {_one_line(title, 'title')}{eol}")
+    for key, value in fields:
+        out.append(f"{KEYS.get(key.lower(), key)}: {_one_line(value, key)}{eol}")
+    if body and body.strip():
+        out.append(eol)
+        body_text = body.replace("\r\n", "\n").strip("\n")
+        out.extend(line + eol for line in body_text.split("\n"))
+    return "".join(out)
+
+
+def append_task(
+    doc: TasksFile,
+    task_id: str,
+    title: str,
+    fields: Iterable[tuple[str, str]],
+    body: str | None = None,
+) -> TasksFile:
+    """Add a task at the end of the file. Nothing before it changes, except that a
+    missing final newline is added (the heading must start a line)."""
+    check_id(task_id)
+    if doc.find(task_id) is not None:
+        raise WfError(f"id {task_id!r} is already used")
+    if doc.tasks:
+        index = len(doc.tasks) - 1
+        region = doc.text_of(doc.tasks[index])
+        new = region + _new_task_text(doc, doc.text, task_id, title, fields, body)
+        return replace_region(doc, index, index + 1, new)
+    return replace_region(doc, 0, 0, doc.text + _new_task_text(doc, doc.text, task_id, title, fields, body))
