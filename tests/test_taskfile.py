@@ -125,9 +125,10 @@ def test_not_utf8() -> None:
 
 def test_reparse_refuses_a_body_that_would_create_a_heading() -> None:
     doc = parse("## a: A\n")
-    lines = taskfile.append_task(doc, "b", "B", [], body="text\n## Oops\n")
     with pytest.raises(WfError, match="refusing an edit that would break the file"):
-        taskfile.reparse(doc, lines)
+        taskfile.append_task(doc, "b", "B", [], body="text\n## Oops\n")
+    with pytest.raises(WfError, match=r"add or lose a task heading \(line 6: '## c: ...'\)"):
+        taskfile.append_task(doc, "b", "B", [], body="text\n## c: a body line\n")
 
 
 def test_multiline_values_are_refused() -> None:

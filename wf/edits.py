@@ -38,9 +38,10 @@ def _count_lines(text: str) -> int:
     return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
-def replace_region(doc: TasksFile, first: int, last: int, new_text: str) -> TasksFile:
+def replace_region(doc: TasksFile, first: int, last: int, new_text: str, expect: list[str]) -> TasksFile:
     """Replace the text of ``doc.tasks[first:last]`` (with ``first == last == 0`` and no
-    tasks: the whole file) by ``new_text``, which must parse without errors."""
+    tasks: the whole file) by ``new_text``, which must parse without errors into exactly
+    the tasks ``expect`` (so a body can never slip in a task heading of its own)."""
     tasks = doc.tasks
     if first < last:
         lstart, lend = tasks[first].start, tasks[last - 1].end
@@ -53,6 +54,14 @@ def replace_region(doc: TasksFile, first: int, last: int, new_text: str) -> Task
     if local.errors:
         moved = [ParseIssue(i.path, i.line + lstart, i.level, i.message) for i in local.errors]
         raise WfError("refusing an edit that would break the file:\n" + "\n".join(map(str, moved)))
+    found = [t.id for t in local.tasks]
+    if found != expect:
+        extra = [t for t in local.tasks if t.id not in expect]
+        where = f" (line {extra[0].start + lstart + 1}: '## {extra[0].id}: ...')" if extra else ""
+        raise WfError(
+            f"refusing an edit that would add or lose a task heading{where}; "
+            "inside a task's text, use '###' for sub-headings"
+        )
     if first < last and local.tasks and local.tasks[0].start != 0:
         raise WfError("internal: an edited task no longer starts with its heading")
     dl = _count_lines(new_text) - (lend - lstart)
@@ -89,7 +98,7 @@ def _task_region(doc: TasksFile, task_id: str) -> tuple[int, Task, list[str]]:
 
 
 def _replace_task(doc: TasksFile, index: int, lines: list[str]) -> TasksFile:
-    return replace_region(doc, index, index + 1, "".join(lines))
+    return replace_region(doc, index, index + 1, "".join(lines), [doc.tasks[index].id])
 
 
 def _eol(doc: TasksFile, lines: list[str]) -> str:
@@ -144,19 +153,7 @@ def set_title(doc: TasksFile, task_id: str, title: str) -> TasksFile:
 
 def remove_task(doc: TasksFile, task_id: str) -> TasksFile:
     index, _, _ = _task_region(doc, task_id)
-    return replace_region(doc, index, index + 1, "")
-
-
-def append_text(
-    doc: TasksFile,
-    task_id: str,
-    title: str,
-    fields: Iterable[tuple[str, str]],
-    body: str | None = None,
-) -> str:
-    """The whole file's text with a task added at the end."""
-    check_id(task_id)
-    return doc.text + _new_task_text(doc, doc.text, task_id, title, fields, body)
+    return replace_region(doc, index, index + 1, "", [])
 
 
 def _new_task_text(
@@ -203,5 +200,6 @@ def append_task(
         index = len(doc.tasks) - 1
         region = doc.text_of(doc.tasks[index])
         new = region + _new_task_text(doc, doc.text, task_id, title, fields, body)
-        return replace_region(doc, index, index + 1, new)
-    return replace_region(doc, 0, 0, doc.text + _new_task_text(doc, doc.text, task_id, title, fields, body))
+        return replace_region(doc, index, index + 1, new, [doc.tasks[index].id, task_id])
+    new = doc.text + _new_task_text(doc, doc.text, task_id, title, fields, body)
+    return replace_region(doc, 0, 0, new, [task_id])

@@ -319,9 +319,10 @@ def parse_lines(lines: list[str], path: str = "TASKS.md") -> TasksFile:
 
 # Lines that can matter outside a task's fields: fences and level-2 headings. Everything
 # else is body text, so the parser jumps from one candidate line to the next in C.
-_CANDIDATE_RE = re.compile(r"^ {0,3}(?:`{3,}|~{3,}|##(?!#))", re.M)
+_CANDIDATE_RE = re.compile(r"^\ufeff? {0,3}(?:`{3,}|~{3,}|##(?!#))", re.M)
 _FIELD_BLOCK_RE = re.compile(r"(?:[A-Za-z][A-Za-z0-9_-]*:(?:[ \t][^\n]*)?\r?(?:\n|\Z))*")
-_FIELD_LINE_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*):(?:[ \t]+(.*?))?[ \t]*\r?$", re.M)
+# A value is stripped of all whitespace, as str.strip() does ([^\S\n]: whitespace but \n).
+_FIELD_LINE_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*):(?:[ \t][^\S\n]*(.*?))?[^\S\n]*$", re.M)
 _ID = r"[a-z0-9][a-z0-9-]{0,47}"
 _VALID_VALUE = {
     "model": MODEL_RE.pattern,
@@ -352,7 +353,8 @@ def _fast_regexes() -> tuple[re.Pattern[str], re.Pattern[str]]:
         + f"({valid})"
         + r"(?![A-Za-z][A-Za-z0-9_-]*:(?:[ \t]|\r?(?:\n|\Z)))"
     )
-    return re.compile(valid), re.compile(task)
+    # ASCII: with Unicode case folding, (?i:s) would also match U+017F (long s).
+    return re.compile(valid, re.ASCII), re.compile(task, re.ASCII)
 
 
 def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
@@ -381,18 +383,20 @@ def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
         s = m.start()
         line_no += text.count("\n", last, s)
         last = s
+        # A byte order mark before the first line belongs to the line, not its content.
+        p = s + 1 if s == 0 and text.startswith("\ufeff") else s
         nl = text.find("\n", s)
         line_end = len(text) if nl < 0 else nl + 1
-        line = text[s:line_end]
+        line = text[p:line_end]
         c0 = line[0]
         if fence_char:
             m2 = _FENCE_CLOSE_RE.fullmatch(line)
             if m2 and m2.group(1)[0] == fence_char and len(m2.group(1)) >= fence_len:
                 fence_char = ""
-            elif line.startswith("## "):
+            elif line.startswith(("## ", "##\t")):
                 hidden_in_fence.append(line_no)
             continue
-        if c0 == "#" and (tm := task_re.match(text, s)) is not None:
+        if c0 == "#" and (tm := task_re.match(text, p)) is not None:
             # The common case in one regex: a well-formed heading and valid known fields.
             task_id = tm.group(1)
             title = tm.group(2).strip()
@@ -517,11 +521,9 @@ def append_task(
     fields: Iterable[tuple[str, str]],
     body: str | None = None,
 ) -> list[str]:
-    """Lines with a task added at the end (see edits.append_task). Unlike the edits
-    themselves, this does not refuse a result with errors: ``reparse`` does."""
     from wf import edits
 
-    return split_lines(edits.append_text(doc, task_id, title, fields, body))
+    return edits.append_task(doc, task_id, title, fields, body).lines
 
 
 def remove_task(doc: TasksFile, task_id: str) -> list[str]:
