@@ -105,8 +105,8 @@ class WfRunner:
         return Result(p.returncode, p.stdout, p.stderr)
 
 
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
+def git(cwd: Path, *args: str, check: bool = True) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=check, capture_output=True, text=True).stdout
 
 
 @pytest.fixture

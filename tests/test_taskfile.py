@@ -93,7 +93,7 @@ def test_edit_keeps_key_spelling_and_missing_final_newline() -> None:
     doc = parse("## a: A\nMODEL: haiku")
     assert taskfile.set_field(doc, "a", "model", "opus") == ["## a: A\n", "MODEL: opus"]
     doc = parse("## a: A")
-    assert taskfile.set_field(doc, "a", "status", "blocked: x") == ["## a: A\n", "Status: blocked: x\n"]
+    assert taskfile.set_field(doc, "a", "status", "blocked: x") == ["## a: A\n", "Status: blocked: x"]
 
 
 def test_append_to_file_without_final_newline() -> None:

@@ -50,10 +50,11 @@ def replace_region(doc: TasksFile, first: int, last: int, new_text: str, expect:
         if tasks:
             raise ValueError("an empty region only when the file has no tasks")
         lstart, lend, cstart, cend = 0, _count_lines(doc.text), 0, len(doc.text)
+    if cstart == 0 and doc.text.startswith("\ufeff"):
+        return _replace_at_bom(doc, last, new_text, expect)
     local = parse_text(new_text, doc.path)
     if local.errors:
-        moved = [ParseIssue(i.path, i.line + lstart, i.level, i.message) for i in local.errors]
-        raise WfError("refusing an edit that would break the file:\n" + "\n".join(map(str, moved)))
+        raise _refuse(local.errors, lstart)
     found = [t.id for t in local.tasks]
     if found != expect:
         extra = [t for t in local.tasks if t.id not in expect]
@@ -91,6 +92,24 @@ def replace_region(doc: TasksFile, first: int, last: int, new_text: str, expect:
     return TasksFile(doc.path, text, [*tasks[:first], *mid, *after], issues)
 
 
+def _refuse(errors: list[ParseIssue], offset: int = 0) -> WfError:
+    moved = [ParseIssue(i.path, i.line + offset, i.level, i.message) for i in errors]
+    return WfError("refusing an edit that would break the file:\n" + "\n".join(map(str, moved)))
+
+
+def _replace_at_bom(doc: TasksFile, last: int, new_text: str, expect: list[str]) -> TasksFile:
+    """A region at the start of a file with a byte order mark: the mark stays first in
+    the file (it belongs to the file, not to a task), and the file is parsed whole."""
+    if not new_text.startswith("\ufeff"):
+        new_text = "\ufeff" + new_text
+    full = parse_text(new_text + doc.text[doc.tasks[last - 1].span[1] if last else len(doc.text) :], doc.path)
+    if full.errors:
+        raise _refuse(full.errors)
+    if [t.id for t in full.tasks] != [*expect, *(t.id for t in doc.tasks[last:])]:
+        raise WfError("refusing an edit that would add or lose a task heading")
+    return full
+
+
 def _task_region(doc: TasksFile, task_id: str) -> tuple[int, Task, list[str]]:
     task = doc.task(task_id)
     index = doc.tasks.index(task)
@@ -105,9 +124,14 @@ def _eol(doc: TasksFile, lines: list[str]) -> str:
     return eol_of(lines[0]) or doc.newline()
 
 
-def _ensure_eol(lines: list[str], index: int, eol: str) -> None:
-    if index >= 0 and not lines[index].endswith("\n"):
-        lines[index] += eol
+def _insert(lines: list[str], at: int, text: str, eol: str) -> None:
+    """Insert one line; after a last line without a newline, the new line becomes the
+    last line, still without one (a file's missing final newline stays missing)."""
+    if at > 0 and not lines[at - 1].endswith("\n"):
+        lines[at - 1] += eol
+        lines.insert(at, text)
+        return
+    lines.insert(at, text + eol)
 
 
 def set_field(doc: TasksFile, task_id: str, key: str, value: str | None) -> TasksFile:
@@ -129,19 +153,16 @@ def set_field(doc: TasksFile, task_id: str, key: str, value: str | None) -> Task
         for extra in reversed(positions[1:]):
             del lines[extra]
         return _replace_task(doc, index, lines)
-    at = 1 + len(pairs)
-    _ensure_eol(lines, at - 1, _eol(doc, lines))
-    lines.insert(at, f"{KEYS.get(k, key)}: {value}{_eol(doc, lines)}")
+    _insert(lines, 1 + len(pairs), f"{KEYS.get(k, key)}: {value}", _eol(doc, lines))
     return _replace_task(doc, index, lines)
 
 
 def add_note(doc: TasksFile, task_id: str, text: str, now: datetime | None = None) -> TasksFile:
     """Insert a dated ``Note:`` line after the task's fields."""
     index, task, lines = _task_region(doc, task_id)
-    at = 1 + len(task.pairs)
-    eol = _eol(doc, lines)
-    _ensure_eol(lines, at - 1, eol)
-    lines.insert(at, f"Note: {utc_stamp(now)[:10]} {_one_line(text, 'Note')}{eol}")
+    _insert(
+        lines, 1 + len(task.pairs), f"Note: {utc_stamp(now)[:10]} {_one_line(text, 'Note')}", _eol(doc, lines)
+    )
     return _replace_task(doc, index, lines)
 
 
@@ -196,6 +217,8 @@ def append_task(
     check_id(task_id)
     if doc.find(task_id) is not None:
         raise WfError(f"id {task_id!r} is already used")
+    if body and any(i.message.startswith("code fence is never closed") for i in parse_text(body).issues):
+        raise WfError("the body opens a code fence it never closes (every task after it would be hidden)")
     if doc.tasks:
         index = len(doc.tasks) - 1
         region = doc.text_of(doc.tasks[index])

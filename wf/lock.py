@@ -56,13 +56,15 @@ def project_lock(
     wf_dir: Path,
     timeout: float = 10.0,
     on_wait: Callable[[str], None] | None = None,
+    name: str = "lock",
 ) -> Iterator[None]:
-    """Hold the project lock for the ``with`` block.
+    """Hold the project lock (or, with ``name``, another wf lock in ``.wf/``) for the
+    ``with`` block.
 
     ``on_wait`` is called once, with a line naming the holder, if the lock is busy.
     Raises LockTimeout after ``timeout`` seconds.
     """
-    path = str(wf_dir / "lock")
+    path = str(wf_dir / name)
     if _held.get(path):
         _held[path] += 1
         try:
@@ -74,14 +76,15 @@ def project_lock(
     import filelock
 
     wf_dir.mkdir(parents=True, exist_ok=True)
-    owner = wf_dir / "lock.owner"
+    owner = wf_dir / f"{name}.owner"
     lock = filelock.FileLock(path, timeout=timeout)
     start = time.monotonic()
     try:
         lock.acquire(timeout=0)
     except filelock.Timeout:
         if on_wait is not None:
-            on_wait(f"waiting for the project lock, held by {describe_holder(owner)}")
+            what = "the project lock" if name == "lock" else f"the {name} lock"
+            on_wait(f"waiting for {what}, held by {describe_holder(owner)}")
         try:
             lock.acquire(timeout=timeout, poll_interval=0.02)
         except filelock.Timeout:
@@ -101,6 +104,6 @@ def _write_owner(owner: Path) -> None:
         "cmd": _command_line(),
         "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    tmp = owner.with_name(f".lock.owner.{os.getpid()}")
+    tmp = owner.with_name(f".{owner.name}.{os.getpid()}")
     tmp.write_text(json.dumps(info), "utf-8")
     os.replace(tmp, owner)

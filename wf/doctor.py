@@ -1,0 +1,183 @@
+"""``wf doctor``: where wf's records, git's worktrees, lane branches, live processes and
+git's lock files disagree, one finding each; ``--fix`` repairs what is safe to repair.
+
+Nothing with work in it is ever removed: an unmerged branch, a dirty tree and a folder
+git does not know are reported, not touched.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from wf import backlog as backlogmod
+from wf import gitops, procs, worktrees
+from wf.project import Project
+
+STALE_LOCK_AGE = 60.0
+
+
+class Finding(NamedTuple):
+    kind: str
+    subject: str
+    message: str
+    level: str  # "problem" or "info"
+    fixed: bool = False
+
+    def __str__(self) -> str:
+        state = " [fixed]" if self.fixed else ""
+        return f"{self.kind}: {self.subject}: {self.message}{state}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+def _git_dir(project: Project) -> Path:
+    return project.root / ".git"
+
+
+def stale_locks(project: Project, now: float | None = None) -> list[Path]:
+    """git lock files older than a minute while no git process runs."""
+    now = now or time.time()
+    gd = _git_dir(project)
+    candidates = [gd / "index.lock", gd / "config.lock", gd / "HEAD.lock", gd / "packed-refs.lock"]
+    wt_admin = gd / "worktrees"
+    if wt_admin.is_dir():
+        for d in wt_admin.iterdir():
+            candidates += [d / "index.lock", d / "HEAD.lock"]
+    refs = gd / "refs"
+    if refs.is_dir():
+        candidates += list(refs.rglob("*.lock"))
+    old = [p for p in candidates if p.is_file() and now - p.stat().st_mtime > STALE_LOCK_AGE]
+    if old and procs.git_processes():
+        return []
+    return old
+
+
+def run(project: Project, *, fix: bool = False) -> list[Finding]:
+    out: list[Finding] = []
+    if not project.is_git:
+        return [Finding("repo", str(project.root), "not a git repository", "info")]
+    root = project.root
+    bl = backlogmod.load(project)
+    open_ids = bl.doc.ids()
+    archived = bl.archive.ids()
+    lanes = {ln.name for ln in project.config.lanes}
+    main = worktrees.main_branch(project)
+    main_sha = gitops.rev(root, main) or main
+
+    for lock in stale_locks(project):
+        if fix:
+            lock.unlink(missing_ok=True)
+        age = int(time.time() - lock.stat().st_mtime) if lock.exists() else 0
+        out.append(
+            Finding(
+                "stale-lock",
+                str(lock.relative_to(root)),
+                f"left by a git that died (age {age}s)",
+                "problem",
+                fix,
+            )
+        )
+
+    regs = gitops.worktrees(root)
+    for e in regs:
+        if e.prunable and not e.path.exists():
+            fixed = fix and worktrees.forget(project, e.path)
+            out.append(
+                Finding(
+                    "registration",
+                    str(e.path),
+                    "git registers a worktree whose folder is gone",
+                    "problem",
+                    fixed,
+                )
+            )
+
+    for name in worktrees.tree_names(project):
+        path = project.worktrees_dir / name
+        rec = worktrees.load_record(project, name)
+        if not path.exists():
+            if rec is not None:
+                if fix:
+                    (project.wf_dir / "wt" / f"{name}.json").unlink(missing_ok=True)
+                what = f"names task {rec.task}" if rec.task else "is free"
+                out.append(Finding("record", name, f"record {what} but the tree is gone", "problem", fix))
+            continue
+        if not (path / ".git").exists():
+            known = any(e.path == path.resolve() for e in regs)
+            repaired = False
+            if fix and known:
+                repaired = worktrees.repair(project, path)
+            if known:
+                msg = "its .git file is missing; git still knows it (--fix restores the link)"
+            else:
+                msg = "its .git is missing and git does not know it: check its files, then remove it by hand"
+            out.append(Finding("tree", name, msg, "problem", repaired))
+            continue
+        if rec is not None and rec.task:
+            if rec.task in archived and not (rec.branch and gitops.branch_exists(root, rec.branch)):
+                if fix:
+                    worktrees.release(project, name)
+                out.append(
+                    Finding(
+                        "record", name, f"holds task {rec.task}, which is done and merged", "problem", fix
+                    )
+                )
+            elif rec.task not in open_ids and rec.task not in archived:
+                out.append(Finding("record", name, f"holds task {rec.task}, which is in no file", "problem"))
+
+    held = {r.branch for r in worktrees.records(project) if r.branch}
+    for lane in sorted(lanes):
+        for branch in gitops.branches(root, f"{lane}/*"):
+            try:
+                _, task_id = worktrees.parse_branch(branch)
+            except Exception:
+                out.append(Finding("branch", branch, "not a <lane>/<id> name wf would make", "info"))
+                continue
+            tip = gitops.rev(root, branch) or ""
+            merged = gitops.is_ancestor(root, tip, main_sha)
+            if task_id in archived and merged:
+                checked_out = any(e.branch == branch for e in regs)
+                if fix and not checked_out:
+                    gitops.delete_branch(root, branch)
+                out.append(
+                    Finding(
+                        "branch",
+                        branch,
+                        f"task done and merged into {main}; safe to delete",
+                        "problem",
+                        fix and not checked_out,
+                    )
+                )
+            elif task_id in archived:
+                out.append(
+                    Finding(
+                        "branch", branch, f"task archived but the branch has commits not in {main}", "problem"
+                    )
+                )
+            elif task_id not in open_ids:
+                out.append(
+                    Finding("branch", branch, "no task with this id in TASKS.md or the archive", "info")
+                )
+            elif branch not in held and not any(e.branch == branch for e in regs):
+                out.append(
+                    Finding("branch", branch, "task branch with no tree (wf wt add or wf merge)", "info")
+                )
+
+    orch = project.wf_dir / "orch"
+    if orch.is_dir():
+        for f in sorted(orch.glob("*.json")):
+            try:
+                data = json.loads(f.read_text("utf-8"))
+                pid = int(data.get("pid") or 0)
+            except (OSError, ValueError, TypeError, AttributeError):
+                out.append(Finding("orch", f.stem, "record is unreadable", "problem"))
+                continue
+            if pid and not procs.alive(pid):
+                out.append(
+                    Finding("orch", f.stem, f"worker pid {pid} is gone (wf orch pick --recovery)", "problem")
+                )
+    return out

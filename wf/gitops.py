@@ -1,0 +1,324 @@
+"""Git: the only user of GitPython, as small named helpers.
+
+Every call runs ``git`` with an argument list (never a shell), no terminal prompts,
+stdin closed, and the repository-location variables (``GIT_DIR`` and friends) removed
+from the environment. ``GIT_CEILING_DIRECTORIES`` is set to the folder above the one a
+command runs in, and that folder must hold its own ``.git``: a worktree whose ``.git``
+file vanished can never fall through to the main checkout above it. Failures become
+``GitError`` carrying the argv, exit status and stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import git
+
+from wf.errors import WfError
+
+# Variables that point git at another repository than the folder it runs in.
+_LOCATION_VARS = (
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_COMMON_DIR",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+    "GIT_QUARANTINE_PATH",
+    "GIT_CEILING_DIRECTORIES",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+)
+
+
+class GitError(WfError):
+    def __init__(self, argv: list[str], status: int, stderr: str, cwd: Path) -> None:
+        self.argv = argv
+        self.status = status
+        self.stderr = stderr.strip()
+        self.cwd = cwd
+        detail = self.stderr.splitlines()[-1] if self.stderr else f"exit {status}"
+        super().__init__(f"git {' '.join(argv)} (in {cwd}) failed: {detail}")
+
+
+class NotARepository(WfError):
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        super().__init__(
+            f"{path} is not a git checkout (no .git there); refusing to let git look for one above it"
+        )
+
+
+class Result(NamedTuple):
+    status: int
+    out: str
+    err: str
+
+
+def _scrub_environment() -> None:
+    for var in _LOCATION_VARS:
+        os.environ.pop(var, None)
+
+
+_scrub_environment()
+
+
+def run(cwd: Path, *args: str, ok: tuple[int, ...] = (0,), stdin: str | None = None) -> Result:
+    """Run ``git args...`` at the top of the checkout ``cwd``."""
+    cwd = Path(cwd)
+    if not (cwd / ".git").exists():
+        raise NotARepository(cwd)
+    argv = list(args)
+    env = {
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_CEILING_DIRECTORIES": str(cwd.resolve().parent),
+        "GCM_INTERACTIVE": "never",
+    }
+    if stdin is None:
+        status, out, err = _execute(cwd, argv, env, None)
+    else:
+        with tempfile.TemporaryFile() as istream:
+            istream.write(stdin.encode())
+            istream.seek(0)
+            status, out, err = _execute(cwd, argv, env, istream)
+    status = int(status or 0)
+    if status not in ok:
+        raise GitError(argv, status, str(err), cwd)
+    return Result(status, str(out), str(err))
+
+
+def _execute(cwd: Path, argv: list[str], env: dict[str, str], istream: Any) -> tuple[Any, Any, Any]:
+    try:
+        result: tuple[Any, Any, Any] = git.Git(str(cwd)).execute(
+            ["git", *argv],
+            istream=istream,
+            with_extended_output=True,
+            with_exceptions=False,
+            env=env,
+        )
+    except git.GitCommandNotFound:
+        raise WfError("git is not installed (or not on PATH)") from None
+    return result
+
+
+def out(cwd: Path, *args: str) -> str:
+    return run(cwd, *args).out
+
+
+# ------------------------------------------------------------------ refs and commits
+
+
+def rev(cwd: Path, revision: str) -> str | None:
+    r = run(cwd, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", ok=(0, 1))
+    return (r.out.strip() or None) if r.status == 0 else None
+
+
+def current_branch(cwd: Path) -> str | None:
+    r = run(cwd, "symbolic-ref", "--quiet", "--short", "HEAD", ok=(0, 1))
+    return r.out.strip() if r.status == 0 else None
+
+
+def branch_exists(cwd: Path, branch: str) -> bool:
+    return run(cwd, "show-ref", "--verify", "--quiet", f"refs/heads/{branch}", ok=(0, 1)).status == 0
+
+
+def branches(cwd: Path, pattern: str) -> list[str]:
+    text = out(cwd, "for-each-ref", "--format=%(refname:short)", f"refs/heads/{pattern}")
+    return [b for b in text.splitlines() if b]
+
+
+def is_ancestor(cwd: Path, ancestor: str, descendant: str) -> bool:
+    return run(cwd, "merge-base", "--is-ancestor", ancestor, descendant, ok=(0, 1)).status == 0
+
+
+def count(cwd: Path, range_: str) -> int:
+    return int(out(cwd, "rev-list", "--count", range_).strip() or 0)
+
+
+def commit_exists(cwd: Path, sha: str) -> bool:
+    return rev(cwd, sha) is not None
+
+
+def update_ref(cwd: Path, ref: str, new: str, old: str | None = None, reason: str = "wf") -> None:
+    """Move ``ref`` to ``new``, only if it still points at ``old`` (compare and swap)."""
+    args = ["update-ref", "-m", reason, ref, new]
+    if old is not None:
+        args.append(old)
+    run(cwd, *args)
+
+
+def backup_ref(cwd: Path, name: str, sha: str, stamp: str) -> str:
+    """Keep ``sha`` reachable under ``refs/wf/backup/<name>/<stamp>``; return the ref."""
+    ref = f"refs/wf/backup/{name}/{stamp}"
+    run(cwd, "update-ref", "-m", "wf backup", ref, sha)
+    return ref
+
+
+def delete_branch(cwd: Path, branch: str) -> None:
+    """Delete a branch git considers merged (``-d``: never unmerged work)."""
+    run(cwd, "branch", "-d", "--", branch)
+
+
+def dirty_paths(cwd: Path) -> list[str]:
+    """Paths with uncommitted changes, untracked ones included (ignored ones not)."""
+    text = out(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    paths = []
+    entries = text.split("\0")
+    i = 0
+    while i < len(entries):
+        e = entries[i]
+        if len(e) > 3:
+            paths.append(e[3:])
+            if e[0] in "RC":  # a rename lists its source next
+                i += 1
+        i += 1
+    return paths
+
+
+def changed_paths(cwd: Path, base: str, tip: str) -> list[str]:
+    text = out(cwd, "diff", "--name-only", "-z", "--no-renames", base, tip)
+    return [p for p in text.split("\0") if p]
+
+
+class MergeTree(NamedTuple):
+    tree: str | None  # None on conflict
+    conflicts: list[str]
+
+
+def merge_tree(cwd: Path, ours: str, theirs: str) -> MergeTree:
+    """Merge two commits in memory (``git merge-tree --write-tree``): nothing in any
+    checkout, index or ref changes, whatever the outcome."""
+    r = run(cwd, "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", ours, theirs, ok=(0, 1))
+    parts = r.out.split("\0")
+    tree = parts[0].strip()
+    if r.status == 0:
+        return MergeTree(tree, [])
+    conflicts = [p for p in parts[1:] if p.strip()]
+    return MergeTree(None, sorted(set(conflicts)))
+
+
+def commit_tree(cwd: Path, tree: str, parents: list[str], message: str) -> str:
+    args = ["commit-tree", tree]
+    for p in parents:
+        args += ["-p", p]
+    return run(cwd, *args, "-F", "-", stdin=message).out.strip()
+
+
+def find_merge_of(cwd: Path, main: str, tip: str) -> str | None:
+    """The merge commit on ``main``'s first-parent line that brought in ``tip``."""
+    text = out(cwd, "rev-list", "--first-parent", "--merges", "--parents", "-n", "200", main)
+    for line in text.splitlines():
+        shas = line.split()
+        if tip in shas[2:]:
+            return shas[0]
+    return None
+
+
+# ------------------------------------------------------------------ worktrees
+
+
+class WorktreeEntry(NamedTuple):
+    path: Path
+    head: str | None
+    branch: str | None  # short name, None when detached
+    prunable: bool
+    locked: bool
+
+
+def worktrees(cwd: Path) -> list[WorktreeEntry]:
+    text = out(cwd, "worktree", "list", "--porcelain", "-z")
+    entries: list[WorktreeEntry] = []
+    cur: dict[str, str] = {}
+    for field in [*text.split("\0"), ""]:
+        if field == "":
+            if cur.get("worktree"):
+                branch = cur.get("branch", "")
+                entries.append(
+                    WorktreeEntry(
+                        Path(cur["worktree"]),
+                        cur.get("HEAD"),
+                        branch.removeprefix("refs/heads/") or None,
+                        "prunable" in cur,
+                        "locked" in cur,
+                    )
+                )
+            cur = {}
+            continue
+        key, _, value = field.partition(" ")
+        cur[key] = value
+    return entries
+
+
+def worktree_add(cwd: Path, path: Path, branch: str, start: str) -> None:
+    run(cwd, "worktree", "add", "--quiet", "--no-track", "-b", branch, str(path), start)
+
+
+def worktree_add_detached(cwd: Path, path: Path, start: str) -> None:
+    run(cwd, "worktree", "add", "--quiet", "--detach", str(path), start)
+
+
+def worktree_remove(cwd: Path, path: Path) -> None:
+    run(cwd, "worktree", "remove", str(path))
+
+
+def worktree_prune(cwd: Path) -> None:
+    run(cwd, "worktree", "prune")
+
+
+def switch_new_branch(cwd: Path, branch: str, start: str) -> None:
+    run(cwd, "switch", "--quiet", "--no-track", "-c", branch, start)
+
+
+def switch(cwd: Path, branch: str) -> None:
+    run(cwd, "switch", "--quiet", branch)
+
+
+def detach(cwd: Path, commit: str) -> None:
+    run(cwd, "switch", "--quiet", "--detach", commit)
+
+
+def fast_forward(cwd: Path, commit: str) -> None:
+    """Move the checked-out branch of ``cwd`` to ``commit``, updating files; refuses
+    (and changes nothing) if local changes would be overwritten."""
+    run(cwd, "merge", "--quiet", "--ff-only", commit)
+
+
+# ------------------------------------------------------------------ clones
+
+
+def clone_local(source: Path, dest: Path) -> None:
+    """A throwaway clone: objects shared by hard links, no remote, hooks off."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    g = git.Git(str(dest.parent))
+    env = {"GIT_TERMINAL_PROMPT": "0"}
+    status, _, err = g.execute(
+        ["git", "clone", "--quiet", "--local", "--no-checkout", str(source), str(dest)],
+        with_extended_output=True,
+        with_exceptions=False,
+        env=env,
+    )
+    if status:
+        raise GitError(["clone", "--local", str(source), str(dest)], int(status), str(err), dest.parent)
+    run(dest, "remote", "remove", "origin")
+    run(dest, "config", "core.hooksPath", "/dev/null")
+    # no local copy of the default branch: the clone only ever holds task branches
+    run(dest, "update-ref", "-d", "HEAD")
+
+
+def fetch(cwd: Path, source: Path, refspec: str) -> None:
+    run(cwd, "fetch", "--quiet", "--no-tags", "--", str(source), refspec)
+
+
+def dir_size(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total

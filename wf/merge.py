@@ -1,0 +1,254 @@
+"""``wf merge``: bring a task's branch into the main branch without ever losing work.
+
+The merge is computed in memory first (``git merge-tree``): a conflict changes nothing
+anywhere. The merge commit ``<id>: <title>`` is then created with ``commit-tree`` and the
+main checkout fast-forwarded to it (git refuses, changing nothing, if that would touch a
+file with uncommitted changes). Backup refs under ``refs/wf/backup/`` keep both tips
+first. Then the task is archived, the bookkeeping (TASKS.md and the archive, named
+explicitly) committed, the tree moved to a detached HEAD at the new main commit, and the
+branch deleted with ``git branch -d``, which refuses unmerged work.
+
+Each step looks at the state before acting, so running ``wf merge`` again after it
+succeeded, failed, or was killed anywhere finishes the job or says what is left.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from wf import backlog as backlogmod
+from wf import gitops, ops, worktrees
+from wf.errors import WfError
+from wf.lock import project_lock
+from wf.project import Project
+from wf.taskfile import check_id
+
+
+class MergeConflict(WfError):
+    def __init__(self, branch: str, main: str, paths: list[str]) -> None:
+        self.branch = branch
+        self.paths = paths
+        listed = "\n".join(f"  {p}" for p in paths)
+        super().__init__(
+            f"merging {branch} into {main} conflicts; nothing was changed (main and the branch are as "
+            f"they were). Conflicting paths:\n{listed}\nRebase or merge {main} into the branch, "
+            "resolve, commit, and run wf merge again."
+        )
+
+
+class DirtyMain(WfError):
+    def __init__(self, root: Path, paths: list[str]) -> None:
+        self.paths = paths
+        listed = "\n".join(f"  {p}" for p in paths[:20])
+        super().__init__(
+            f"the main checkout {root} has uncommitted changes to files this merge changes; "
+            f"nothing was changed (wf never stashes or overwrites them). Commit or revert:\n{listed}"
+        )
+
+
+class Outcome(NamedTuple):
+    task: str
+    branch: str
+    merge_commit: str | None
+    already: bool  # the branch was already in main when this run started
+    archived: str | None
+    notes: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+def _pause(project: Project, step: str) -> None:
+    """A test hook: stop at a step so a test can kill wf there (WF_TEST_PAUSE_AT)."""
+    if os.environ.get("WF_TEST_PAUSE_AT") == step:
+        (project.wf_dir / f"paused-{step}").write_text(str(os.getpid()))
+        time.sleep(3600)
+
+
+def resolve(project: Project, target: str | None, cwd: Path) -> tuple[str, str]:
+    """(lane, id) of what to merge: an id, a ``<lane>/<id>`` branch, or the branch of
+    the tree ``cwd`` is in."""
+    if target:
+        if "/" in target:
+            return worktrees.parse_branch(target)
+        task_id = check_id(target, "task id")
+        bl = backlogmod.load(project)
+        task = bl.doc.find(task_id)
+        if task is not None and bl.lane_of(task):
+            return str(bl.lane_of(task)), task_id
+        for held in worktrees.records(project):
+            if held.task == task_id:
+                return held.lane, task_id
+        found = gitops.branches(project.root, f"*/{task_id}")
+        if len(found) == 1:
+            return worktrees.parse_branch(found[0])
+        if found:
+            raise WfError(f"several branches end in /{task_id}: {', '.join(found)}; name one")
+        entry = bl.archive.find(task_id)
+        if entry is not None and entry.lane != "-":
+            return entry.lane, task_id
+        raise WfError(f"no branch for task {task_id} (looked for */{task_id})")
+    here = cwd.resolve()
+    wt_dir = project.worktrees_dir.resolve()
+    if here != wt_dir and wt_dir not in here.parents:
+        raise WfError("give an ID or a <lane>/<id> branch, or run wf merge inside the task's worktree")
+    name = here.relative_to(wt_dir).parts[0]
+    rec = worktrees.load_record(project, name)
+    if rec is not None and rec.branch:
+        return worktrees.parse_branch(rec.branch)
+    branch = gitops.current_branch(wt_dir / name)
+    if branch is None:
+        raise WfError(f"{wt_dir / name} is not on a task branch; give an ID or a <lane>/<id> branch")
+    return worktrees.parse_branch(branch)
+
+
+def _tree_of(project: Project, task_id: str, branch: str) -> worktrees.Record | None:
+    for found in worktrees.records(project):
+        if found.task == task_id or found.branch == branch:
+            return found
+    for name in worktrees.tree_names(project):
+        path = project.worktrees_dir / name
+        if (path / ".git").exists() and gitops.current_branch(path) == branch:
+            return worktrees.load_record(project, name) or worktrees.Record(
+                name,
+                branch.split("/")[0],
+                str(path),
+                task_id,
+                branch,
+                None,
+                worktrees._isolation_of(path),
+                "",
+            )
+    return None
+
+
+def merge(
+    project: Project,
+    target: str | None,
+    cwd: Path,
+    *,
+    on_wait: Callable[[str], None] | None = None,
+) -> Outcome:
+    lane, task_id = resolve(project, target, cwd)
+    branch = worktrees.branch_name(lane, task_id)
+    root = project.root
+    notes: list[str] = []
+    with project_lock(project.wf_dir, project.lock_timeout, on_wait):
+        main = worktrees.main_branch(project)
+        if gitops.current_branch(root) != main:
+            raise WfError(f"the main checkout {root} is not on {main}; switch it back first")
+        tree = _tree_of(project, task_id, branch)
+        clone = None
+        if tree is not None and tree.isolation == "clone":
+            clone = Path(tree.path)
+        if clone is not None and (clone / ".git").is_dir() and gitops.branch_exists(clone, branch):
+            gitops.fetch(root, clone, f"+refs/heads/{branch}:refs/heads/{branch}")
+        _pause(project, "start")
+        tip = gitops.rev(root, branch)
+        bl = backlogmod.load(project)
+        entry = bl.archive.find(task_id)
+        main_sha = gitops.rev(root, main)
+        if main_sha is None:
+            raise WfError(f"the main branch {main} has no commit")
+        already = False
+        merge_commit: str | None
+        if tip is None:
+            if entry is None:
+                raise WfError(f"no branch {branch} to merge, and {task_id} is not archived")
+            already = True
+            merge_commit = entry.commit if entry.commit != "-" else None
+        elif gitops.is_ancestor(root, tip, main_sha):
+            already = True
+            merge_commit = gitops.find_merge_of(root, main_sha, tip)
+            if merge_commit is None:
+                raise WfError(f"{branch} has no commits that are not in {main}: nothing to merge")
+        else:
+            merge_commit = _merge(project, main, main_sha, branch, tip, task_id, bl)
+        _pause(project, "merged")
+
+        # Archive the task (naming the merge commit) unless an earlier run did.
+        archived = entry.raw if entry is not None else None
+        if archived is None:
+            if bl.doc.find(task_id) is not None:
+                archived = ops.done_task(project, task_id, commit=merge_commit)
+            else:
+                notes.append(f"{task_id} is neither in {project.config.tasks} nor archived; not archived")
+        _pause(project, "archived")
+        _commit_bookkeeping(project, task_id, notes)
+        _pause(project, "committed")
+
+        new_main = gitops.rev(root, main) or main_sha
+        if tree is not None:
+            _park_tree(project, tree, branch, new_main, notes)
+        _pause(project, "detached")
+        if gitops.branch_exists(root, branch):
+            try:
+                gitops.delete_branch(root, branch)
+            except gitops.GitError as e:
+                notes.append(f"kept branch {branch}: {e.stderr.splitlines()[-1] if e.stderr else e}")
+        if tree is not None and not any(n.startswith("left ") for n in notes):
+            worktrees.release(project, tree.name)
+        return Outcome(task_id, branch, merge_commit, already, archived, notes)
+
+
+def _merge(
+    project: Project, main: str, main_sha: str, branch: str, tip: str, task_id: str, bl: backlogmod.Backlog
+) -> str:
+    root = project.root
+    result = gitops.merge_tree(root, main_sha, tip)
+    if result.tree is None:
+        raise MergeConflict(branch, main, result.conflicts)
+    touched = set(gitops.changed_paths(root, main_sha, result.tree))
+    dirty = [p for p in gitops.dirty_paths(root) if p in touched]
+    if dirty:
+        raise DirtyMain(root, dirty)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    gitops.backup_ref(root, branch, tip, stamp)
+    gitops.backup_ref(root, main, main_sha, stamp)
+    task = bl.doc.find(task_id)
+    title = task.title if task is not None else branch
+    commit = gitops.commit_tree(root, result.tree, [main_sha, tip], f"{task_id}: {title}\n")
+    try:
+        gitops.fast_forward(root, commit)
+    except gitops.GitError as e:
+        if "overwritten" in e.stderr or "untracked" in e.stderr:
+            raise DirtyMain(root, sorted(touched & set(gitops.dirty_paths(root))) or [e.stderr]) from None
+        raise
+    return commit
+
+
+def _commit_bookkeeping(project: Project, task_id: str, notes: list[str]) -> None:
+    root = project.root
+    paths = [p for p in (project.config.tasks, project.config.archive) if (root / p).exists()]
+    dirty = set(gitops.dirty_paths(root))
+    paths = [p for p in paths if p in dirty]
+    if not paths:
+        return
+    gitops.run(root, "add", "--", *paths)
+    gitops.run(root, "commit", "--quiet", "--no-verify", "-m", f"wf: archive {task_id}", "--", *paths)
+
+
+def _park_tree(
+    project: Project, tree: worktrees.Record, branch: str, new_main: str, notes: list[str]
+) -> None:
+    """Move the task's tree to a detached HEAD at the new main commit (a branch that is
+    checked out cannot be deleted); leave it alone if it holds uncommitted work."""
+    path = Path(tree.path)
+    if not (path / ".git").exists():
+        notes.append(f"left {path}: its .git is missing (wf doctor)")
+        return
+    if gitops.dirty_paths(path):
+        notes.append(f"left {path} on {branch}: it has uncommitted changes")
+        return
+    if tree.isolation == "clone":
+        gitops.fetch(path, project.root, f"+refs/heads/{worktrees.main_branch(project)}:refs/wf/base")
+        gitops.detach(path, new_main)
+        if gitops.branch_exists(path, branch):
+            gitops.delete_branch(path, branch)
+        return
+    if gitops.rev(path, "HEAD") != new_main or gitops.current_branch(path) is not None:
+        gitops.detach(path, new_main)

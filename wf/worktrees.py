@@ -1,0 +1,377 @@
+"""Lane worktrees (or throwaway clones) in ``<main>/.worktrees/<name>``.
+
+A lane's worker works in ``.worktrees/<lane>``, reused from task to task; when that one
+is in use, the next free of ``<lane>-2``, ``<lane>-3``, ... A tree is in use when its
+record in ``.wf/wt/<name>.json`` names a task, a live process has its cwd inside it, a
+Claude Code session file points into it, or it has uncommitted changes. Allocation runs
+under ``.wf/wt.lock`` (not the project lock: making a worktree can take seconds), so
+concurrent allocators never pick the same tree and never race on git's own locks.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from wf import gitops, procs
+from wf.errors import WfError
+from wf.fsutil import atomic_write_text
+from wf.lock import project_lock
+from wf.project import Project
+from wf.taskfile import check_id, utc_stamp
+
+WT_LOCK_TIMEOUT = 120.0
+
+
+class Record(NamedTuple):
+    name: str
+    lane: str
+    path: str
+    task: str | None
+    branch: str | None
+    base: str | None
+    isolation: str
+    since: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+def branch_name(lane: str, task_id: str) -> str:
+    return f"{check_id(lane, 'lane')}/{check_id(task_id, 'task id')}"
+
+
+def parse_branch(branch: str) -> tuple[str, str]:
+    """``<lane>/<id>`` -> (lane, id), both validated (no paths, no options, no '..')."""
+    lane, sep, task_id = branch.partition("/")
+    if not sep:
+        raise WfError(f"bad branch {branch!r}: expected '<lane>/<id>'")
+    return check_id(lane, "lane"), check_id(task_id, "task id")
+
+
+def main_branch(project: Project) -> str:
+    if project.config.main:
+        return project.config.main
+    branch = gitops.current_branch(project.root)
+    if branch is None:
+        raise WfError('the main checkout is not on a branch; set main = "<branch>" in wf.toml')
+    return branch
+
+
+def _records_dir(project: Project) -> Path:
+    return project.wf_dir / "wt"
+
+
+def load_record(project: Project, name: str) -> Record | None:
+    try:
+        data = json.loads((_records_dir(project) / f"{name}.json").read_text("utf-8"))
+        return Record(**{k: data.get(k) for k in Record._fields})
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def save_record(project: Project, rec: Record) -> None:
+    atomic_write_text(_records_dir(project) / f"{rec.name}.json", json.dumps(rec.as_dict(), indent=1) + "\n")
+
+
+def records(project: Project) -> list[Record]:
+    folder = _records_dir(project)
+    if not folder.is_dir():
+        return []
+    out = []
+    for f in sorted(folder.glob("*.json")):
+        rec = load_record(project, f.stem)
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+def release(project: Project, name: str) -> None:
+    """Free a tree: its record keeps the lane and path but no task."""
+    rec = load_record(project, name)
+    if rec is not None and rec.task is not None:
+        save_record(project, rec._replace(task=None, branch=None, base=None, since=utc_stamp()))
+
+
+def _names(lane: str) -> list[str]:
+    return [lane] + [f"{lane}-{n}" for n in range(2, 100)]
+
+
+class State(NamedTuple):
+    kind: str  # missing, free, busy, broken
+    why: str = ""
+
+
+def registered(project: Project) -> dict[Path, gitops.WorktreeEntry]:
+    return {e.path.resolve(): e for e in gitops.worktrees(project.root)}
+
+
+def inspect(project: Project, name: str, regs: dict[Path, gitops.WorktreeEntry] | None = None) -> State:
+    """Whether ``.worktrees/<name>`` can take a new task."""
+    path = project.worktrees_dir / name
+    rec = load_record(project, name)
+    if not path.exists():
+        return State("missing")
+    dotgit = path / ".git"
+    if not dotgit.exists():
+        return State("broken", ".git is missing")
+    if rec is not None and rec.task is not None:
+        return State("busy", f"task {rec.task}")
+    users = procs.users_of(path)
+    if users:
+        return State("busy", str(users[0]))
+    try:
+        dirty = gitops.dirty_paths(path)
+    except gitops.GitError as e:
+        return State("broken", e.stderr.splitlines()[-1] if e.stderr else "git fails there")
+    if dirty:
+        return State("busy", f"uncommitted changes ({len(dirty)} paths)")
+    return State("free")
+
+
+def _admin_dir(project: Project, path: Path) -> Path | None:
+    """git's administrative folder (``.git/worktrees/<x>``) of the worktree at ``path``."""
+    admin = project.root / ".git" / "worktrees"
+    if not admin.is_dir():
+        return None
+    for d in admin.iterdir():
+        try:
+            linked = Path((d / "gitdir").read_text("utf-8").strip())
+        except OSError:
+            continue
+        if linked.parent.resolve() == path.resolve() or linked.parent == path:
+            return d
+    return None
+
+
+def forget(project: Project, path: Path) -> bool:
+    """Drop git's registration of a worktree whose folder is gone (one entry; unlike
+    ``git worktree prune``, never one whose folder still exists but lost its .git)."""
+    if path.exists():
+        return False
+    d = _admin_dir(project, path)
+    if d is None:
+        return False
+    shutil.rmtree(d)
+    return True
+
+
+def repair(project: Project, path: Path) -> bool:
+    """Give a worktree whose ``.git`` file vanished its link back, if git still knows it.
+    A folder git does not know is left alone (it may hold someone's work)."""
+    if not path.is_dir():
+        return False
+    d = _admin_dir(project, path)
+    if d is None:
+        return False
+    atomic_write_text(path / ".git", f"gitdir: {d}\n")
+    return True
+
+
+def allocate(
+    project: Project,
+    lane: str,
+    task_id: str,
+    *,
+    isolation: str | None = None,
+    on_wait: Any = None,
+) -> Record:
+    """Ready a tree for ``task_id`` in ``lane``: reuse the lane's free tree (new branch
+    ``<lane>/<id>`` from the main branch's current commit) or make the next one. Asking
+    again for the same task returns the tree it already has."""
+    check_id(lane, "lane")
+    check_id(task_id, "task id")
+    if not project.is_git:
+        raise WfError(f"{project.root} is not a git repository; worktrees need one")
+    isolation = isolation or project.config.isolation
+    branch = branch_name(lane, task_id)
+    with project_lock(project.wf_dir, WT_LOCK_TIMEOUT, on_wait, name="wt.lock"):
+        main = main_branch(project)
+        base = gitops.rev(project.root, main)
+        if base is None:
+            raise WfError(f"the main branch {main!r} has no commit yet")
+        for rec in records(project):
+            if rec.task == task_id and rec.lane == lane:
+                return _resume(project, rec, base)
+        for name in _names(lane):
+            state = inspect(project, name)
+            if state.kind == "broken" and repair(project, project.worktrees_dir / name):
+                state = inspect(project, name)
+            if state.kind in ("busy", "broken"):
+                continue
+            path = project.worktrees_dir / name
+            if state.kind == "missing":
+                _create(project, path, branch, base, isolation)
+            else:
+                _reuse(project, path, branch, base)
+            rec = Record(name, lane, str(path), task_id, branch, base, _isolation_of(path), utc_stamp())
+            save_record(project, rec)
+            return rec
+    raise WfError(f"no free worktree for lane {lane} (tried {lane} to {lane}-99)")
+
+
+def _isolation_of(path: Path) -> str:
+    return "clone" if (path / ".git").is_dir() else "worktree"
+
+
+def _create(project: Project, path: Path, branch: str, base: str, isolation: str) -> None:
+    root = project.root
+    forget(project, path)  # registered, but the folder is gone: forget it first
+    project.worktrees_dir.mkdir(exist_ok=True)
+    if isolation == "clone":
+        try:
+            gitops.clone_local(root, path)
+            _clone_switch(project, path, branch, base)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)  # a half-made clone holds no work
+            raise
+        return
+    for attempt in range(5):
+        try:
+            if gitops.branch_exists(root, branch):
+                gitops.run(root, "worktree", "add", "--quiet", str(path), branch)
+            else:
+                gitops.worktree_add(root, path, branch, base)
+            return
+        except gitops.GitError as e:
+            # Another git (outside wf) may hold a lock for a moment: retry, then give up.
+            if ".lock" in e.stderr and attempt < 4:
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            raise
+
+
+def _clone_switch(project: Project, path: Path, branch: str, base: str) -> None:
+    # a clone has no remote: fetch the main branch from the main checkout by path
+    gitops.fetch(path, project.root, f"+refs/heads/{main_branch(project)}:refs/wf/base")
+    if gitops.branch_exists(path, branch):
+        gitops.switch(path, branch)
+    else:
+        gitops.switch_new_branch(path, branch, base)
+
+
+def _reuse(project: Project, path: Path, branch: str, base: str) -> None:
+    if _isolation_of(path) == "clone":
+        _clone_switch(project, path, branch, base)
+    elif gitops.branch_exists(project.root, branch):
+        gitops.switch(path, branch)
+    else:
+        gitops.switch_new_branch(path, branch, base)
+
+
+def _resume(project: Project, rec: Record, base: str) -> Record:
+    """The task already has a tree (a second pick after a crash): make sure it is
+    there and on the task's branch, never a second one."""
+    path = Path(rec.path)
+    branch = rec.branch or ""
+    if not (path / ".git").exists() and not repair(project, path):
+        if path.exists():
+            raise WfError(f"{path} lost its .git and git does not know it; see 'wf doctor'")
+        _create(project, path, branch, rec.base or base, rec.isolation)
+    elif gitops.current_branch(path) != branch:
+        _reuse(project, path, branch, rec.base or base)
+    return rec
+
+
+# ------------------------------------------------------------------ listing and pruning
+
+
+def tree_names(project: Project) -> list[str]:
+    names = {r.name for r in records(project)}
+    if project.worktrees_dir.is_dir():
+        names |= {p.name for p in project.worktrees_dir.iterdir() if p.is_dir()}
+    return sorted(names)
+
+
+def describe(project: Project, name: str, main: str) -> dict[str, Any]:
+    path = project.worktrees_dir / name
+    rec = load_record(project, name)
+    state = inspect(project, name)
+    info: dict[str, Any] = {
+        "name": name,
+        "lane": rec.lane if rec else name.rsplit("-", 1)[0] if name[-1:].isdigit() and "-" in name else name,
+        "path": str(path),
+        "isolation": _isolation_of(path) if (path / ".git").exists() else (rec.isolation if rec else None),
+        "task": rec.task if rec else None,
+        "branch": None,
+        "state": state.kind,
+        "by": state.why or None,
+        "dirty": None,
+        "behind": None,
+        "size": gitops.dir_size(path) if path.exists() else 0,
+    }
+    if state.kind in ("free", "busy") and path.exists():
+        info["branch"] = gitops.current_branch(path)
+        dirty = gitops.dirty_paths(path)
+        info["dirty"] = len(dirty)
+        head = gitops.rev(path, "HEAD")
+        main_sha = gitops.rev(project.root, main)
+        if head and main_sha:
+            if info["isolation"] == "clone":
+                info["behind"] = (
+                    None
+                    if not gitops.commit_exists(path, main_sha)
+                    else gitops.count(path, f"HEAD..{main_sha}")
+                )
+            else:
+                info["behind"] = gitops.count(project.root, f"{head}..{main_sha}")
+    return info
+
+
+def listing(project: Project) -> list[dict[str, Any]]:
+    main = main_branch(project)
+    return [describe(project, n, main) for n in tree_names(project)]
+
+
+def prune(project: Project, *, dry_run: bool = False) -> list[str]:
+    """Remove free, clean trees whose HEAD is in the main branch, and registrations
+    whose folder is gone. Never a tree with uncommitted or unmerged work."""
+    done: list[str] = []
+    with project_lock(project.wf_dir, WT_LOCK_TIMEOUT, None, name="wt.lock"):
+        main = main_branch(project)
+        main_sha = gitops.rev(project.root, main) or main
+        for entry in gitops.worktrees(project.root):
+            if entry.prunable and not entry.path.exists():
+                done.append(f"forget stale registration {entry.path}")
+                if not dry_run:
+                    forget(project, entry.path)
+        for name in tree_names(project):
+            path = project.worktrees_dir / name
+            if not path.exists():
+                if load_record(project, name) is not None:
+                    done.append(f"drop record of vanished {name}")
+                    if not dry_run:
+                        (_records_dir(project) / f"{name}.json").unlink(missing_ok=True)
+                continue
+            if inspect(project, name).kind != "free":
+                continue
+            head = gitops.rev(path, "HEAD")
+            if head is None:
+                continue
+            if _isolation_of(path) == "clone":
+                # every branch of a clone lives only there: all must already be in main
+                tips = [head] + [
+                    t
+                    for t in gitops.out(path, "for-each-ref", "--format=%(objectname)", "refs/heads").split()
+                    if t
+                ]
+                merged = all(
+                    gitops.commit_exists(project.root, t) and gitops.is_ancestor(project.root, t, main_sha)
+                    for t in tips
+                )
+            else:
+                merged = gitops.is_ancestor(project.root, head, main_sha)
+            if not merged:
+                continue
+            done.append(f"remove {name} (clean, at a commit of {main})")
+            if dry_run:
+                continue
+            if _isolation_of(path) == "clone":
+                shutil.rmtree(path)
+            else:
+                gitops.worktree_remove(project.root, path)
+            (_records_dir(project) / f"{name}.json").unlink(missing_ok=True)
+    return done
