@@ -388,3 +388,21 @@ def test_doctor_finds_and_fixes(proj: WfRunner) -> None:
     r = proj("doctor", "--fix")
     assert not lock.exists()
     assert proj("doctor").out == "all consistent\n"
+
+
+@pytest.mark.parametrize("bad", ["../x", "-x", "a..b", "x.lock", "A", "--upload-pack=evil", "a b", "a/../b"])
+def test_unsafe_names_never_reach_git(proj: WfRunner, bad: str) -> None:
+    before = git(proj.root, "for-each-ref")
+    for args in (
+        ("wt", "add", "--", bad, "a"),
+        ("wt", "add", "--", "sonnet", bad),
+        ("merge", "--", bad),
+        ("merge", f"sonnet/{bad}"),
+        ("merge", "--", f"{bad}/a"),
+    ):
+        r = proj(*args)
+        assert r.code == 1, (args, r.err)
+        assert "bad " in r.err, (args, r.err)
+        assert "git " not in r.err, (args, r.err)  # refused before any git command ran
+    assert git(proj.root, "for-each-ref") == before
+    assert not (proj.root / ".worktrees").exists()

@@ -442,13 +442,13 @@ def wt_add(ctx: click.Context, lane: str, task_id: str, as_json: bool) -> None:
     Asking again for the same task gives the same tree (never a second one).
     """
     from wf import backlog, worktrees
+    from wf.taskfile import check_id
 
     proj = _project(ctx)
-    bl = backlog.load(proj)
-    task = bl.doc.task(task_id)
+    check_id(lane, "lane")
+    backlog.load(proj).doc.task(check_id(task_id, "task id"))
     if proj.config.lane(lane) is None:
         raise WfError(f"no lane {lane!r} (wf lanes)")
-    del task
     rec = worktrees.allocate(proj, lane, task_id, on_wait=_on_wait)
     if as_json:
         _echo_json(rec.as_dict())
