@@ -120,3 +120,128 @@ def git_processes() -> list[int]:
         if (p.info.get("name") or "").startswith("git"):
             pids.append(p.info["pid"])
     return pids
+
+
+# ------------------------------------------------------------------ process trees
+
+
+TOKEN_VAR = "WF_UNIT_TOKEN"
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux): orphaned descendants of the workers it
+    starts (``setsid ... &``) are reparented to it instead of init, so they can still be
+    found and ended. Returns False where the call is not available."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(36, 1, 0, 0, 0)) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and all its live descendants."""
+    try:
+        p = psutil.Process(pid)
+        return [pid, *(c.pid for c in p.children(recursive=True))]
+    except psutil.Error:
+        return []
+
+
+def with_token(token: str) -> list[int]:
+    """Live processes whose environment carries ``WF_UNIT_TOKEN=token`` (a unit's
+    descendants, even those that detached and were reparented)."""
+    found = []
+    needle = f"{TOKEN_VAR}={token}".encode()
+    me = os.getpid()
+    for p in psutil.process_iter(["pid"]):
+        pid = p.info["pid"]
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            found.append(pid)
+    return found
+
+
+def _living(pids: list[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            if p.status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.Error:
+            pass
+    return out
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_tree(root: int | None, token: str | None, grace: float = 2.0) -> list[int]:
+    """End a unit's whole tree: SIGINT, then SIGTERM, then SIGKILL, with ``grace``
+    seconds between, listing the tree again before every step (a dying process may
+    start others). Returns the pids that were signalled."""
+    import signal
+    import time
+
+    def snapshot() -> list[int]:
+        pids = set(tree(root)) if root else set()
+        for pid in list(pids):
+            pids.update(tree(pid))
+        if token:
+            for pid in with_token(token):
+                pids.update(tree(pid))
+        pids.discard(os.getpid())
+        return _living(sorted(pids))
+
+    signalled: set[int] = set()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        pids = snapshot()
+        if not pids:
+            break
+        signalled.update(pids)
+        _signal_all(pids, sig)
+        deadline = time.monotonic() + (grace if sig != signal.SIGKILL else 5.0)
+        while time.monotonic() < deadline and _living(pids):
+            reap_orphans()
+            time.sleep(0.05)
+    reap_orphans()
+    return sorted(signalled)
+
+
+_OWN_CHILDREN: set[int] = set()
+
+
+def own_child(pid: int) -> None:
+    """Note a child this process waits for itself (subprocess.Popen): reap_orphans leaves it."""
+    _OWN_CHILDREN.add(pid)
+
+
+def reap_orphans() -> None:
+    """Collect exit statuses of reparented orphans (we are their subreaper), never of
+    the children that subprocess waits for itself."""
+    try:
+        kids = psutil.Process().children()
+    except psutil.Error:
+        return
+    for c in kids:
+        if c.pid in _OWN_CHILDREN:
+            continue
+        try:
+            if c.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(c.pid, os.WNOHANG)
+        except (psutil.Error, ChildProcessError, OSError):
+            pass
