@@ -207,9 +207,13 @@ def test_merge_from_the_worktree(proj: WfRunner) -> None:
     assert git(wt, "symbolic-ref", "-q", "HEAD", check=False) == ""
     assert (proj.root / "notes.txt").read_text() == "mine\n"
     assert "?? notes.txt" in git(proj.root, "status", "--porcelain")
-    # the bookkeeping commit holds only TASKS.md and DONE.md
+    # the bookkeeping commit holds only TASKS.md and DONE.md, and not the claim of b
     files = git(proj.root, "show", "--name-only", "--format=", "main").split()
     assert sorted(files) == ["DONE.md", "TASKS.md"]
+    committed = git(proj.root, "show", "main:TASKS.md")
+    assert "## a: Task a" not in committed and "in progress: worker" not in committed
+    assert "Status: in progress: worker" in (proj.root / "TASKS.md").read_text()
+    assert git(proj.root, "status", "--porcelain", "--", "TASKS.md").startswith(" M")
     # the tree is free again: the next task reuses it
     rec2 = json.loads(proj.ok("wt", "add", "sonnet", "c", "--json"))
     assert rec2["path"] == str(wt)
@@ -259,14 +263,75 @@ def test_branch_without_commits_is_not_merged(proj: WfRunner) -> None:
     assert r.code == 1 and "has no commits that are not in main" in r.err
 
 
-def test_unmerged_branch_is_never_deleted_and_backup_refs_exist(proj: WfRunner) -> None:
+def test_backup_refs_hold_both_tips(proj: WfRunner) -> None:
     rec = json.loads(proj.ok("wt", "add", "sonnet", "a", "--json"))
     wt = Path(rec["path"])
     (wt / "f.txt").write_text("f\n")
     tip = commit_all(wt, "f")
+    main_before = git(proj.root, "rev-parse", "main").strip()
     proj.ok("merge", "a")
     backups = git(proj.root, "for-each-ref", "--format=%(refname) %(objectname)", "refs/wf/backup")
     assert "refs/wf/backup/sonnet/a/" in backups and tip in backups
+    assert "refs/wf/backup/main/" in backups and main_before in backups
+
+
+def test_unmerged_branch_of_an_archived_task_is_kept(proj: WfRunner) -> None:
+    rec = json.loads(proj.ok("wt", "add", "sonnet", "a", "--json"))
+    wt = Path(rec["path"])
+    (wt / "f.txt").write_text("f\n")
+    tip = commit_all(wt, "unmerged")
+    git(wt, "switch", "-q", "--detach", "main")
+    proj.ok("done", "a")  # archived by hand, never merged
+    r = proj("doctor", "--fix")
+    assert "sonnet/a: task archived but the branch has commits not in main" in r.out
+    assert git(proj.root, "rev-parse", "sonnet/a").strip() == tip
+
+
+def test_reuse_never_leaves_commits_behind(proj: WfRunner) -> None:
+    rec = json.loads(proj.ok("wt", "add", "sonnet", "a", "--json"))
+    wt = Path(rec["path"])
+    (wt / "f.txt").write_text("f\n")
+    commit_all(wt, "f")
+    proj.ok("merge", "a")
+    (wt / "late.txt").write_text("late\n")
+    late = commit_all(wt, "late work on the detached tree")
+    rows = {r["name"]: r for r in json.loads(proj.ok("wt", "list", "--json"))}
+    assert rows["sonnet"]["state"] == "busy" and rows["sonnet"]["by"] == "1 commits on no branch"
+    rec = json.loads(proj.ok("wt", "add", "sonnet", "b", "--json"))
+    assert rec["path"].endswith("/sonnet-2")
+    assert git(wt, "rev-parse", "HEAD").strip() == late
+
+
+def test_a_tree_linked_to_the_main_checkout_is_never_used(proj: WfRunner) -> None:
+    rec = json.loads(proj.ok("wt", "add", "sonnet", "a", "--json"))
+    wt = Path(rec["path"])
+    (wt / "f.txt").write_text("f\n")
+    commit_all(wt, "f")
+    proj.ok("merge", "a")
+    (wt / ".git").write_text(f"gitdir: {proj.root / '.git'}\n")  # now it points at the main repo
+    main_branch = git(proj.root, "symbolic-ref", "--short", "HEAD")
+    rows = {r["name"]: r for r in json.loads(proj.ok("wt", "list", "--json"))}
+    assert rows["sonnet"]["state"] == "broken"
+    # allocation relinks the tree to its own registration before using it
+    rec = json.loads(proj.ok("wt", "add", "sonnet", "b", "--json"))
+    assert rec["path"] == str(wt)
+    assert "/.git/worktrees/" in (wt / ".git").read_text()
+    assert git(wt, "symbolic-ref", "--short", "HEAD").strip() == "sonnet/b"
+    assert git(proj.root, "symbolic-ref", "--short", "HEAD") == main_branch
+
+
+def test_merge_never_overwrites_an_ignored_file(proj: WfRunner) -> None:
+    (proj.root / ".gitignore").write_text((proj.root / ".gitignore").read_text() + "local.cfg\n")
+    commit_all(proj.root, "ignore local.cfg")
+    (proj.root / "local.cfg").write_text("secret\n")
+    rec = json.loads(proj.ok("wt", "add", "sonnet", "a", "--json"))
+    wt = Path(rec["path"])
+    (wt / "local.cfg").write_text("from the branch\n")
+    git(wt, "add", "-f", "local.cfg")
+    git(wt, "commit", "-qm", "track local.cfg")
+    r = proj("merge", "a")
+    assert r.code == 1 and "local.cfg" in r.err
+    assert (proj.root / "local.cfg").read_text() == "secret\n"
 
 
 PAUSE_STEPS = ["start", "merged", "archived", "committed", "detached"]
@@ -309,6 +374,16 @@ def test_kill_merge_at_each_step_then_finish(proj: WfRunner, step: str) -> None:
     assert git(proj.root, "branch", "--list", "sonnet/a") == ""
     assert git(proj.root, "status", "--porcelain") == ""
     assert git(proj.root, "log", "--format=%s", "main").count("a: Task a") == 1
+    assert "## a: " not in (proj.root / "TASKS.md").read_text()
+    merge_commit = git(proj.root, "log", "--format=%H", "--grep=^a: Task a$", "main").strip()
+    assert (
+        f" a lane=sonnet model=sonnet commit={merge_commit} -- Task a" in (proj.root / "DONE.md").read_text()
+    )
+    assert "## a: " not in (proj.root / "TASKS.md").read_text()
+    merge_commit = git(proj.root, "log", "--format=%H", "--grep=^a: Task a$", "main").strip()
+    assert (
+        f" a lane=sonnet model=sonnet commit={merge_commit} -- Task a" in (proj.root / "DONE.md").read_text()
+    )
     assert before <= reachable(proj.root)
 
 

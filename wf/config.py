@@ -7,6 +7,7 @@ comments and layout survive. No wf.toml at all is a valid setup with the default
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
@@ -160,6 +161,10 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
         w = f"{where}: [lanes.{name}]"
         if not valid_id(name):
             raise ConfigError(where, f"bad lane name {name!r}: {ID_HELP}")
+        if re.search(r"-\d+$", name):
+            raise ConfigError(
+                where, f"bad lane name {name!r}: '-<number>' is how a lane's extra trees are named"
+            )
         if not isinstance(spec, dict):
             raise ConfigError(where, f"lanes.{name} must be a table")
         for k in spec:

@@ -51,7 +51,7 @@ def stale_locks(project: Project, now: float | None = None) -> list[Path]:
     if refs.is_dir():
         candidates += list(refs.rglob("*.lock"))
     old = [p for p in candidates if p.is_file() and now - p.stat().st_mtime > STALE_LOCK_AGE]
-    if old and procs.git_processes():
+    if old and procs.git_processes(project.root):
         return []
     return old
 

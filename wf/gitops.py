@@ -32,6 +32,8 @@ _LOCATION_VARS = (
     "GIT_QUARANTINE_PATH",
     "GIT_CEILING_DIRECTORIES",
     "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    "GIT_CONFIG_PARAMETERS",  # -c settings of a git that started wf (a hook, an alias)
+    "GIT_CONFIG_COUNT",
 )
 
 
@@ -41,8 +43,18 @@ class GitError(WfError):
         self.status = status
         self.stderr = stderr.strip()
         self.cwd = cwd
-        detail = self.stderr.splitlines()[-1] if self.stderr else f"exit {status}"
-        super().__init__(f"git {' '.join(argv)} (in {cwd}) failed: {detail}")
+        super().__init__(f"git {' '.join(argv)} (in {cwd}) failed: {self.reason}")
+
+    @property
+    def reason(self) -> str:
+        """git's own error line (``error:``/``fatal:``), not its hints or 'Aborting'."""
+        lines = [ln.strip() for ln in self.stderr.splitlines() if ln.strip()]
+        for ln in lines:
+            if ln.startswith(("error:", "fatal:")):
+                return ln
+        hints = ("hint:", "If you are sure", "Aborting", "Please commit", "Please move")
+        useful = [ln for ln in lines if not ln.startswith(hints)]
+        return (useful or lines or [f"exit {self.status}"])[0]
 
 
 class NotARepository(WfError):
@@ -98,6 +110,7 @@ def _execute(cwd: Path, argv: list[str], env: dict[str, str], istream: Any) -> t
             istream=istream,
             with_extended_output=True,
             with_exceptions=False,
+            strip_newline_in_stdout=False,
             env=env,
         )
     except git.GitCommandNotFound:
@@ -173,7 +186,7 @@ def dirty_paths(cwd: Path) -> list[str]:
         e = entries[i]
         if len(e) > 3:
             paths.append(e[3:])
-            if e[0] in "RC":  # a rename lists its source next
+            if e[0] in "RC" or e[1] in "RC":  # a rename or copy lists its source next
                 i += 1
         i += 1
     return paths
@@ -199,6 +212,56 @@ def merge_tree(cwd: Path, ours: str, theirs: str) -> MergeTree:
         return MergeTree(tree, [])
     conflicts = [p for p in parts[1:] if p.strip()]
     return MergeTree(None, sorted(set(conflicts)))
+
+
+def show(cwd: Path, revision: str, path: str) -> str | None:
+    """A file's text at a revision, or None if it is not there."""
+    r = run(cwd, "cat-file", "-p", f"{revision}:{path}", ok=(0, 128))
+    return r.out if r.status == 0 else None
+
+
+def commit_files(cwd: Path, branch: str, files: dict[str, str], message: str) -> str:
+    """Commit new contents of ``files`` on top of ``branch`` without touching the
+    working tree or other staged changes: blobs and a tree are built in a temporary
+    index, the branch moves by compare-and-swap, and the real index takes just these
+    paths' new blobs. Returns the new commit."""
+    head = rev(cwd, branch)
+    if head is None:
+        raise WfError(f"no branch {branch}")
+    blobs = {p: run(cwd, "hash-object", "-w", "--stdin", stdin=text).out.strip() for p, text in files.items()}
+    git_dir = Path(out(cwd, "rev-parse", "--absolute-git-dir").strip())
+    tmp_index = git_dir / f"wf-index.{os.getpid()}"
+    try:
+        env_run(cwd, {"GIT_INDEX_FILE": str(tmp_index)}, "read-tree", head)
+        for p, blob in blobs.items():
+            env_run(
+                cwd,
+                {"GIT_INDEX_FILE": str(tmp_index)},
+                "update-index",
+                "--add",
+                "--cacheinfo",
+                f"100644,{blob},{p}",
+            )
+        tree = env_run(cwd, {"GIT_INDEX_FILE": str(tmp_index)}, "write-tree").out.strip()
+    finally:
+        tmp_index.unlink(missing_ok=True)
+    commit = commit_tree(cwd, tree, [head], message)
+    update_ref(cwd, f"refs/heads/{branch}", commit, head, reason=message.splitlines()[0])
+    for p, blob in blobs.items():
+        run(cwd, "update-index", "--add", "--cacheinfo", f"100644,{blob},{p}")
+    return commit
+
+
+def env_run(cwd: Path, extra: dict[str, str], *args: str) -> Result:
+    """``run`` with extra environment (a temporary index)."""
+    cwd = Path(cwd)
+    if not (cwd / ".git").exists():
+        raise NotARepository(cwd)
+    env = {"GIT_TERMINAL_PROMPT": "0", "GIT_CEILING_DIRECTORIES": str(cwd.resolve().parent), **extra}
+    status, o, e = _execute(cwd, list(args), env, None)
+    if int(status or 0) != 0:
+        raise GitError(list(args), int(status or 0), str(e), cwd)
+    return Result(0, str(o), str(e))
 
 
 def commit_tree(cwd: Path, tree: str, parents: list[str], message: str) -> str:

@@ -28,11 +28,12 @@ def describe_holder(owner_file: Path) -> str:
         pid = int(info["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return "another process (no owner recorded)"
-    alive = _pid_alive(pid)
     cmd = str(info.get("cmd", "?"))
     since = str(info.get("since", "?"))
-    state = "" if alive else ", which has exited"
-    return f"pid {pid} ({cmd}{state}) since {since}"
+    if not _pid_alive(pid):
+        # the holder took the lock but has not written its name yet
+        return f"another process (the last recorded holder, pid {pid}, has exited)"
+    return f"pid {pid} ({cmd}) since {since}"
 
 
 def _pid_alive(pid: int) -> bool:

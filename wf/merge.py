@@ -76,10 +76,6 @@ def resolve(project: Project, target: str | None, cwd: Path) -> tuple[str, str]:
         if "/" in target:
             return worktrees.parse_branch(target)
         task_id = check_id(target, "task id")
-        bl = backlogmod.load(project)
-        task = bl.doc.find(task_id)
-        if task is not None and bl.lane_of(task):
-            return str(bl.lane_of(task)), task_id
         for held in worktrees.records(project):
             if held.task == task_id:
                 return held.lane, task_id
@@ -88,6 +84,10 @@ def resolve(project: Project, target: str | None, cwd: Path) -> tuple[str, str]:
             return worktrees.parse_branch(found[0])
         if found:
             raise WfError(f"several branches end in /{task_id}: {', '.join(found)}; name one")
+        bl = backlogmod.load(project)
+        task = bl.doc.find(task_id)
+        if task is not None and bl.lane_of(task):
+            return str(bl.lane_of(task)), task_id
         entry = bl.archive.find(task_id)
         if entry is not None and entry.lane != "-":
             return entry.lane, task_id
@@ -142,15 +142,16 @@ def merge(
         if gitops.current_branch(root) != main:
             raise WfError(f"the main checkout {root} is not on {main}; switch it back first")
         tree = _tree_of(project, task_id, branch)
-        clone = None
+        if tree is not None and (Path(tree.path) / ".git").exists():
+            worktrees.verify(project, Path(tree.path))
         if tree is not None and tree.isolation == "clone":
-            clone = Path(tree.path)
-        if clone is not None and (clone / ".git").is_dir() and gitops.branch_exists(clone, branch):
-            gitops.fetch(root, clone, f"+refs/heads/{branch}:refs/heads/{branch}")
+            _fetch_from_clone(project, Path(tree.path), branch)
         _pause(project, "start")
         tip = gitops.rev(root, branch)
         bl = backlogmod.load(project)
         entry = bl.archive.find(task_id)
+        task = bl.doc.find(task_id)
+        title = task.title if task is not None else entry.title if entry is not None else branch
         main_sha = gitops.rev(root, main)
         if main_sha is None:
             raise WfError(f"the main branch {main} has no commit")
@@ -167,18 +168,24 @@ def merge(
             if merge_commit is None:
                 raise WfError(f"{branch} has no commits that are not in {main}: nothing to merge")
         else:
-            merge_commit = _merge(project, main, main_sha, branch, tip, task_id, bl)
+            merge_commit = _merge(project, main, main_sha, branch, tip, task_id, title)
         _pause(project, "merged")
+        if tip is not None and tree is not None and _tree_head(project, tree, branch) not in (tip, None):
+            raise WfError(
+                f"{branch} got new commits while it was being merged; main has the work up to "
+                f"{tip[:12]}; run wf merge {task_id} again to merge the rest"
+            )
 
-        # Archive the task (naming the merge commit) unless an earlier run did.
+        # Archive the task (naming the merge commit) unless an earlier run finished that;
+        # done_task also completes an archiving that was interrupted half-way.
         archived = entry.raw if entry is not None else None
-        if archived is None:
-            if bl.doc.find(task_id) is not None:
-                archived = ops.done_task(project, task_id, commit=merge_commit)
-            else:
-                notes.append(f"{task_id} is neither in {project.config.tasks} nor archived; not archived")
+        if bl.doc.find(task_id) is not None:
+            archived = ops.done_task(project, task_id, commit=merge_commit)
+        elif archived is None:
+            notes.append(f"{task_id} is neither in {project.config.tasks} nor archived; not archived")
         _pause(project, "archived")
-        _commit_bookkeeping(project, task_id, notes)
+        if archived is not None:
+            _commit_bookkeeping(project, main, task_id, archived)
         _pause(project, "committed")
 
         new_main = gitops.rev(root, main) or main_sha
@@ -189,14 +196,44 @@ def merge(
             try:
                 gitops.delete_branch(root, branch)
             except gitops.GitError as e:
-                notes.append(f"kept branch {branch}: {e.stderr.splitlines()[-1] if e.stderr else e}")
+                notes.append(f"kept branch {branch}: {e.reason}")
         if tree is not None and not any(n.startswith("left ") for n in notes):
-            worktrees.release(project, tree.name)
+            with project_lock(project.wf_dir, worktrees.WT_LOCK_TIMEOUT, on_wait, name="wt.lock"):
+                worktrees.release(project, tree.name)
         return Outcome(task_id, branch, merge_commit, already, archived, notes)
 
 
+def _tree_head(project: Project, tree: worktrees.Record, branch: str) -> str | None:
+    """The tip of the task's branch as its tree has it now (None if unknown)."""
+    path = Path(tree.path)
+    if not (path / ".git").exists():
+        return None
+    if tree.isolation == "clone":
+        return gitops.rev(path, f"refs/heads/{branch}") if gitops.branch_exists(path, branch) else None
+    return gitops.rev(project.root, branch)
+
+
+def _fetch_from_clone(project: Project, clone: Path, branch: str) -> None:
+    """Bring the clone's branch into the main repository. A main-repository branch of
+    the same name that the clone's does not contain is backed up before it moves."""
+    if not (clone / ".git").is_dir() or not gitops.branch_exists(clone, branch):
+        return
+    root = project.root
+    clone_tip = gitops.rev(clone, f"refs/heads/{branch}")
+    mine = gitops.rev(root, branch)
+    contained = (
+        mine is not None
+        and gitops.commit_exists(clone, mine)
+        and gitops.is_ancestor(clone, mine, str(clone_tip))
+    )
+    if mine is not None and clone_tip is not None and mine != clone_tip and not contained:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        gitops.backup_ref(root, branch, mine, stamp)
+    gitops.fetch(root, clone, f"+refs/heads/{branch}:refs/heads/{branch}")
+
+
 def _merge(
-    project: Project, main: str, main_sha: str, branch: str, tip: str, task_id: str, bl: backlogmod.Backlog
+    project: Project, main: str, main_sha: str, branch: str, tip: str, task_id: str, title: str
 ) -> str:
     root = project.root
     result = gitops.merge_tree(root, main_sha, tip)
@@ -204,13 +241,14 @@ def _merge(
         raise MergeConflict(branch, main, result.conflicts)
     touched = set(gitops.changed_paths(root, main_sha, result.tree))
     dirty = [p for p in gitops.dirty_paths(root) if p in touched]
+    tracked = set(gitops.out(root, "ls-tree", "-r", "--name-only", "-z", main_sha).split("\0"))
+    # an ignored or untracked file the merge would write over is someone's data too
+    dirty += [p for p in sorted(touched) if p not in tracked and (root / p).exists() and p not in dirty]
     if dirty:
         raise DirtyMain(root, dirty)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     gitops.backup_ref(root, branch, tip, stamp)
     gitops.backup_ref(root, main, main_sha, stamp)
-    task = bl.doc.find(task_id)
-    title = task.title if task is not None else branch
     commit = gitops.commit_tree(root, result.tree, [main_sha, tip], f"{task_id}: {title}\n")
     try:
         gitops.fast_forward(root, commit)
@@ -221,15 +259,26 @@ def _merge(
     return commit
 
 
-def _commit_bookkeeping(project: Project, task_id: str, notes: list[str]) -> None:
+def _commit_bookkeeping(project: Project, main: str, task_id: str, line: str) -> None:
+    """Commit the archiving of ``task_id`` on main: TASKS.md and the archive as they are
+    in the main commit, minus the task and plus its archive line. Other uncommitted
+    changes of those files (a claim, a person's edit) stay uncommitted."""
+    from wf import archive as archivemod
+    from wf import edits, taskfile
+
     root = project.root
-    paths = [p for p in (project.config.tasks, project.config.archive) if (root / p).exists()]
-    dirty = set(gitops.dirty_paths(root))
-    paths = [p for p in paths if p in dirty]
-    if not paths:
-        return
-    gitops.run(root, "add", "--", *paths)
-    gitops.run(root, "commit", "--quiet", "--no-verify", "-m", f"wf: archive {task_id}", "--", *paths)
+    tasks_at = gitops.show(root, main, project.config.tasks)
+    archive_at = gitops.show(root, main, project.config.archive)
+    files: dict[str, str] = {}
+    if tasks_at is not None:
+        doc = taskfile.parse_text(tasks_at, project.config.tasks)
+        if doc.find(task_id) is not None:
+            files[project.config.tasks] = edits.remove_task(doc, task_id).text
+    arch = archivemod.parse(archive_at.encode() if archive_at is not None else None, project.config.archive)
+    if arch.find(task_id) is None:
+        files[project.config.archive] = archivemod.appended(arch, line).decode("utf-8")
+    if files:
+        gitops.commit_files(root, main, files, f"wf: archive {task_id}\n")
 
 
 def _park_tree(
@@ -248,7 +297,10 @@ def _park_tree(
         gitops.fetch(path, project.root, f"+refs/heads/{worktrees.main_branch(project)}:refs/wf/base")
         gitops.detach(path, new_main)
         if gitops.branch_exists(path, branch):
-            gitops.delete_branch(path, branch)
+            try:
+                gitops.delete_branch(path, branch)
+            except gitops.GitError as e:
+                notes.append(f"left {path}: kept its branch {branch}: {e.reason}")
         return
     if gitops.rev(path, "HEAD") != new_main or gitops.current_branch(path) is not None:
         gitops.detach(path, new_main)

@@ -79,6 +79,19 @@ def _ancestors() -> set[int]:
     return _ANCESTORS
 
 
+def ancestors_inside(folder: Path) -> bool:
+    """Whether a process that started this one (a shell, an agent) has its cwd inside."""
+    target = str(folder.resolve())
+    for pid in _ancestors():
+        try:
+            cwd = psutil.Process(pid).cwd()
+        except psutil.Error:
+            continue
+        if _inside(cwd, target):
+            return True
+    return False
+
+
 def claude_roots() -> list[Path]:
     """Claude Code's config roots: $CLAUDE_CONFIG_DIR (comma-separated), else ~/.claude."""
     env = os.environ.get("CLAUDE_CONFIG_DIR")
@@ -113,11 +126,17 @@ def users_of(folder: Path) -> list[User]:
     return processes_in(folder) + claude_sessions_in(folder)
 
 
-def git_processes() -> list[int]:
-    """Pids of running git processes (a lock file is stale only if none runs)."""
+def git_processes(inside: Path) -> list[int]:
+    """Pids of running git processes whose cwd is inside ``inside`` (the repository and
+    its trees): a lock file there is stale only if none runs."""
+    target = str(inside.resolve())
     pids = []
-    for p in psutil.process_iter(["pid", "name"]):
-        if (p.info.get("name") or "").startswith("git"):
+    for p in psutil.process_iter(["pid", "name", "cwd"]):
+        try:
+            name, cwd = p.info.get("name") or "", p.info.get("cwd") or ""
+        except psutil.Error:
+            continue
+        if name.startswith("git") and cwd and _inside(cwd, target):
             pids.append(p.info["pid"])
     return pids
 

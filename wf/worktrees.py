@@ -105,6 +105,48 @@ class State(NamedTuple):
     why: str = ""
 
 
+class WrongRepository(WfError):
+    def __init__(self, path: Path, why: str) -> None:
+        self.path = path
+        super().__init__(f"{path} is not the worktree wf made there ({why}); see wf doctor")
+
+
+def verify(project: Project, path: Path) -> None:
+    """Check that the tree at ``path`` is linked to this repository and to itself: a
+    worktree's .git file must name ``<main>/.git/worktrees/<x>``, whose gitdir names this
+    folder; a clone must have its own .git folder. Anything else could make git act on
+    another tree, or on the main checkout."""
+    dotgit = path / ".git"
+    if dotgit.is_dir():
+        return
+    try:
+        text = dotgit.read_text("utf-8").strip()
+    except OSError:
+        raise WrongRepository(path, ".git is missing") from None
+    if not text.startswith("gitdir:"):
+        raise WrongRepository(path, ".git is not a gitdir link")
+    admin = Path(text[len("gitdir:") :].strip())
+    admin = admin if admin.is_absolute() else (path / admin)
+    main_admin = (project.root / ".git" / "worktrees").resolve()
+    if admin.resolve().parent != main_admin:
+        raise WrongRepository(path, f".git points at {admin}, outside {main_admin}")
+    try:
+        back = Path((admin / "gitdir").read_text("utf-8").strip())
+    except OSError:
+        raise WrongRepository(path, f"{admin} is gone") from None
+    if back.parent.resolve() != path.resolve():
+        raise WrongRepository(path, f"{admin.name} belongs to {back.parent}")
+
+
+def unsaved_commits(path: Path) -> int:
+    """Commits at the tree's HEAD that no branch (nor wf's refs) holds: work that a
+    switch to another branch would leave behind."""
+    r = gitops.run(
+        path, "rev-list", "--count", "HEAD", "--not", "--branches", "--glob=refs/wf/*", ok=(0, 128)
+    )
+    return int(r.out.strip() or 0) if r.status == 0 else 0
+
+
 def registered(project: Project) -> dict[Path, gitops.WorktreeEntry]:
     return {e.path.resolve(): e for e in gitops.worktrees(project.root)}
 
@@ -118,6 +160,10 @@ def inspect(project: Project, name: str, regs: dict[Path, gitops.WorktreeEntry] 
     dotgit = path / ".git"
     if not dotgit.exists():
         return State("broken", ".git is missing")
+    try:
+        verify(project, path)
+    except WrongRepository as e:
+        return State("broken", str(e).split("(", 1)[-1].split(")")[0])
     if rec is not None and rec.task is not None:
         return State("busy", f"task {rec.task}")
     users = procs.users_of(path)
@@ -129,6 +175,9 @@ def inspect(project: Project, name: str, regs: dict[Path, gitops.WorktreeEntry] 
         return State("broken", e.stderr.splitlines()[-1] if e.stderr else "git fails there")
     if dirty:
         return State("busy", f"uncommitted changes ({len(dirty)} paths)")
+    unsaved = unsaved_commits(path)
+    if unsaved:
+        return State("busy", f"{unsaved} commits on no branch")
     return State("free")
 
 
@@ -155,6 +204,17 @@ def forget(project: Project, path: Path) -> bool:
     d = _admin_dir(project, path)
     if d is None:
         return False
+    try:
+        head = (d / "HEAD").read_text("utf-8").strip()
+    except OSError:
+        head = ""
+    if len(head) == 40 and all(c in "0123456789abcdef" for c in head):
+        # a detached HEAD: keep its commits reachable before git forgets the worktree
+        r = gitops.run(project.root, "branch", "--contains", head, "--format=%(refname)", ok=(0, 1, 129))
+        if not r.out.strip():
+            gitops.backup_ref(
+                project.root, f"tree/{path.name}", head, time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            )
     shutil.rmtree(d)
     return True
 
@@ -190,12 +250,22 @@ def allocate(
     branch = branch_name(lane, task_id)
     with project_lock(project.wf_dir, WT_LOCK_TIMEOUT, on_wait, name="wt.lock"):
         main = main_branch(project)
+        if lane == main or main.startswith(f"{lane}/"):
+            raise WfError(f"lane {lane!r} clashes with the main branch {main!r} (branches are <lane>/<id>)")
         base = gitops.rev(project.root, main)
         if base is None:
             raise WfError(f"the main branch {main!r} has no commit yet")
         for rec in records(project):
             if rec.task == task_id and rec.lane == lane:
                 return _resume(project, rec, base)
+        wt_dir = project.worktrees_dir.resolve()
+        for e in gitops.worktrees(project.root):
+            if e.branch == branch and e.path.parent == wt_dir and e.path.exists():
+                # made by an allocation that was killed before it wrote its record
+                rec = Record(e.path.name, lane, str(e.path), task_id, branch, base, "worktree", utc_stamp())
+                rec = _resume(project, rec, base)
+                save_record(project, rec)
+                return rec
         for name in _names(lane):
             state = inspect(project, name)
             if state.kind == "broken" and repair(project, project.worktrees_dir / name):
@@ -247,6 +317,9 @@ def _create(project: Project, path: Path, branch: str, base: str, isolation: str
 def _clone_switch(project: Project, path: Path, branch: str, base: str) -> None:
     # a clone has no remote: fetch the main branch from the main checkout by path
     gitops.fetch(path, project.root, f"+refs/heads/{main_branch(project)}:refs/wf/base")
+    if not gitops.branch_exists(path, branch) and gitops.branch_exists(project.root, branch):
+        # the task already has work in the main repository: continue from it
+        gitops.fetch(path, project.root, f"refs/heads/{branch}:refs/heads/{branch}")
     if gitops.branch_exists(path, branch):
         gitops.switch(path, branch)
     else:
@@ -271,8 +344,14 @@ def _resume(project: Project, rec: Record, base: str) -> Record:
         if path.exists():
             raise WfError(f"{path} lost its .git and git does not know it; see 'wf doctor'")
         _create(project, path, branch, rec.base or base, rec.isolation)
-    elif gitops.current_branch(path) != branch:
-        _reuse(project, path, branch, rec.base or base)
+    else:
+        verify(project, path)
+        if gitops.current_branch(path) != branch:
+            if gitops.dirty_paths(path):
+                raise WfError(
+                    f"{path} has uncommitted changes on another branch than {branch}; commit or clean them"
+                )
+            _reuse(project, path, branch, rec.base or base)
     return rec
 
 
@@ -326,6 +405,13 @@ def listing(project: Project) -> list[dict[str, Any]]:
     return [describe(project, n, main) for n in tree_names(project)]
 
 
+def _holds_caller(path: Path) -> bool:
+    """The tree this wf (or the shell that started it) runs in is never removed."""
+    here = Path.cwd().resolve()
+    target = path.resolve()
+    return here == target or target in here.parents or procs.ancestors_inside(target)
+
+
 def prune(project: Project, *, dry_run: bool = False) -> list[str]:
     """Remove free, clean trees whose HEAD is in the main branch, and registrations
     whose folder is gone. Never a tree with uncommitted or unmerged work."""
@@ -346,7 +432,7 @@ def prune(project: Project, *, dry_run: bool = False) -> list[str]:
                     if not dry_run:
                         (_records_dir(project) / f"{name}.json").unlink(missing_ok=True)
                 continue
-            if inspect(project, name).kind != "free":
+            if inspect(project, name).kind != "free" or _holds_caller(path):
                 continue
             head = gitops.rev(path, "HEAD")
             if head is None:
