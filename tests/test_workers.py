@@ -1,0 +1,395 @@
+"""Headless workers against fake claude, codex and opencode executables that speak the
+real tools' formats. wf runs as a real process (it becomes a subreaper and handles
+signals, which a test process must not)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import WfRunner
+
+FAKES = Path(__file__).parent / "fakes"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+class Workers:
+    def __init__(self, root: Path, tmp: Path) -> None:
+        self.root = root
+        self.tmp = tmp
+        self.env = dict(os.environ)
+        self.env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), str(FAKES), self.env["PATH"]])
+        self.env["PYTHONPATH"] = str(ROOT)
+        self.env["FAKE_ARGV_LOG"] = str(tmp / "argv.log")
+        self.env["WF_RESULT_GRACE"] = "0.5"
+
+    def run(self, *args: str, timeout: float = 60, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "wf", *args],
+            cwd=self.root,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**self.env, **extra},
+            stdin=subprocess.DEVNULL,
+        )
+
+    def start(self, *args: str, **extra: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "wf", *args],
+            cwd=self.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**self.env, **extra},
+            stdin=subprocess.DEVNULL,
+        )
+
+    def status(self, run: str, unit: str) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.unit(run, unit) / "status.json").read_text())
+        return data
+
+    def unit(self, run: str, unit: str) -> Path:
+        return self.root / ".wf" / "runs" / run / unit
+
+    def output(self, run: str, unit: str) -> str:
+        """The answer, without the final newline some tools add (codex -o)."""
+        return (self.unit(run, unit) / "output.txt").read_text().removesuffix("\n")
+
+    def argv_calls(self) -> list[list[str]]:
+        path = self.tmp / "argv.log"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def w(wf: WfRunner, tmp_path: Path) -> Workers:
+    return Workers(wf.root, tmp_path)
+
+
+# ------------------------------------------------------------------ normal answers
+
+
+def test_claude_answer_session_and_transcript(w: Workers, sealed_env: Path) -> None:
+    r = w.run("dispatch", "r1", "u1", "--adapter", "claude", "--model", "sonnet", "--prompt", "hello world")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("u1: done exit=0")
+    assert w.output("r1", "u1") == "ok: hello world"
+    st = w.status("r1", "u1")
+    sid = (w.unit("r1", "u1") / "session.txt").read_text().strip()
+    assert st["session_id"] == sid and st["state"] == "done" and st["answer"] == "result"
+    assert st["version"] == "2.1.197 (Claude Code)"
+    assert st["usage"]["turns"] == 2 and st["usage"]["usd_rep"] > 0
+    slug = "".join(c if c.isalnum() else "-" for c in str(w.root))
+    assert (sealed_env / ".claude" / "projects" / slug / f"{sid}.jsonl").exists()
+    call = next(c for c in w.argv_calls() if "-p" in c)
+    assert call[1:6] == ["-p", "--output-format", "stream-json", "--verbose", "--session-id"]
+    assert "--model=sonnet" in call and "--permission-mode=acceptEdits" in call
+    assert "hello world" not in " ".join(call)  # the prompt went on stdin
+
+
+def test_claude_resume(w: Workers) -> None:
+    assert w.run("dispatch", "r1", "u1", "--adapter", "claude", "--prompt", "first").returncode == 0
+    sid = w.status("r1", "u1")["session_id"]
+    r = w.run("dispatch", "r1", "u2", "--resume-from", "u1", "--prompt", "second")
+    assert r.returncode == 0, r.stderr
+    assert w.output("r1", "u2") == f"resumed {sid}: ok: second"
+    st = w.status("r1", "u2")
+    assert st["resumed_from"] == "u1" and st["session_id"] == sid and st["adapter"] == "claude"
+    assert ["--resume", sid] == next(c for c in w.argv_calls() if "--resume" in c)[5:7]
+
+
+def test_codex_answer_and_resume(w: Workers) -> None:
+    r = w.run("dispatch", "r1", "c1", "--adapter", "codex", "--model", "gpt-5.3-codex", "--prompt", "fix it")
+    assert r.returncode == 0, r.stderr
+    assert w.output("r1", "c1") == "ok: fix it"
+    st = w.status("r1", "c1")
+    thread = st["session_id"]
+    assert thread and st["answer"] == "output_file" and st["usage"]["out"] > 0
+    r = w.run("dispatch", "r1", "c2", "--resume-from", "c1", "--prompt", "and more")
+    assert r.returncode == 0, r.stderr
+    assert w.output("r1", "c2") == f"resumed {thread}: ok: and more"
+    call = w.argv_calls()[-1]
+    assert call[call.index("resume") + 1] == thread and call[-1] == "-"
+    assert call.index("-C") < call.index("resume")
+
+
+def test_opencode_answer(w: Workers) -> None:
+    r = w.run("dispatch", "r1", "o1", "--adapter", "opencode", "--prompt", "tidy up")
+    assert r.returncode == 0, r.stderr
+    assert w.output("r1", "o1") == "ok: tidy up"
+    st = w.status("r1", "o1")
+    assert st["session_id"].startswith("ses_") and st["usage"]["out"] > 0
+
+
+def test_cmd_output_file_and_env(w: Workers) -> None:
+    script = (
+        "import os, sys; p = sys.stdin.read(); "
+        "open(os.environ['WF_OUTPUT_FILE'], 'w').write('answer for ' + p + ' ' + os.environ['WF_SESSION_ID'])"
+    )
+    r = w.run(
+        "dispatch",
+        "r1",
+        "k1",
+        "--adapter",
+        "cmd",
+        "--cmd",
+        f'{sys.executable} -c "{script}"',
+        "--prompt",
+        "P",
+    )
+    assert r.returncode == 0, r.stderr
+    sid = w.status("r1", "k1")["session_id"]
+    assert w.output("r1", "k1") == f"answer for P {sid}"
+
+
+def test_same_unit_twice_is_refused(w: Workers) -> None:
+    assert w.run("dispatch", "r1", "u1", "--adapter", "claude", "--prompt", "x").returncode == 0
+    r = w.run("dispatch", "r1", "u1", "--adapter", "claude", "--prompt", "x")
+    assert r.returncode == 1 and "already exists in run r1; use --resume-from u1" in r.stderr
+
+
+# ------------------------------------------------------------------ failures
+
+
+def test_hang_is_stalled_and_its_tree_killed(w: Workers, tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    r = w.run(
+        "dispatch",
+        "r1",
+        "h1",
+        "--adapter",
+        "claude",
+        "--stall",
+        "1.5",
+        "--prompt",
+        "FORK HANG",
+        FAKE_GRANDCHILD_PIDFILE=str(pidfile),
+    )
+    assert r.returncode == 1
+    st = w.status("r1", "h1")
+    assert st["state"] == "stalled" and st["fallback"] is True
+    assert not alive(st["pid"])
+    assert not alive(int(pidfile.read_text()))
+    assert w.output("r1", "h1").startswith("FALLBACK: unit h1 ended without an answer (state stalled")
+
+
+def test_printing_forever_times_out(w: Workers) -> None:
+    r = w.run("dispatch", "r1", "f1", "--adapter", "codex", "--timeout", "1.5", "--prompt", "FOREVER")
+    assert r.returncode == 1
+    st = w.status("r1", "f1")
+    assert st["state"] == "timeout" and not alive(st["pid"])
+    assert st["duration_s"] < 30
+
+
+def test_grandchild_does_not_outlive_the_unit(w: Workers, tmp_path: Path) -> None:
+    pidfile = tmp_path / "gc.pid"
+    r = w.run(
+        "dispatch", "r1", "g1", "--adapter", "codex", "--prompt", "FORK", FAKE_GRANDCHILD_PIDFILE=str(pidfile)
+    )
+    assert r.returncode == 0, r.stderr
+    assert w.output("r1", "g1") == "ok: FORK"
+    gc = int(pidfile.read_text())
+    assert not alive(gc)
+    assert w.status("r1", "g1")["leftovers_killed"] >= 1
+
+
+def test_crash_gets_a_fallback_answer(w: Workers) -> None:
+    r = w.run("dispatch", "r1", "c1", "--adapter", "claude", "--prompt", "CRASH")
+    assert r.returncode == 1
+    st = w.status("r1", "c1")
+    assert st["state"] == "failed" and st["exit_code"] == 1 and st["fallback"] is True
+    assert "fake crash" in (st["error"] or "")
+    assert w.output("r1", "c1").startswith("FALLBACK:")
+
+
+def test_no_answer_gets_a_fallback(w: Workers) -> None:
+    for adapter in ("claude", "codex", "opencode"):
+        r = w.run("dispatch", "r1", f"n-{adapter}", "--adapter", adapter, "--prompt", "NOANSWER")
+        assert r.returncode == 1, adapter
+        st = w.status("r1", f"n-{adapter}")
+        assert st["fallback"] is True and st["answer"] == "fallback", adapter
+        assert w.output("r1", f"n-{adapter}").startswith("FALLBACK: unit"), adapter
+
+
+def test_error_result_is_failed(w: Workers) -> None:
+    r = w.run("dispatch", "r1", "e1", "--adapter", "claude", "--prompt", "ERROR")
+    assert r.returncode == 1
+    assert w.status("r1", "e1")["error"].startswith("error_during_execution")
+
+
+def test_claude_lingering_after_its_result_is_done(w: Workers) -> None:
+    r = w.run("dispatch", "r1", "l1", "--adapter", "claude", "--prompt", "LINGER 60")
+    assert r.returncode == 0, r.stderr
+    st = w.status("r1", "l1")
+    assert st["state"] == "done" and st["duration_s"] < 30 and not alive(st["pid"])
+    assert w.output("r1", "l1") == "ok: LINGER 60"
+
+
+def test_answer_written_before_a_stall_is_kept(w: Workers) -> None:
+    script = "import os, time; open(os.environ['WF_OUTPUT_FILE'], 'w').write('kept answer'); time.sleep(60)"
+    r = w.run(
+        "dispatch",
+        "r1",
+        "k1",
+        "--adapter",
+        "cmd",
+        "--stall",
+        "1",
+        "--cmd",
+        f'{sys.executable} -c "{script}"',
+        "--prompt",
+        "x",
+    )
+    assert r.returncode == 1
+    st = w.status("r1", "k1")
+    assert st["state"] == "stalled" and st["fallback"] is False
+    assert w.output("r1", "k1") == "kept answer"
+
+
+# ------------------------------------------------------------------ many units
+
+
+def manifest(path: Path, units: list[dict[str, Any]], **defaults: Any) -> Path:
+    path.write_text(json.dumps({"defaults": defaults, "units": units}))
+    return path
+
+
+@pytest.mark.timeout(120)
+def test_twenty_units_never_more_than_four_at_once(w: Workers, tmp_path: Path) -> None:
+    conc = tmp_path / "conc"
+    conc.mkdir()
+    m = manifest(
+        tmp_path / "m.json", [{"id": f"u{i:02d}", "prompt": "SLEEP 0.4"} for i in range(20)], adapter="codex"
+    )
+    r = w.run(
+        "run", str(m), "--max-parallel", "4", "--run", "many", timeout=100, FAKE_CONCURRENCY_DIR=str(conc)
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len([ln for ln in lines if ": done exit=0" in ln]) == 20
+    assert lines[-1] == "run many: 20/20 done"
+    counts = [int(x) for x in (conc / "counts.txt").read_text().split()]
+    assert len(counts) == 20 and max(counts) <= 4
+    assert max(counts) == 4  # and it did run four at once
+
+
+@pytest.mark.timeout(120)
+def test_monitor_wakes_on_the_first_stall(w: Workers, tmp_path: Path) -> None:
+    m = manifest(
+        tmp_path / "m.json",
+        [{"id": "hang", "prompt": "HANG", "stall": 1.5}, {"id": "slow", "prompt": "SLEEP 20"}],
+        adapter="codex",
+    )
+    runner = w.start("run", str(m), "--run", "mon")
+    try:
+        deadline = time.monotonic() + 30
+        while not (w.root / ".wf" / "runs" / "mon").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        r = w.run("monitor", "mon", "--timeout", "60", timeout=90)
+        assert r.returncode == 3, (r.stdout, r.stderr)
+        assert "hang: stalled" in r.stdout and "slow: running" in r.stdout
+        assert time.monotonic() - t0 < 19  # woke before the slow unit ended
+    finally:
+        runner.send_signal(signal.SIGINT)
+        runner.communicate(timeout=60)
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_leaves_no_worker_and_every_status_final(w: Workers, tmp_path: Path) -> None:
+    m = manifest(
+        tmp_path / "m.json", [{"id": f"s{i}", "prompt": "FORK SLEEP 60"} for i in range(3)], adapter="claude"
+    )
+    pidfile = tmp_path / "gc.pid"
+    runner = w.start(
+        "run", str(m), "--max-parallel", "2", "--run", "cc", FAKE_GRANDCHILD_PIDFILE=str(pidfile)
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        states = [
+            w.status("cc", f"s{i}")["state"]
+            for i in range(3)
+            if (w.unit("cc", f"s{i}") / "status.json").exists()
+        ]
+        if states.count("running") == 2 and pidfile.exists():
+            break
+        assert time.monotonic() < deadline, states
+        time.sleep(0.05)
+    time.sleep(0.3)
+    runner.send_signal(signal.SIGINT)
+    out, err = runner.communicate(timeout=60)
+    assert runner.returncode == 130, err
+    for i in range(3):
+        st = w.status("cc", f"s{i}")
+        assert st["state"] == "interrupted", st
+        if st.get("pid"):
+            assert not alive(st["pid"])
+    assert not alive(int(pidfile.read_text().split()[0]))
+
+
+def test_runs_views(w: Workers) -> None:
+    w.run("dispatch", "r1", "u1", "--adapter", "claude", "--prompt", "alpha")
+    w.run("dispatch", "r1", "u2", "--adapter", "claude", "--prompt", "CRASH")
+    listing = w.run("runs").stdout
+    assert listing.startswith("r1  2 units  done=1 failed=1")
+    status = w.run("runs", "status", "r1").stdout.splitlines()
+    assert status[0].startswith("u1: done exit=0") and status[0].endswith("ok: alpha")
+    data = json.loads(w.run("runs", "status", "r1", "--json").stdout)
+    assert [d["unit"] for d in data] == ["u1", "u2"]
+    assert w.run("runs", "output", "r1", "u1").stdout == "ok: alpha"
+    assert '"type":"result"' in w.run("runs", "output", "r1", "u1", "--log").stdout.replace(" ", "")
+    g = w.run("gather", "r1", "--quiet", "0.2")
+    assert (
+        g.returncode == 0 and "== u1 (done)\nok: alpha" in g.stdout and "== u2 (failed, FALLBACK)" in g.stdout
+    )
+
+
+def test_clone_unit_changes_stay_in_the_clone(w: Workers) -> None:
+    from tests.conftest import git
+
+    git(w.root, "add", "-A")
+    git(w.root, "commit", "-qm", "setup")
+    script = "open('made.txt', 'w').write('by the worker\\n'); print('wrote it')"
+    r = w.run(
+        "dispatch",
+        "r1",
+        "c1",
+        "--clone",
+        "--adapter",
+        "cmd",
+        "--cmd",
+        f'{sys.executable} -c "{script}"',
+        "--prompt",
+        "x",
+    )
+    assert r.returncode == 0, r.stderr
+    st = w.status("r1", "c1")
+    clone = Path(st["clone"])
+    assert (clone / "made.txt").exists() and not (w.root / "made.txt").exists()
+    assert git(clone, "remote") == ""
+    d = w.run("runs", "diff", "r1", "c1").stdout
+    assert "untracked:\n  made.txt" in d
+    assert git(w.root, "status", "--porcelain") == ""
