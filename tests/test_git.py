@@ -24,6 +24,12 @@ def commit_all(cwd: Path, message: str) -> str:
     return git(cwd, "rev-parse", "HEAD").strip()
 
 
+@pytest.fixture(autouse=True)
+def _fake_tools(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake claude, codex and opencode on PATH, so that wf doctor finds its adapters."""
+    monkeypatch.setenv("PATH", f"{Path(__file__).parent / 'fakes'}{os.pathsep}{os.environ['PATH']}")
+
+
 @pytest.fixture
 def proj(wf: WfRunner) -> WfRunner:
     """A repository set up for wf with committed TASKS.md holding tasks a..h."""
@@ -462,7 +468,9 @@ def test_doctor_finds_and_fixes(proj: WfRunner) -> None:
     assert "registration:" in r.out and "folder is gone" in r.out
     r = proj("doctor", "--fix")
     assert not lock.exists()
-    assert proj("doctor").out == "all consistent\n"
+    r = proj("doctor")
+    assert r.code == 0 and r.out.endswith("all consistent\n")
+    assert "adapter: claude: 2.1.197 (Claude Code) at " in r.out
 
 
 @pytest.mark.parametrize("bad", ["../x", "-x", "a..b", "x.lock", "A", "--upload-pack=evil", "a b", "a/../b"])

@@ -340,7 +340,7 @@ def test_ctrl_c_leaves_no_worker_and_every_status_final(w: Workers, tmp_path: Pa
         time.sleep(0.05)
     time.sleep(0.3)
     runner.send_signal(signal.SIGINT)
-    out, err = runner.communicate(timeout=60)
+    _, err = runner.communicate(timeout=60)
     assert runner.returncode == 130, err
     for i in range(3):
         st = w.status("cc", f"s{i}")
@@ -393,3 +393,13 @@ def test_clone_unit_changes_stay_in_the_clone(w: Workers) -> None:
     d = w.run("runs", "diff", "r1", "c1").stdout
     assert "untracked:\n  made.txt" in d
     assert git(w.root, "status", "--porcelain") == ""
+
+
+def test_doctor_lists_adapters(w: Workers) -> None:
+    r = w.run("doctor")
+    assert "adapter: claude: 2.1.197 (Claude Code) at " in r.stdout
+    assert "adapter: codex: codex-cli 0.171.0 at " in r.stdout
+    bare = w.run("doctor", PATH=str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin")
+    assert bare.returncode == 1
+    assert "adapter: claude: not installed (lanes haiku, opus, sonnet use it)" in bare.stdout
+    assert "adapter: codex: not installed\n" in bare.stdout

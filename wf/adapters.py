@@ -91,6 +91,10 @@ class Adapter:
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
 
+    def help_argv(self) -> list[str]:
+        """Where the flags wf uses are listed (a subcommand's help for codex, opencode)."""
+        return [self.binary, "--help"]
+
     def executable(self) -> str | None:
         return shutil.which(self.binary) if self.binary else None
 
@@ -164,7 +168,10 @@ class Claude(Adapter):
 class Codex(Adapter):
     name = "codex"
     binary = "codex"
-    help_flags = ("--json", "--output-last-message", "--sandbox", "--cd")
+    help_flags = ("--json", "--output-last-message", "--sandbox", "--cd", "--skip-git-repo-check")
+
+    def help_argv(self) -> list[str]:
+        return ["codex", "exec", "--help"]
 
     def argv(self, spec: Spec) -> list[str]:
         argv = ["codex", "exec", "--json", "-o", str(spec.folder / "output.txt"), "--color", "never"]
@@ -209,7 +216,10 @@ class Codex(Adapter):
 class Opencode(Adapter):
     name = "opencode"
     binary = "opencode"
-    help_flags = ("--format", "--session", "--dir", "--model")
+    help_flags = ("--format", "--session", "--dir", "--model", "--auto")
+
+    def help_argv(self) -> list[str]:
+        return ["opencode", "run", "--help"]
 
     def argv(self, spec: Spec) -> list[str]:
         argv = ["opencode", "run", "--format", "json", "--auto", "--dir", str(spec.cwd)]

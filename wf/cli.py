@@ -560,9 +560,10 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> int:
     else:
         for f in findings:
             click.echo(str(f))
-        if not findings:
-            click.echo("all consistent")
-    return 1 if any(not f.fixed and f.level == "problem" for f in findings) else 0
+    problems = sum(1 for f in findings if not f.fixed and f.level == "problem")
+    if not as_json:
+        click.echo("all consistent" if not problems else f"{problems} problem(s) to look at")
+    return 1 if problems else 0
 
 
 # ---------------------------------------------------------------- headless workers

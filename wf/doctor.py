@@ -56,10 +56,49 @@ def stale_locks(project: Project, now: float | None = None) -> list[Path]:
     return old
 
 
-def run(project: Project, *, fix: bool = False) -> list[Finding]:
-    out: list[Finding] = []
+def adapter_findings(project: Project) -> list[Finding]:
+    """Which worker tools are installed, their versions, and flags their --help lacks."""
+    import subprocess
+
+    from wf import adapters
+    from wf.supervise import tool_version
+
+    used = {ln.adapter for ln in project.config.lanes}
+    out = []
+    for a in adapters.ADAPTERS.values():
+        if a.name == "cmd":
+            continue
+        path = a.executable()
+        if path is None:
+            level = "problem" if a.name in used else "info"
+            lanes = ", ".join(sorted(ln.name for ln in project.config.lanes if ln.adapter == a.name))
+            why = f"not installed (lanes {lanes} use it)" if lanes else "not installed"
+            out.append(Finding("adapter", a.name, why, level))
+            continue
+        version = tool_version(a) or "version unknown"
+        try:
+            p = subprocess.run(
+                a.help_argv(), capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL
+            )
+            text = p.stdout + p.stderr
+        except (OSError, subprocess.TimeoutExpired):
+            text = ""
+        missing = [f for f in a.help_flags if f not in text]
+        if missing:
+            out.append(
+                Finding(
+                    "adapter", a.name, f"{version} at {path}; --help lacks {' '.join(missing)}", "problem"
+                )
+            )
+        else:
+            out.append(Finding("adapter", a.name, f"{version} at {path}", "info"))
+    return out
+
+
+def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[Finding]:
+    out: list[Finding] = adapter_findings(project) if adapters else []
     if not project.is_git:
-        return [Finding("repo", str(project.root), "not a git repository", "info")]
+        return [*out, Finding("repo", str(project.root), "not a git repository", "info")]
     root = project.root
     bl = backlogmod.load(project)
     open_ids = bl.doc.ids()
