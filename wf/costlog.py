@@ -1,0 +1,209 @@
+"""The cost log (``out/wf-cost.log``, one key=value line per worker) and the report over
+every project's log.
+
+Projects are remembered in the user's state folder (``$XDG_STATE_HOME/wf/projects``)
+whenever wf writes a line, so ``wf usage --report`` can read them all.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from pathlib import Path
+from typing import Any
+
+from wf.fsutil import append_line
+from wf.usage import Cost
+
+KEYS = (
+    "ts", "project", "id", "agent", "kind", "lane", "model", "effort", "done", "turns", "dur_s",
+    "in", "out", "est", "cw5m", "cw1h", "cr", "usd", "usd_rep", "unpriced",
+)  # fmt: skip
+
+
+def state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "wf"
+
+
+def _clean(value: Any) -> str:
+    text = str(value).strip()
+    return "".join(c if c.isprintable() and not c.isspace() and c != "=" else "_" for c in text) or "-"
+
+
+def line_for(
+    cost: Cost,
+    *,
+    ts: str,
+    project: str,
+    task_id: str | None = None,
+    agent: str | None = None,
+    kind: str | None = None,
+    lane: str | None = None,
+    effort: str | None = None,
+    done: bool | None = None,
+    duration: float | None = None,
+) -> dict[str, Any]:
+    """The one cost record of a worker: what ``wf usage --log`` writes, what a headless
+    run records, and what the orchestration loop's post will write."""
+    rec: dict[str, Any] = {
+        "ts": ts,
+        "project": project,
+        "id": task_id or "-",
+        "agent": agent or "-",
+        "kind": kind or cost.kind,
+        "lane": lane or "-",
+        "model": cost.model or "-",
+        "effort": effort or "-",
+        "done": "-" if done is None else int(done),
+        "turns": cost.turns,
+        "dur_s": round(duration if duration is not None else (cost.dur_s or 0)),
+        "in": cost.inp,
+        "out": cost.out,
+        "est": cost.est,
+        "cw5m": cost.cw5m,
+        "cw1h": cost.cw1h,
+        "cr": cost.cr,
+        "usd": round(cost.usd, 4),
+        "usd_rep": round(cost.usd_rep, 4),
+    }
+    if cost.unpriced:
+        rec["unpriced"] = ",".join(cost.unpriced)
+    return rec
+
+
+def format_line(rec: dict[str, Any]) -> str:
+    return " ".join(f"{k}={_clean(rec[k])}" for k in KEYS if k in rec)
+
+
+def append(root: Path, rec: dict[str, Any]) -> Path:
+    path = root / "out" / "wf-cost.log"
+    append_line(path, format_line(rec))
+    remember(root)
+    return path
+
+
+def remember(root: Path) -> None:
+    folder = state_dir()
+    registry = folder / "projects"
+    known = set(known_projects())
+    if str(root) not in known:
+        append_line(registry, str(root))
+
+
+def known_projects() -> list[str]:
+    try:
+        lines = (state_dir() / "projects").read_text("utf-8").splitlines()
+    except OSError:
+        return []
+    seen: list[str] = []
+    for line in lines:
+        if line.strip() and line.strip() not in seen:
+            seen.append(line.strip())
+    return seen
+
+
+def parse_line(text: str) -> dict[str, str] | None:
+    rec: dict[str, str] = {}
+    for part in text.split():
+        k, sep, v = part.partition("=")
+        if not sep:
+            return None
+        rec[k] = v
+    return rec if "usd" in rec else None
+
+
+def _num(v: str | None) -> float | None:
+    try:
+        return float(v) if v not in (None, "-") else None
+    except ValueError:
+        return None
+
+
+def records(since: str | None = None, project: str | None = None) -> tuple[list[dict[str, str]], int]:
+    """Every cost line of every known project (newer than ``since``); and how many lines
+    could not be read."""
+    out: list[dict[str, str]] = []
+    bad = 0
+    for root in known_projects():
+        path = Path(root) / "out" / "wf-cost.log"
+        try:
+            text = path.read_text("utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            rec = parse_line(line)
+            if rec is None:
+                bad += 1
+                continue
+            if since and rec.get("ts", "") < since:
+                continue
+            if project and project not in (rec.get("project"), root, Path(root).name):
+                continue
+            out.append(rec)
+    return out, bad
+
+
+def report(recs: list[dict[str, str]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str, str], list[dict[str, str]]] = {}
+    for r in recs:
+        key = (r.get("lane", "-"), r.get("model", "-"), r.get("effort", "-"))
+        groups.setdefault(key, []).append(r)
+    rows = []
+    for (lane, model, effort), rs in sorted(groups.items()):
+        usd = [x for x in (_num(r.get("usd")) for r in rs) if x is not None]
+        turns = [x for x in (_num(r.get("turns")) for r in rs) if x is not None]
+        durs = [x for x in (_num(r.get("dur_s")) for r in rs) if x is not None]
+        done = sum(1 for r in rs if r.get("done") == "1")
+        total = sum(usd)
+        rows.append(
+            {
+                "lane": lane,
+                "model": model,
+                "effort": effort,
+                "n": len(rs),
+                "done": done,
+                "median_usd": round(statistics.median(usd), 4) if usd else None,
+                "total_usd": round(total, 4),
+                "usd_per_done": round(total / done, 4) if done else None,
+                "median_turns": statistics.median(turns) if turns else None,
+                "median_dur_s": statistics.median(durs) if durs else None,
+                "estimated": any((_num(r.get("est")) or 0) > 0 for r in rs),
+                "unpriced": sorted({r["unpriced"] for r in rs if r.get("unpriced")}),
+            }
+        )
+    return rows
+
+
+def report_text(rows: list[dict[str, Any]]) -> list[str]:
+    from wf.views import _table
+
+    def money(v: float | None, est: bool) -> str:
+        return "-" if v is None else f"{'~' if est else ''}{v:.2f}"
+
+    table = [["lane", "model", "effort", "n", "done", "median $", "total $", "$/done", "turns", "dur"]]
+    for r in rows:
+        e = r["estimated"]
+        table.append(
+            [
+                r["lane"],
+                r["model"],
+                r["effort"],
+                str(r["n"]),
+                str(r["done"]),
+                money(r["median_usd"], e),
+                money(r["total_usd"], e),
+                money(r["usd_per_done"], e),
+                "-" if r["median_turns"] is None else f"{r['median_turns']:g}",
+                "-" if r["median_dur_s"] is None else f"{r['median_dur_s']:g}s",
+            ]
+        )
+    lines = _table(table)
+    if any(r["estimated"] for r in rows):
+        lines.append("~ includes estimated output (a lower bound where thinking is hidden)")
+    unpriced = sorted({m for r in rows for m in r["unpriced"]})
+    if unpriced:
+        lines.append(f"unpriced (counted as $0): {', '.join(unpriced)}")
+    return lines

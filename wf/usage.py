@@ -1,0 +1,465 @@
+"""What a worker really spent, read from its own transcript.
+
+Claude Code transcripts repeat each API request on 2 to 10 lines with growing usage;
+subagent transcripts usually stop at the streaming placeholder, so their output is
+missing; Codex rollouts write each token count twice. This module reads either kind as
+a stream (memory stays flat however large the file), counts each request once, estimates
+output the transcript never got, and prices every request. Malformed, truncated or
+unknown lines are counted and reported, never fatal.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from wf import prices
+from wf.errors import WfError
+
+SKIP_MODELS = ("<synthetic>",)
+_TS = re.compile(rb'"timestamp":\s*"([^"]+)"')
+
+
+class Req:
+    """One API request, from the largest of its lines."""
+
+    __slots__ = (
+        "agent",
+        "blocks",
+        "chars",
+        "cr",
+        "cw1",
+        "cw5",
+        "final",
+        "inp",
+        "model",
+        "out",
+        "side",
+        "speed",
+        "ts",
+    )
+
+    def __init__(self) -> None:
+        self.inp = self.out = self.cw5 = self.cw1 = self.cr = 0
+        self.model = ""
+        self.final = False
+        self.side = False
+        self.speed = ""
+        self.ts = ""
+        self.agent = ""
+        self.chars = 0
+        self.blocks: set[int] = set()
+
+    @property
+    def total(self) -> int:
+        return self.inp + self.out + self.cw5 + self.cw1 + self.cr
+
+
+class Cost(NamedTuple):
+    """A worker's usage: the fields of a cost log line."""
+
+    model: str
+    turns: int
+    inp: int
+    out: int  # as reported
+    est: int  # estimated output minus reported
+    cw5m: int
+    cw1h: int
+    cr: int
+    usd: float  # with estimated output
+    usd_rep: float  # with reported output only
+    dur_s: float | None
+    unpriced: tuple[str, ...]
+    malformed: int
+    files: int
+    kind: str  # claude, codex
+
+    @property
+    def estimated(self) -> bool:
+        return self.est > 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "model": self.model,
+            "turns": self.turns,
+            "dur_s": self.dur_s,
+            "in": self.inp,
+            "out": self.out,
+            "est": self.est,
+            "cw5m": self.cw5m,
+            "cw1h": self.cw1h,
+            "cr": self.cr,
+            "usd": round(self.usd, 6),
+            "usd_rep": round(self.usd_rep, 6),
+            "unpriced": list(self.unpriced),
+            "malformed": self.malformed,
+            "files": self.files,
+        }
+
+
+def _int(v: Any) -> int:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else 0
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    with open(path, "rb") as f:
+        yield from enumerate(f)
+
+
+def _visible(block: dict[str, Any]) -> int:
+    kind = block.get("type")
+    if kind == "text":
+        return len(str(block.get("text") or ""))
+    if kind == "thinking":
+        return len(str(block.get("thinking") or ""))
+    if kind == "tool_use":
+        return len(str(block.get("name") or "")) + len(json.dumps(block.get("input"), separators=(",", ":")))
+    return 0
+
+
+class ClaudeFile(NamedTuple):
+    reqs: list[Req]
+    malformed: int
+    first_ts: str
+    last_ts: str
+    agent_outputs: dict[str, int]  # from a parent's toolUseResult: agentId -> output_tokens
+
+
+def read_claude(path: Path) -> ClaudeFile:
+    by_key: dict[tuple[str, str], Req] = {}
+    by_msg: dict[str, list[tuple[str, str]]] = {}
+    malformed = 0
+    first_ts = last_ts = ""
+    agent_outputs: dict[str, int] = {}
+    for n, raw in _lines(path):
+        if b'"assistant"' not in raw and b'"toolUseResult"' not in raw:
+            # not a request: only its time matters (for the duration), read without parsing
+            m = _TS.search(raw)
+            if m:
+                ts = m.group(1).decode()
+                first_ts = first_ts or ts
+                last_ts = max(last_ts, ts)
+            stripped = raw.strip()
+            if stripped and not (stripped.startswith(b"{") and stripped.endswith(b"}")):
+                malformed += 1
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            if raw.strip():
+                malformed += 1
+            continue
+        if not isinstance(obj, dict):
+            malformed += 1
+            continue
+        ts = obj.get("timestamp")
+        if isinstance(ts, str) and ts:
+            first_ts = first_ts or ts
+            last_ts = max(last_ts, ts)
+        kind = obj.get("type")
+        if kind == "user":
+            tur = obj.get("toolUseResult")
+            if isinstance(tur, dict) and tur.get("agentId") and isinstance(tur.get("usage"), dict):
+                agent_outputs[str(tur["agentId"])] = _int(tur["usage"].get("output_tokens"))
+            continue
+        if kind != "assistant" or obj.get("isApiErrorMessage"):
+            continue
+        msg = obj.get("message")
+        if not isinstance(msg, dict) or not isinstance(msg.get("usage"), dict):
+            continue
+        model = str(msg.get("model") or "")
+        if model in SKIP_MODELS:
+            continue
+        usage = msg["usage"]
+        mid = str(msg.get("id") or "")
+        key = (mid, str(obj.get("requestId") or "")) if mid else (f"line-{n}", "")
+        req = by_key.get(key)
+        if req is None:
+            req = by_key[key] = Req()
+            if mid:
+                by_msg.setdefault(mid, []).append(key)
+        cc = usage.get("cache_creation")
+        cw = _int(usage.get("cache_creation_input_tokens"))
+        if isinstance(cc, dict):
+            cw5, cw1 = _int(cc.get("ephemeral_5m_input_tokens")), _int(cc.get("ephemeral_1h_input_tokens"))
+        else:
+            cw5, cw1 = cw, 0
+        inp, out, cr = (
+            _int(usage.get("input_tokens")),
+            _int(usage.get("output_tokens")),
+            _int(usage.get("cache_read_input_tokens")),
+        )
+        if inp + out + cw5 + cw1 + cr >= req.total:
+            req.inp, req.out, req.cw5, req.cw1, req.cr = inp, out, cw5, cw1, cr
+            req.model = model or req.model
+            req.speed = str(usage.get("speed") or "")
+            req.side = bool(obj.get("isSidechain"))
+            req.ts = str(ts or req.ts)
+            req.agent = str(obj.get("agentId") or req.agent)
+        if msg.get("stop_reason") is not None:
+            req.final = True
+        for block in msg.get("content") or []:
+            if isinstance(block, dict):
+                sig = hash(json.dumps(block, sort_keys=True, separators=(",", ":")))
+                if sig not in req.blocks:
+                    req.blocks.add(sig)
+                    req.chars += _visible(block)
+    # A message copied into a sidechain under another requestId counts once, as itself.
+    for keys in by_msg.values():
+        if len(keys) > 1 and any(not by_key[k].side for k in keys):
+            for k in keys:
+                if by_key[k].side:
+                    del by_key[k]
+    return ClaudeFile(list(by_key.values()), malformed, first_ts, last_ts, agent_outputs)
+
+
+def _dur(first: str, last: str) -> float | None:
+    from datetime import datetime
+
+    try:
+        a = datetime.fromisoformat(first.replace("Z", "+00:00"))
+        b = datetime.fromisoformat(last.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return round((b - a).total_seconds(), 1)
+
+
+def _claude_cost(reqs: list[Req], exact_last_out: int | None) -> tuple[dict[str, float], str, set[str]]:
+    totals = {
+        "turns": 0,
+        "in": 0,
+        "out": 0,
+        "est": 0,
+        "cw5m": 0,
+        "cw1h": 0,
+        "cr": 0,
+        "usd": 0.0,
+        "usd_rep": 0.0,
+    }
+    unpriced: set[str] = set()
+    models: dict[str, int] = {}
+    last = max(range(len(reqs)), key=lambda i: reqs[i].ts) if reqs else -1
+    for i, r in enumerate(reqs):
+        out = r.out
+        if not r.final:
+            if i == last and exact_last_out is not None:
+                out = max(out, exact_last_out)
+            else:
+                out = max(out, math.ceil(r.chars / 3.0))
+        price = prices.lookup(r.model, r.ts[:10] or "9999-12-31") if r.model else None
+        if price is None:
+            if r.model:
+                unpriced.add(r.model)
+            usd = usd_rep = 0.0
+        else:
+            mult = price.fast if r.speed == "fast" else 1.0
+            base = (
+                r.inp * price.input
+                + r.cw5 * price.cache_write_5m
+                + r.cw1 * price.cache_write_1h
+                + r.cr * price.cache_read
+            )
+            usd_rep = mult * (base + r.out * price.output) / 1e6
+            usd = mult * (base + out * price.output) / 1e6
+        totals["turns"] += 1
+        totals["in"] += r.inp
+        totals["out"] += r.out
+        totals["est"] += out - r.out
+        totals["cw5m"] += r.cw5
+        totals["cw1h"] += r.cw1
+        totals["cr"] += r.cr
+        totals["usd"] += usd
+        totals["usd_rep"] += usd_rep
+        models[r.model] = models.get(r.model, 0) + r.total
+    model = max(models, key=lambda m: models[m]) if models else ""
+    return totals, model, unpriced
+
+
+def claude_cost(files: list[Path], parent_outputs: dict[str, int] | None = None) -> Cost:
+    """Usage of Claude transcripts taken together (a session and its subagents)."""
+    agg: dict[str, float] = {
+        "turns": 0, "in": 0, "out": 0, "est": 0, "cw5m": 0, "cw1h": 0, "cr": 0, "usd": 0.0, "usd_rep": 0.0,
+    }  # fmt: skip
+    unpriced: set[str] = set()
+    malformed = 0
+    first = last = ""
+    weights: dict[str, int] = {}
+    outputs = dict(parent_outputs or {})
+    read = [(p, read_claude(p)) for p in files]
+    for _, cf in read:
+        outputs.update(cf.agent_outputs)
+    for p, cf in read:
+        agent = p.stem.removeprefix("agent-") if p.stem.startswith("agent-") else None
+        totals, main_model, unp = _claude_cost(cf.reqs, outputs.get(agent) if agent else None)
+        for k in agg:
+            agg[k] += totals[k]
+        unpriced |= unp
+        malformed += cf.malformed
+        if cf.first_ts:
+            first = min(first, cf.first_ts) if first else cf.first_ts
+            last = max(last, cf.last_ts)
+        if main_model:
+            weights[main_model] = weights.get(main_model, 0) + int(totals["turns"])
+    model = max(weights, key=lambda m: weights[m]) if weights else ""
+    return Cost(
+        model, int(agg["turns"]), int(agg["in"]), int(agg["out"]), int(agg["est"]), int(agg["cw5m"]),
+        int(agg["cw1h"]), int(agg["cr"]), float(agg["usd"]), float(agg["usd_rep"]),
+        _dur(first, last) if first else None, tuple(sorted(unpriced)), malformed, len(files), "claude",
+    )  # fmt: skip
+
+
+def codex_cost(path: Path) -> Cost:
+    """Usage of one Codex rollout: token_count events, each counted once."""
+    model = ""
+    prev: Any = None
+    inp = cached = out = turns = 0
+    malformed = 0
+    first = last = ""
+    for _, raw in _lines(path):
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            if raw.strip():
+                malformed += 1
+            continue
+        if not isinstance(obj, dict):
+            malformed += 1
+            continue
+        ts = obj.get("timestamp")
+        if isinstance(ts, str) and ts:
+            first = first or ts
+            last = max(last, ts)
+        payload = obj.get("payload")
+        if not isinstance(payload, dict):
+            continue
+        if obj.get("type") == "turn_context" and payload.get("model"):
+            model = str(payload["model"])
+        if obj.get("type") != "event_msg" or payload.get("type") != "token_count":
+            continue
+        info = payload.get("info")
+        if not isinstance(info, dict):
+            continue
+        total = info.get("total_token_usage")
+        if total is not None and total == prev:
+            continue  # each count is written twice
+        lu = info.get("last_token_usage")
+        if isinstance(lu, dict):
+            d_in, d_cached, d_out = (
+                _int(lu.get("input_tokens")),
+                _int(lu.get("cached_input_tokens")),
+                _int(lu.get("output_tokens")),
+            )
+        elif isinstance(total, dict) and isinstance(prev, dict):
+            d_in = _int(total.get("input_tokens")) - _int(prev.get("input_tokens"))
+            d_cached = _int(total.get("cached_input_tokens")) - _int(prev.get("cached_input_tokens"))
+            d_out = _int(total.get("output_tokens")) - _int(prev.get("output_tokens"))
+        else:
+            d_in = d_cached = d_out = 0
+        prev = total
+        inp += d_in
+        cached += d_cached
+        out += d_out
+        turns += 1
+    price = prices.lookup(model, first[:10] or "9999-12-31") if model else None
+    unpriced: tuple[str, ...] = ()
+    if price is None:
+        usd = 0.0
+        unpriced = (model or "unknown",)
+    else:
+        usd = ((inp - cached) * price.input + cached * price.cache_read + out * price.output) / 1e6
+    return Cost(
+        model, turns, inp - cached, out, 0, 0, 0, cached, usd, usd,
+        _dur(first, last) if first else None, unpriced, malformed, 1, "codex",
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- finding transcripts
+
+
+def claude_roots() -> list[Path]:
+    env = os.environ.get("CLAUDE_CONFIG_DIR")
+    if env:
+        return [Path(p).expanduser() for p in env.split(",") if p.strip()]
+    home = Path.home()
+    return [home / ".config" / "claude", home / ".claude"]
+
+
+def codex_home() -> Path:
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+def _safe(value: str, what: str) -> str:
+    if not value or any(c in value for c in "/\\*?[]") or value.startswith("."):
+        raise WfError(f"bad {what} {value!r}")
+    return value
+
+
+def session_files(session: str) -> list[Path]:
+    """A ``claude -p`` session's transcript and its subagents' transcripts."""
+    session = _safe(session, "session id")
+    for root in claude_roots():
+        for main in glob.glob(str(root / "projects" / "*" / f"{glob.escape(session)}.jsonl")):
+            p = Path(main)
+            subs = sorted(Path(p.parent / session / "subagents").glob("*.jsonl"))
+            return [p, *subs]
+    raise WfError(f"no transcript for session {session} under {', '.join(map(str, claude_roots()))}")
+
+
+def agent_file(agent: str) -> tuple[Path, Path | None]:
+    """A subagent's transcript, and its parent session's transcript if it is there."""
+    agent = _safe(agent.removeprefix("agent-"), "agent id")
+    for root in claude_roots():
+        pattern = str(root / "projects" / "*" / "*" / "subagents" / f"agent-{glob.escape(agent)}.jsonl")
+        for found in glob.glob(pattern):
+            p = Path(found)
+            parent = p.parent.parent.with_suffix(".jsonl")
+            return p, parent if parent.is_file() else None
+    raise WfError(f"no transcript for agent {agent} under {', '.join(map(str, claude_roots()))}")
+
+
+def thread_file(thread: str) -> Path:
+    thread = _safe(thread, "thread id")
+    found = glob.glob(
+        str(codex_home() / "sessions" / "*" / "*" / "*" / f"rollout-*-{glob.escape(thread)}.jsonl")
+    )
+    if not found:
+        raise WfError(f"no Codex rollout for thread {thread} under {codex_home() / 'sessions'}")
+    return Path(sorted(found)[-1])
+
+
+def is_codex_file(path: Path) -> bool:
+    if path.name.startswith("rollout-"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return b'"session_meta"' in head or b'"turn_context"' in head
+
+
+def for_agent(agent: str) -> tuple[Cost, str]:
+    path, parent = agent_file(agent)
+    outputs = read_claude(parent).agent_outputs if parent else {}
+    return claude_cost([path], outputs), "subagent"
+
+
+def for_file(path: Path) -> tuple[Cost, str]:
+    if not path.is_file():
+        raise WfError(f"no file {path}")
+    if is_codex_file(path):
+        return codex_cost(path), "codex"
+    parent = None
+    if path.parent.name == "subagents":
+        cand = path.parent.parent.with_suffix(".jsonl")
+        parent = cand if cand.is_file() else None
+    outputs = read_claude(parent).agent_outputs if parent else {}
+    kind = "subagent" if path.parent.name == "subagents" else "session"
+    return claude_cost([path], outputs), kind
