@@ -403,3 +403,23 @@ def test_doctor_lists_adapters(w: Workers) -> None:
     assert bare.returncode == 1
     assert "adapter: claude: not installed (lanes haiku, opus, sonnet use it)" in bare.stdout
     assert "adapter: codex: not installed\n" in bare.stdout
+
+
+def test_status_records_the_transcript_cost(w: Workers) -> None:
+    assert (
+        w.run("dispatch", "r1", "u1", "--adapter", "claude", "--model", "sonnet", "--prompt", "hi").returncode
+        == 0
+    )
+    st = w.status("r1", "u1")
+    cost = st["cost"]
+    assert cost["kind"] == "session" and cost["agent"] == st["session_id"] and cost["turns"] == 2
+    assert cost["model"].startswith("claude-sonnet") and cost["usd_rep"] > 0
+    assert st["cost_check"] == "agrees"
+    assert (
+        w.run(
+            "dispatch", "r1", "c1", "--adapter", "codex", "--model", "gpt-5.3-codex", "--prompt", "hi"
+        ).returncode
+        == 0
+    )
+    st = w.status("r1", "c1")
+    assert st["cost"]["kind"] == "codex" and st["cost"]["model"] == "gpt-5.3-codex" and st["cost"]["usd"] > 0

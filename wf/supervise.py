@@ -296,7 +296,37 @@ class Unit:
             error=p.error or (self._stderr_tail() if state == "failed" else None),
             leftovers_killed=len(leftovers),
         )
+        self._record_cost()
         self.save()
+
+    def _record_cost(self) -> None:
+        """The unit's cost line from its transcript (the same function wf usage --log and
+        the orchestration loop use), cross-checked with the cost its own events reported."""
+        from wf import costlog, usage
+
+        found = usage.for_session(self.adapter.name, self.session_id)
+        if found is None:
+            return
+        cost, kind = found
+        self.status["cost"] = costlog.line_for(
+            cost,
+            ts=str(self.status.get("ended")),
+            project=self.spec.cwd.name,
+            task_id=self.spec.unit,
+            agent=self.session_id,
+            kind=kind,
+            effort=self.spec.effort,
+            done=self.state == "done",
+            duration=self.status.get("duration_s"),
+        )
+        reported = (self.parsed.usage or {}).get("usd_rep")
+        if isinstance(reported, (int, float)):
+            same = abs(float(reported) - cost.usd_rep) <= max(1e-6, 0.01 * float(reported))
+            self.status["cost_check"] = (
+                "agrees"
+                if same
+                else (f"differs: the tool reported {reported:.4f}, the transcript gives {cost.usd_rep:.4f}")
+            )
 
     def _stderr_tail(self) -> str | None:
         try:

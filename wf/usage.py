@@ -463,3 +463,17 @@ def for_file(path: Path) -> tuple[Cost, str]:
     outputs = read_claude(parent).agent_outputs if parent else {}
     kind = "subagent" if path.parent.name == "subagents" else "session"
     return claude_cost([path], outputs), kind
+
+
+def for_session(adapter: str, session_id: str | None) -> tuple[Cost, str] | None:
+    """The transcript cost of a headless unit's session, when its transcript is found."""
+    if not session_id:
+        return None
+    try:
+        if adapter == "claude":
+            return claude_cost(session_files(session_id)), "session"
+        if adapter == "codex":
+            return codex_cost(thread_file(session_id)), "codex"
+    except (WfError, OSError):
+        return None
+    return None
