@@ -26,6 +26,7 @@ class Lane(NamedTuple):
     adapter: str = "claude"
     max_parallel: int = 1
     effort: str | None = None
+    cmd: tuple[str, ...] = ()  # the program of a lane whose adapter is cmd
 
     def as_dict(self) -> dict[str, object]:
         return self._asdict()
@@ -168,7 +169,7 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
         if not isinstance(spec, dict):
             raise ConfigError(where, f"lanes.{name} must be a table")
         for k in spec:
-            if k not in ("model", "adapter", "max_parallel", "effort"):
+            if k not in ("model", "adapter", "max_parallel", "effort", "cmd"):
                 warnings.append(f"{w}: unknown key {k!r} (ignored)")
         model = spec.get("model", name)
         if not isinstance(model, str) or not MODEL_RE.fullmatch(model):
@@ -184,7 +185,14 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
         effort = spec.get("effort")
         if effort is not None and not isinstance(effort, str):
             raise ConfigError(where, f"lanes.{name}.effort must be a string")
-        lanes.append(Lane(name, model, adapter, mp, effort))
+        cmd = spec.get("cmd", [])
+        if not isinstance(cmd, list) or not all(isinstance(c, str) for c in cmd):
+            raise ConfigError(
+                where, f"lanes.{name}.cmd must be a list of strings (an argv, run without a shell)"
+            )
+        if adapter == "cmd" and not cmd:
+            raise ConfigError(where, f'lanes.{name}: adapter cmd needs cmd = ["program", "arg", ...]')
+        lanes.append(Lane(name, model, adapter, mp, effort, tuple(cmd)))
     return tuple(lanes)
 
 

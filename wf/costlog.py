@@ -180,6 +180,9 @@ def report(recs: list[dict[str, str]]) -> list[dict[str, Any]]:
 def report_text(rows: list[dict[str, Any]]) -> list[str]:
     from wf.views import _table
 
+    if not rows:
+        return []
+
     def money(v: float | None, est: bool) -> str:
         return "-" if v is None else f"{'~' if est else ''}{v:.2f}"
 

@@ -16,6 +16,7 @@ import math
 import os
 import re
 from collections.abc import Iterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -120,7 +121,8 @@ def _visible(block: dict[str, Any]) -> int:
     if kind == "thinking":
         return len(str(block.get("thinking") or ""))
     if kind == "tool_use":
-        return len(str(block.get("name") or "")) + len(json.dumps(block.get("input"), separators=(",", ":")))
+        tool_input = json.dumps(block.get("input"), separators=(",", ":"), ensure_ascii=False)
+        return len(str(block.get("name") or "")) + len(tool_input)
     return 0
 
 
@@ -143,11 +145,13 @@ def read_claude(path: Path) -> ClaudeFile:
             # not a request: only its time matters (for the duration), read without parsing
             m = _TS.search(raw)
             if m:
-                ts = m.group(1).decode()
+                ts = m.group(1).decode("utf-8", "replace")
                 first_ts = first_ts or ts
                 last_ts = max(last_ts, ts)
             stripped = raw.strip()
-            if stripped and not (stripped.startswith(b"{") and stripped.endswith(b"}")):
+            # every line Claude Code writes is an object starting with a key: anything else is
+            # damaged (cheaper than parsing lines that carry no usage)
+            if stripped and not (stripped.startswith(b'{"') and stripped.endswith(b"}")):
                 malformed += 1
             continue
         try:
@@ -167,7 +171,9 @@ def read_claude(path: Path) -> ClaudeFile:
         if kind == "user":
             tur = obj.get("toolUseResult")
             if isinstance(tur, dict) and tur.get("agentId") and isinstance(tur.get("usage"), dict):
-                agent_outputs[str(tur["agentId"])] = _int(tur["usage"].get("output_tokens"))
+                figure = tur["usage"].get("output_tokens")
+                if isinstance(figure, int) and not isinstance(figure, bool) and figure >= 0:
+                    agent_outputs[str(tur["agentId"])] = figure
             continue
         if kind != "assistant" or obj.get("isApiErrorMessage"):
             continue
@@ -205,7 +211,8 @@ def read_claude(path: Path) -> ClaudeFile:
             req.agent = str(obj.get("agentId") or req.agent)
         if msg.get("stop_reason") is not None:
             req.final = True
-        for block in msg.get("content") or []:
+        content = msg.get("content")
+        for block in content if isinstance(content, list) else []:
             if isinstance(block, dict):
                 sig = hash(json.dumps(block, sort_keys=True, separators=(",", ":")))
                 if sig not in req.blocks:
@@ -226,9 +233,11 @@ def _dur(first: str, last: str) -> float | None:
     try:
         a = datetime.fromisoformat(first.replace("Z", "+00:00"))
         b = datetime.fromisoformat(last.replace("Z", "+00:00"))
-    except ValueError:
+        a = a if a.tzinfo else a.replace(tzinfo=UTC)
+        b = b if b.tzinfo else b.replace(tzinfo=UTC)
+        return round((b - a).total_seconds(), 1)
+    except (ValueError, TypeError, OverflowError):
         return None
-    return round((b - a).total_seconds(), 1)
 
 
 def _claude_cost(reqs: list[Req], exact_last_out: int | None) -> tuple[dict[str, float], str, set[str]]:
@@ -255,8 +264,7 @@ def _claude_cost(reqs: list[Req], exact_last_out: int | None) -> tuple[dict[str,
                 out = max(out, math.ceil(r.chars / 3.0))
         price = prices.lookup(r.model, r.ts[:10] or "9999-12-31") if r.model else None
         if price is None:
-            if r.model:
-                unpriced.add(r.model)
+            unpriced.add(r.model or "(no model)")
             usd = usd_rep = 0.0
         else:
             mult = price.fast if r.speed == "fast" else 1.0
@@ -356,10 +364,11 @@ def codex_cost(path: Path) -> Cost:
                 _int(lu.get("cached_input_tokens")),
                 _int(lu.get("output_tokens")),
             )
-        elif isinstance(total, dict) and isinstance(prev, dict):
-            d_in = _int(total.get("input_tokens")) - _int(prev.get("input_tokens"))
-            d_cached = _int(total.get("cached_input_tokens")) - _int(prev.get("cached_input_tokens"))
-            d_out = _int(total.get("output_tokens")) - _int(prev.get("output_tokens"))
+        elif isinstance(total, dict):
+            before = prev if isinstance(prev, dict) else {}
+            d_in = _int(total.get("input_tokens")) - _int(before.get("input_tokens"))
+            d_cached = _int(total.get("cached_input_tokens")) - _int(before.get("cached_input_tokens"))
+            d_out = _int(total.get("output_tokens")) - _int(before.get("output_tokens"))
         else:
             d_in = d_cached = d_out = 0
         prev = total

@@ -299,6 +299,7 @@ def _create(project: Project, path: Path, branch: str, base: str, isolation: str
             shutil.rmtree(path, ignore_errors=True)  # a half-made clone holds no work
             raise
         return
+    _catch_up(project, branch, base)
     for attempt in range(5):
         try:
             if gitops.branch_exists(root, branch):
@@ -326,10 +327,26 @@ def _clone_switch(project: Project, path: Path, branch: str, base: str) -> None:
         gitops.switch_new_branch(path, branch, base)
 
 
+def _catch_up(project: Project, branch: str, base: str) -> None:
+    """A task branch left from an earlier pick with no commits of its own (a slice job,
+    a handback before any commit) starts again from the main branch's current commit:
+    moving it forward loses nothing, and an old base would hide newer work."""
+    root = project.root
+    tip = gitops.rev(root, branch)
+    if tip is not None and tip != base and gitops.is_ancestor(root, tip, base):
+        checked_out = any(e.branch == branch for e in gitops.worktrees(root))
+        if not checked_out:
+            gitops.update_ref(root, f"refs/heads/{branch}", base, tip, reason="wf: catch up with main")
+
+
 def _reuse(project: Project, path: Path, branch: str, base: str) -> None:
     if _isolation_of(path) == "clone":
         _clone_switch(project, path, branch, base)
-    elif gitops.branch_exists(project.root, branch):
+        return
+    if gitops.current_branch(path) == branch:
+        gitops.detach(path, "HEAD")  # let the branch move if it must
+    _catch_up(project, branch, base)
+    if gitops.branch_exists(project.root, branch):
         gitops.switch(path, branch)
     else:
         gitops.switch_new_branch(path, branch, base)

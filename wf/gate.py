@@ -1,0 +1,115 @@
+"""The gate: the project's own check (``gate`` in wf.toml, e.g. its test command), run
+after each merge in the background, in its own tree ``.worktrees/_gate`` detached at the
+new main commit, so it never holds a lane or touches the main checkout. Its result is
+recorded per main commit in ``.wf/gate/<sha>.json``; a red result turns the next
+``post`` into "done, gate red" and adds a P0 fix task.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from wf import gitops, worktrees
+from wf.fsutil import atomic_write_text
+from wf.lock import project_lock
+from wf.project import Project
+
+TREE = "_gate"
+TIMEOUT = 3600.0
+
+
+def _dir(project: Project) -> Path:
+    return project.wf_dir / "gate"
+
+
+def results(project: Project) -> list[dict[str, Any]]:
+    folder = _dir(project)
+    if not folder.is_dir():
+        return []
+    out = []
+    for f in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime):
+        try:
+            out.append(json.loads(f.read_text("utf-8")))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def unhandled_red(project: Project) -> list[str]:
+    return [r["sha"] for r in results(project) if r.get("ok") is False and not r.get("handled")]
+
+
+def mark_handled(project: Project, sha: str, fix_task: str) -> None:
+    path = _dir(project) / f"{sha}.json"
+    data = json.loads(path.read_text("utf-8"))
+    data["handled"] = fix_task
+    atomic_write_text(path, json.dumps(data, indent=1) + "\n")
+
+
+def start(project: Project) -> int | None:
+    """Start the gate for the main branch's current commit in the background; returns
+    the pid (None when no gate is set, or that commit already has a result)."""
+    if not project.config.gate or not project.is_git:
+        return None
+    sha = gitops.rev(project.root, worktrees.main_branch(project))
+    if sha is None or (_dir(project) / f"{sha}.json").exists():
+        return None
+    _dir(project).mkdir(parents=True, exist_ok=True)
+    log = open(_dir(project) / f"{sha}.log", "wb")  # noqa: SIM115 - handed to the child
+    try:
+        p = subprocess.Popen(
+            [sys.executable, "-m", "wf", "-C", str(project.root), "gate-run", sha],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+    return p.pid
+
+
+def run(project: Project, sha: str) -> dict[str, Any]:
+    """Run the gate at ``sha`` in the gate's tree and record the result."""
+    if not project.config.gate:
+        raise ValueError("no gate")
+    tree = project.worktrees_dir / TREE
+    with project_lock(project.wf_dir, worktrees.WT_LOCK_TIMEOUT, None, name="wt.lock"):
+        if not (tree / ".git").exists():
+            worktrees.forget(project, tree)
+            project.worktrees_dir.mkdir(exist_ok=True)
+            gitops.worktree_add_detached(project.root, tree, sha)
+        else:
+            gitops.run(tree, "reset", "--quiet", "--hard")
+            gitops.run(tree, "clean", "-fdq")  # wf's own tree: nothing of anyone's lives here
+            gitops.detach(tree, sha)
+    argv = shlex.split(project.config.gate)
+    started = time.time()
+    try:
+        p = subprocess.run(
+            argv, cwd=tree, capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL
+        )
+        code: int | None = p.returncode
+        tail = (p.stdout + p.stderr)[-4000:]
+    except (OSError, subprocess.TimeoutExpired) as e:
+        code, tail = None, str(e)
+    result = {
+        "sha": sha,
+        "cmd": project.config.gate,
+        "exit": code,
+        "ok": code == 0,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "duration_s": round(time.time() - started, 1),
+        "tail": tail,
+        "handled": None,
+        "pid": os.getpid(),
+    }
+    atomic_write_text(_dir(project) / f"{sha}.json", json.dumps(result, indent=1) + "\n")
+    return result
