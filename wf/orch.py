@@ -12,6 +12,7 @@ task or prints ``stop lane <lane>: <why>``.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from importlib import resources
@@ -47,6 +48,7 @@ class Record(NamedTuple):
     run: str | None = None
     unit: str | None = None
     started_at: float = 0.0
+    picker: int | None = None  # the pid of the pick that is readying the tree
 
     def as_dict(self) -> dict[str, Any]:
         return self._asdict()
@@ -167,7 +169,7 @@ def pick(
                 raise WfError(f"lane {lane} has no active task to recover")
             rec = rec._replace(recovery=recovery, state="picking", pid=None)
             save(project, rec)
-        elif rec is not None and rec.state == "ready":
+        elif rec is not None and (rec.state == "ready" or _picker_alive(rec)):
             raise WfError(
                 f"lane {lane} already has an active task {rec.id} (since {rec.started}); "
                 f"post its report (wf orch post {lane} ...) or re-pick it with --recovery WHY"
@@ -192,12 +194,24 @@ def pick(
                 solo=task.sessions == "solo",
                 started_at=time.time(),
             )
-            save(project, rec)
         # else: a record left "picking" by a pick that died: finish that one, never a second
+        rec = rec._replace(picker=os.getpid())
+        save(project, rec)
     tree = worktrees.allocate(project, lane, rec.id, on_wait=on_wait)
-    rec = rec._replace(worktree=tree.path, base=tree.base, state="ready")
+    rec = rec._replace(worktree=tree.path, base=tree.base, state="ready", picker=None)
     save(project, rec)
     return Pick(lane, None, rec, prompt_for(project, rec))
+
+
+def _picker_alive(rec: Record) -> bool:
+    from wf import procs
+
+    return (
+        rec.state == "picking"
+        and rec.picker is not None
+        and rec.picker != os.getpid()
+        and procs.alive(rec.picker)
+    )
 
 
 def worktrees_lane_model(project: Project, lane: str) -> str:

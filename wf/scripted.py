@@ -15,6 +15,10 @@ Script lines (in the task's body):
 | ``script: awaiting QUESTION`` | reports awaiting |
 | ``script: hang`` | commits its files, then hangs (until killed); not on a recovery |
 | ``script: crash`` | exits without a report |
+| ``script: raise MODEL`` | raises its task's Model and hands it back |
+| ``script: wip NOTE`` | commits its files and reports wip |
+| ``script: noreport`` | ends normally without the four lines |
+| ``script: nomerge`` | reports done without merging |
 
 Before merging it runs the task's Done command (the text between backticks) in its
 worktree; if that fails it hands the task back.
@@ -117,6 +121,13 @@ def main() -> int:
     for verb, rest in steps:
         if verb == "awaiting":
             return report("awaiting", note=rest or "a question for the owner")
+        if verb == "raise" and rest != info["model"]:
+            r = _wf("set", tid, "--model", rest, cwd=tree)
+            if r.returncode == 0:
+                return report("handback", note=f"needs a stronger model: raised to {rest}")
+        if verb == "noreport":
+            print("all finished, but I forgot the report lines")
+            return 0
     for verb, rest in steps:
         if verb == "write":
             path, _, text = rest.partition(" ")
@@ -131,6 +142,11 @@ def main() -> int:
     head = _git("rev-parse", "HEAD", cwd=tree).stdout.strip()
     if "hang" in verbs and not info.get("recovery"):
         time.sleep(3600)
+    for verb, rest in steps:
+        if verb == "wip":
+            return report("wip", commit=head, note=rest or "half way")
+    if "nomerge" in verbs:
+        return report("done", commit=head, note="done (not merged)")
     done = c.get("done") or ""
     m = re.search(r"`([^`]+)`", done)
     if m:

@@ -1,0 +1,378 @@
+"""The orchestration loop with the scripted worker: pick, the worker's four lines, post."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import WfRunner, git
+from wf import orchrun
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def lanes_toml(*names: str, gate: str | None = None) -> str:
+    cmd = json.dumps([sys.executable, "-m", "wf.scripted"])
+    out = f"gate = {json.dumps(gate)}\n" if gate else ""
+    for n in names:
+        out += f'[lanes.{n}]\nmodel = "m{n}"\nadapter = "cmd"\ncmd = {cmd}\n'
+    return out
+
+
+def task(tid: str, lane: str, *script: str, done: str = "true", extra: str = "") -> str:
+    body = "".join(f"script: {s}\n" for s in script)
+    fields = f"Model: m{lane}\nDone: {done}\n" + (f"{extra}\n" if extra else "")
+    return f"\n## {tid}: Task {tid}\n{fields}\n{body}"
+
+
+class Orch:
+    def __init__(self, wf: WfRunner) -> None:
+        self.wf = wf
+        self.root = wf.root
+        self.env = dict(os.environ, PYTHONPATH=str(ROOT), WF_RESULT_GRACE="0.5")
+
+    def setup(self, toml: str, tasks: str) -> None:
+        (self.root / "wf.toml").write_text(toml)
+        (self.root / "TASKS.md").write_text("# Tasks\n" + tasks)
+        git(self.root, "add", "-A")
+        git(self.root, "commit", "-qm", "setup")
+
+    def proc(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "wf", *args], cwd=self.root, capture_output=True, text=True, env=self.env,
+            timeout=timeout, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def work(self, prompt: str) -> orchrun.Report | None:
+        """Run the scripted worker on a pick's prompt, as an orchestrator's worker would."""
+        p = subprocess.run(
+            [sys.executable, "-m", "wf.scripted"], input=prompt, capture_output=True, text=True, env=self.env,
+            cwd=self.root, timeout=120,
+        )  # fmt: skip
+        return orchrun.read_report(p.stdout)
+
+    def status(self, tid: str) -> str:
+        return str(json.loads(self.wf.ok("show", tid, "--json"))["status"])
+
+    def archived(self) -> list[str]:
+        return [e["id"] for e in json.loads(self.wf.ok("log", "-n", "100", "--json"))]
+
+    def orch_log(self) -> list[dict[str, str]]:
+        path = self.root / "out" / "wf-orch.log"
+        if not path.exists():
+            return []
+        return [dict(p.split("=", 1) for p in line.split()) for line in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def o(wf: WfRunner) -> Orch:
+    return Orch(wf)
+
+
+# ------------------------------------------------------------------ end to end
+
+
+@pytest.mark.timeout(240)
+def test_orch_run_three_lanes(o: Orch) -> None:
+    tasks = (
+        task("a1", "a", "write a1.txt hello", "followup Tidy after a1", extra="Prio: 1")
+        + task("a2", "a", "awaiting Which colour?", extra="Prio: 3")
+        + task("b1", "b", "slice b1-x=First half|b1-y=Second half", "write b1.txt joined", extra="Effort: 6")
+        + task("b2", "b", "write b2.txt x", done='`python3 -c "raise SystemExit(1)"`', extra="Prio: 3")
+        + task("c1", "c", "raise mb", "write c1.txt x", extra="Prio: 1")
+        + task("c2", "c", "write c2.txt x", "wip half way", extra="Prio: 2")
+        + task("owner-only", "a", extra="Sessions: owner")
+    )
+    o.setup(lanes_toml("a", "b", "c"), tasks)
+    r = o.proc("orch", "run", timeout=200)
+    assert r.returncode == 0, r.stderr + r.stdout
+    out = r.stdout
+    done = o.archived()
+    for tid in ("a1", "tidy-after-a1", "b1-x", "b1-y", "b1", "c1"):
+        assert tid in done, (tid, out)
+    assert done.count("a1") == 1
+    assert o.status("a2") == "awaiting: Which colour?"
+    assert o.status("b2") == "pending" and "handback: Done check failed" in " ".join(
+        json.loads(o.wf.ok("show", "b2", "--json"))["notes"]
+    )
+    assert json.loads(o.wf.ok("show", "c1", "--json"))["model"] == "mb"
+    assert o.status("c2") == "wip: half way"
+    assert o.status("owner-only") == "pending"
+    outcomes = {(e["id"], e["outcome"]) for e in o.orch_log()}
+    assert {
+        ("a1", "done"),
+        ("b1", "sliced"),
+        ("a2", "awaiting"),
+        ("b2", "handback"),
+        ("c1", "model-raised"),
+        ("c2", "wip"),
+        ("b1", "done"),
+    } <= outcomes
+    assert "stop lane a: a2 awaits an answer: Which colour?" in out
+    assert "stop lane c: c2 is wip: half way" in out
+    # every lane stopped, no record left, the main checkout clean apart from nothing
+    assert o.wf.ok("orch", "status").strip() == "no active lanes"
+    assert git(o.root, "status", "--porcelain") == ""
+    # the merged work is on main
+    for f in ("a1.txt", "b1.txt", "b1-x.txt", "b1-y.txt"):
+        assert (o.root / f).exists(), f
+
+
+# ------------------------------------------------------------------ pick and post, step by step
+
+
+def test_pick_prints_the_spawn_line_and_prompt(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    out = o.wf.ok("orch", "pick", "a")
+    lines = out.splitlines()
+    assert lines[0] == "spawn: wf-worker model=ma background"
+    assert lines[1] == "Task: a1  Lane: a  Model: ma"
+    assert lines[2] == f"Main tree: {o.root}  Worktree: {o.root / '.worktrees' / 'a'}  Branch: a/a1"
+    assert lines[-1] == "Final message: the 4 report lines only."
+    assert o.status("a1").startswith("in progress: worker since ")
+    rec = json.loads((o.root / ".wf" / "orch" / "a.json").read_text())
+    assert rec["id"] == "a1" and rec["state"] == "ready" and rec["base"]
+    # a second pick on the lane refuses; the task stays claimed once
+    r = o.wf("orch", "pick", "a")
+    assert r.code == 1 and "already has an active task a1" in r.err
+
+
+def test_done_post_merges_if_the_worker_did_not_and_picks_next(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", "nomerge") + task("a2", "a", "write a2.txt y"))
+    rep = o.work(o.wf.ok("orch", "pick", "a"))
+    assert rep is not None and rep.result == "done"
+    out = o.wf.ok("orch", "post", "a", "--result", "done", "--commit", str(rep.commit))
+    assert out.splitlines()[0].startswith("a1: done as ")
+    assert "merged a/a1 (the worker had not)" in out
+    assert "Task: a2  Lane: a" in out
+    assert "a1" in o.archived()
+    log = o.orch_log()
+    assert log[-1]["outcome"] == "done" and log[-1]["commit"] == git(o.root, "rev-parse", "HEAD~1").strip()
+
+
+def test_post_check_red_when_the_branch_has_no_commits(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a"))
+    o.wf.ok("orch", "pick", "a")
+    out = o.wf.ok("orch", "post", "a", "--result", "done")
+    assert "stop lane a: post-check red for a1: a/a1 has no commits of its own" in out
+    assert o.status("a1") == "blocked: post-check red: a/a1 has no commits of its own"
+
+
+def test_crashed_once_recovers_in_place_then_blocks(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    first = o.wf.ok("orch", "pick", "a")
+    tree = o.root / ".worktrees" / "a"
+    out = o.wf.ok("orch", "post", "a", "--result", "crashed")
+    assert "a1 crashed: one recovery pick" in out and "Recovery: crashed" in out
+    assert f"Worktree: {tree}  Branch: a/a1" in out and f"Worktree: {tree}  Branch: a/a1" in first
+    assert len(list((o.root / ".worktrees").iterdir())) == 1
+    out = o.wf.ok("orch", "post", "a", "--result", "crashed")
+    assert "stop lane a: a1 crashed twice" in out
+    assert o.status("a1") == "blocked: crashed twice"
+
+
+def test_solo_owner_and_stop_file(o: Orch) -> None:
+    o.setup(
+        lanes_toml("a", "b"),
+        task("a1", "a", "write a1.txt x")
+        + task("b1", "b", extra="Sessions: solo")
+        + task("a0", "a", extra="Sessions: owner"),
+    )
+    assert o.wf.ok("orch", "pick", "a").startswith("spawn:")
+    assert o.wf.ok("orch", "pick", "b") == "stop lane b: solo task b1 waits for other lanes\n"
+    o.wf.ok("orch", "post", "a", "--result", "handback", "--note", "not now")
+    assert o.wf.ok("orch", "pick", "b").startswith("spawn:")  # alone now
+    assert o.wf.ok("orch", "pick", "a") == "stop lane a: solo task b1 runs alone (lane b)\n"
+    o.wf.ok("orch", "post", "b", "--result", "wip", "--note", "x", "--no-pick")
+    (o.root / "out").mkdir(exist_ok=True)
+    (o.root / "out" / "wf-batch.stop").touch()
+    assert o.wf.ok("orch", "pick", "a") == "stop lane a: stop file out/wf-batch.stop exists\n"
+    (o.root / "out" / "wf-batch.stop").unlink()
+    # the owner task is never picked: a1 was handed back, so it is next; a0 never
+    assert "Task: a1 " in o.wf.ok("orch", "pick", "a")
+
+
+@pytest.mark.timeout(120)
+def test_red_gate_adds_a_p0_fix_task_that_is_the_next_pick(o: Orch) -> None:
+    gate = f"{sys.executable} -c \"import os, sys; sys.exit(1 if os.path.exists('breaks-gate.txt') else 0)\""
+    o.setup(
+        lanes_toml("a", gate=gate),
+        task("a1", "a", "write breaks-gate.txt oops")
+        + task("a2", "a", "write a2.txt x")
+        + task("a3", "a", "write a3.txt x"),
+    )
+    rep = o.work(o.wf.ok("orch", "pick", "a"))
+    assert rep is not None
+    out = o.wf.ok("orch", "post", "a", "--result", "done", "--commit", str(rep.commit))
+    assert "Task: a2" in out
+    main = git(o.root, "rev-parse", "HEAD").strip()
+    result = o.root / ".wf" / "gate" / f"{main}.json"
+    deadline = time.monotonic() + 60
+    while not result.exists():
+        assert time.monotonic() < deadline, "the gate never recorded a result"
+        time.sleep(0.1)
+    assert json.loads(result.read_text())["ok"] is False
+    rep = o.work(_prompt_of(o, "a"))
+    assert rep is not None and rep.result == "done"
+    out = o.wf.ok("orch", "post", "a", "--result", "done", "--commit", str(rep.commit))
+    assert out.splitlines()[0].startswith("a2: done-gate-red as ")
+    assert "gate red at" in out and "added P0 task fix-the-gate" in out
+    assert "Task: fix-the-gate" in out  # the next pick is the fix, before a3
+    fix = json.loads(o.wf.ok("show", out.split("Task: ")[1].split()[0], "--json"))
+    assert fix["prio"] == 0 and fix["lane"] == "a"
+
+
+def _prompt_of(o: Orch, lane: str) -> str:
+    """The prompt of the lane's active record (as the last pick printed it)."""
+    from wf import orch, project
+
+    rec = orch.load(project.load(o.root), lane)
+    assert rec is not None
+    return orch.prompt_for(project.load(o.root), rec)
+
+
+def test_post_errors_change_nothing(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    r = o.wf("orch", "post", "a", "--result", "done")
+    assert r.code == 1 and "lane a has no active task" in r.err
+    o.wf.ok("orch", "pick", "a")
+    before = ((o.root / "TASKS.md").read_bytes(), (o.root / ".wf" / "orch" / "a.json").read_bytes())
+    r = o.wf("orch", "post", "a", "--result", "finished")
+    assert r.code == 1 and "unknown result 'finished'" in r.err
+    r = o.wf("orch", "post", "a", "--result", "done", "--commit", "deadbeef")
+    assert r.code == 1 and "no commit deadbeef" in r.err
+    r = o.wf("orch", "post", "a", "--result", "done", "--commit", "--x")
+    assert r.code in (1, 2)
+    after = ((o.root / "TASKS.md").read_bytes(), (o.root / ".wf" / "orch" / "a.json").read_bytes())
+    assert before == after
+
+
+RACE = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from wf.cli import main
+    go = Path(sys.argv[2])
+    while not go.exists():
+        time.sleep(0.001)
+    sys.exit(main(["-C", sys.argv[1], "orch", "pick", "a"]))
+    """
+)
+
+
+@pytest.mark.timeout(120)
+def test_two_picks_on_one_lane_one_winner(o: Orch, tmp_path: Path) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x") + task("a2", "a", "write a2.txt x"))
+    go = tmp_path / "go"
+    ps = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACE, str(o.root), str(go)],
+            env=o.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    time.sleep(0.4)
+    go.touch()
+    results = [(*p.communicate(timeout=100), p.returncode) for p in ps]
+    winners = [r for r in results if r[2] == 0 and r[0].startswith("spawn:")]
+    losers = [r for r in results if r[2] == 1]
+    assert len(winners) == 1 and len(losers) == 1, results
+    assert "already has an active task" in losers[0][1]
+    statuses = [o.status("a1"), o.status("a2")]
+    assert sum(s.startswith("in progress") for s in statuses) == 1
+
+
+@pytest.mark.timeout(180)
+def test_worker_killed_half_way_resumes_in_place(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt first", "hang"))
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "wf", "orch", "run", "a"], cwd=o.root, env=o.env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    record = o.root / ".wf" / "orch" / "a.json"
+    deadline = time.monotonic() + 60
+    pid = None
+    while time.monotonic() < deadline:
+        if record.exists():
+            rec = json.loads(record.read_text())
+            tree = Path(rec["worktree"]) if rec.get("worktree") else None
+            if rec.get("pid") and tree and git(tree, "log", "--format=%s", "-1").startswith("a1:"):
+                pid = rec["pid"]
+                break
+        time.sleep(0.05)
+    assert pid, "the worker never committed"
+    committed = git(tree, "rev-parse", "HEAD").strip()
+    os.kill(pid, signal.SIGKILL)
+    out, err = runner.communicate(timeout=150)
+    assert runner.returncode == 0, err
+    assert "a1 ended without a report" in out and "recovery: crashed" in out
+    assert o.archived() == ["a1"]
+    assert git(o.root, "merge-base", "--is-ancestor", committed, "main", check=False) == ""
+    assert [p.name for p in (o.root / ".worktrees").iterdir()] == ["a"]
+    assert git(o.root, "log", "--merges", "--format=%s", "main").count("a1: Task a1") == 1
+    assert (o.root / "a1.txt").read_text() == "first\n"
+
+
+def test_ctrl_c_leaves_records_and_the_next_run_recovers(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", "hang"))
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "wf", "orch", "run", "a"], cwd=o.root, env=o.env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    record = o.root / ".wf" / "orch" / "a.json"
+    deadline = time.monotonic() + 60
+    while not (record.exists() and json.loads(record.read_text()).get("pid")):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    pid = json.loads(record.read_text())["pid"]
+    time.sleep(0.5)
+    runner.send_signal(signal.SIGINT)
+    out, _ = runner.communicate(timeout=60)
+    assert runner.returncode == 130
+    assert "its record stays for a later recovery" in out
+    rec = json.loads(record.read_text())
+    assert rec["id"] == "a1" and rec["pid"] is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    # the next run recovers it in the same tree (the scripted worker does not hang on a recovery)
+    r = o.proc("orch", "run", "a")
+    assert r.returncode == 0, r.stderr
+    assert "recovery: the previous run was interrupted" in r.stdout
+    assert o.archived() == ["a1"]
+
+
+def test_install_links_the_worker_and_skills(o: Orch, tmp_path: Path) -> None:
+    out = o.wf.ok("install", "--target", str(tmp_path / "claude"))
+    assert out.count("linked  ") == 4
+    agent = tmp_path / "claude" / "agents" / "wf-worker.md"
+    assert agent.is_symlink() and agent.read_text().startswith("---\nname: wf-worker")
+    for skill in ("wf-orchestrate", "wf-design", "wf-pilot"):
+        assert (tmp_path / "claude" / "skills" / skill / "SKILL.md").exists()
+    assert o.wf.ok("install", "--target", str(tmp_path / "claude")).count("kept    ") == 4
+
+
+@pytest.mark.timeout(120)
+def test_demo_runs_the_real_loop(tmp_path: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    r = subprocess.run(
+        [sys.executable, "-m", "wf", "demo", "--dir", str(tmp_path / "demo")], capture_output=True, text=True,
+        env=env, timeout=110, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr + r.stdout
+    out = r.stdout
+    assert "sonnet: start cli with cmd model=sonnet [slice]" in out
+    assert "stop lane haiku: clock handed back: Done check failed" in out
+    for tid in ("greet", "greet-test", "cli-args", "cli-main", "cli", "document-greet-in-the-readme"):
+        assert f" {tid} lane=" in out, tid
+    assert "storage  haiku   p2  awaiting" in out and "release  sonnet  p2  pending" in out
