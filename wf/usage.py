@@ -126,6 +126,18 @@ def _visible(block: dict[str, Any]) -> int:
     return 0
 
 
+def _signature(block: dict[str, Any]) -> int:
+    """Identity of a content block, to count a block repeated on several lines once."""
+    kind = block.get("type")
+    if kind == "text":
+        return hash(("text", str(block.get("text"))))
+    if kind == "thinking":
+        return hash(("thinking", str(block.get("thinking")), str(block.get("signature"))))
+    if kind == "tool_use" and block.get("id"):
+        return hash(("tool_use", str(block["id"])))
+    return hash(json.dumps(block, sort_keys=True, separators=(",", ":")))
+
+
 class ClaudeFile(NamedTuple):
     reqs: list[Req]
     malformed: int
@@ -141,7 +153,9 @@ def read_claude(path: Path) -> ClaudeFile:
     first_ts = last_ts = ""
     agent_outputs: dict[str, int] = {}
     for n, raw in _lines(path):
-        if b'"assistant"' not in raw and b'"toolUseResult"' not in raw:
+        # only assistant lines carry usage, and only a tool result naming an agent matters
+        # (tool results are the largest lines: most are never parsed)
+        if b'"assistant"' not in raw and not (b'"toolUseResult"' in raw and b'"agentId"' in raw):
             # not a request: only its time matters (for the duration), read without parsing
             m = _TS.search(raw)
             if m:
@@ -214,7 +228,7 @@ def read_claude(path: Path) -> ClaudeFile:
         content = msg.get("content")
         for block in content if isinstance(content, list) else []:
             if isinstance(block, dict):
-                sig = hash(json.dumps(block, sort_keys=True, separators=(",", ":")))
+                sig = _signature(block)
                 if sig not in req.blocks:
                     req.blocks.add(sig)
                     req.chars += _visible(block)
