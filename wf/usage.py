@@ -114,6 +114,17 @@ def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
         yield from enumerate(f)
 
 
+def _object(raw: bytes) -> tuple[dict[str, Any] | None, bool]:
+    """A transcript line as a JSON object, and whether it was damaged (blank lines are not)."""
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        return None, bool(raw.strip())
+    if not isinstance(obj, dict):
+        return None, True
+    return obj, False
+
+
 def _visible(block: dict[str, Any]) -> int:
     kind = block.get("type")
     if kind == "text":
@@ -168,14 +179,9 @@ def read_claude(path: Path) -> ClaudeFile:
             if stripped and not (stripped.startswith(b'{"') and stripped.endswith(b"}")):
                 malformed += 1
             continue
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            if raw.strip():
-                malformed += 1
-            continue
-        if not isinstance(obj, dict):
-            malformed += 1
+        obj, damaged = _object(raw)
+        malformed += damaged
+        if obj is None:
             continue
         ts = obj.get("timestamp")
         if isinstance(ts, str) and ts:
@@ -345,14 +351,9 @@ def codex_cost(path: Path) -> Cost:
     malformed = 0
     first = last = ""
     for _, raw in _lines(path):
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            if raw.strip():
-                malformed += 1
-            continue
-        if not isinstance(obj, dict):
-            malformed += 1
+        obj, damaged = _object(raw)
+        malformed += damaged
+        if obj is None:
             continue
         ts = obj.get("timestamp")
         if isinstance(ts, str) and ts:
