@@ -147,36 +147,63 @@ def git_processes(inside: Path) -> list[int]:
 TOKEN_VAR = "WF_UNIT_TOKEN"
 
 
+_SUBREAPER = False
+
+
 def become_subreaper() -> bool:
     """Make this process a child subreaper (Linux): orphaned descendants of the workers it
     starts (``setsid ... &``) are reparented to it instead of init, so they can still be
     found and ended. Returns False where the call is not available."""
+    global _SUBREAPER
     try:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(36, 1, 0, 0, 0)) == 0  # PR_SET_CHILD_SUBREAPER
+        _SUBREAPER = _SUBREAPER or int(libc.prctl(36, 1, 0, 0, 0)) == 0  # PR_SET_CHILD_SUBREAPER
     except (OSError, AttributeError):
         return False
+    return _SUBREAPER
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid``, read from /proc (cheap: no scan of every process)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out.extend(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def tree(pid: int) -> list[int]:
     """``pid`` and all its live descendants."""
-    try:
-        p = psutil.Process(pid)
-        return [pid, *(c.pid for c in p.children(recursive=True))]
-    except psutil.Error:
+    if not os.path.exists(f"/proc/{pid}"):
         return []
+    seen = [pid]
+    i = 0
+    while i < len(seen):
+        for c in children(seen[i]):
+            if c not in seen:
+                seen.append(c)
+        i += 1
+    return seen
 
 
 def with_token(token: str) -> list[int]:
     """Live processes whose environment carries ``WF_UNIT_TOKEN=token`` (a unit's
-    descendants, even those that detached and were reparented)."""
-    found = []
+    descendants, even those that detached). As a subreaper this process keeps every
+    descendant in its own tree, so only that tree is searched; otherwise every process."""
     needle = f"{TOKEN_VAR}={token}".encode()
     me = os.getpid()
-    for p in psutil.process_iter(["pid"]):
-        pid = p.info["pid"]
+    pids = tree(me)[1:] if _SUBREAPER else [p.pid for p in psutil.process_iter()]
+    found = []
+    for pid in pids:
         if pid == me:
             continue
         try:
@@ -252,15 +279,10 @@ def own_child(pid: int) -> None:
 def reap_orphans() -> None:
     """Collect exit statuses of reparented orphans (we are their subreaper), never of
     the children that subprocess waits for itself."""
-    try:
-        kids = psutil.Process().children()
-    except psutil.Error:
-        return
-    for c in kids:
-        if c.pid in _OWN_CHILDREN:
+    for pid in children(os.getpid()):
+        if pid in _OWN_CHILDREN:
             continue
         try:
-            if c.status() == psutil.STATUS_ZOMBIE:
-                os.waitpid(c.pid, os.WNOHANG)
-        except (psutil.Error, ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)  # reaps it if it has exited; returns at once if not
+        except (ChildProcessError, OSError):
             pass

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from wf import adapters, gitops, procs, runs
+from wf import adapters, procs, runs
 from wf.errors import WfError
 from wf.project import Project
 from wf.supervise import Unit, supervise
@@ -36,7 +36,7 @@ class UnitRequest(NamedTuple):
 
 def _clone_for(project: Project, folder: Path) -> tuple[Path, str]:
     """A throwaway clone of the repository (no remote, hooks off) at the main branch."""
-    from wf import worktrees
+    from wf import gitops, worktrees
 
     main = worktrees.main_branch(project)
     base = gitops.rev(project.root, main)
@@ -319,6 +319,8 @@ def diff(project: Project, run: str, unit: str) -> str:
         raise WfError(f"no unit {unit} in run {run}")
     if not st.get("clone"):
         raise WfError(f"unit {unit} did not run in a clone (--clone); its changes are in {st.get('cwd')}")
+    from wf import gitops
+
     clone = Path(st["clone"])
     base = st.get("base") or "HEAD"
     text = gitops.out(clone, "diff", "--stat", "--patch", base)
