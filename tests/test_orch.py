@@ -376,3 +376,67 @@ def test_demo_runs_the_real_loop(tmp_path: Path) -> None:
     for tid in ("greet", "greet-test", "cli-args", "cli-main", "cli", "document-greet-in-the-readme"):
         assert f" {tid} lane=" in out, tid
     assert "storage  haiku   p2  awaiting" in out and "release  sonnet  p2  pending" in out
+
+
+# ------------------------------------------------------------------ from the review
+
+
+def test_report_lines_tolerate_markdown() -> None:
+    rep = orchrun.read_report(
+        "All done.\n\n- **result:** done.\n- commit: `abc1234def`\nfollowups: -\n> note: fine\n"
+    )
+    assert rep == orchrun.Report("done", "abc1234def", "-", "fine")
+    assert orchrun.read_report("result: finished\ncommit: -\n") is None
+    assert orchrun.read_report("no report at all") is None
+
+
+def test_orch_run_never_takes_over_an_interactive_pick(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x") + task("a2", "a", "write a2.txt x"))
+    o.wf.ok("orch", "pick", "a")
+    r = o.proc("orch", "run", "a")
+    assert "stop lane a: a1 was picked by an interactive orchestrator" in r.stdout
+    assert not list((o.root / ".wf" / "runs").glob("*/*"))  # no worker started
+    assert o.status("a2") == "pending"
+
+
+def test_a_repeated_post_is_refused(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x") + task("a2", "a", "write a2.txt x"))
+    rep = o.work(o.wf.ok("orch", "pick", "a"))
+    assert rep is not None
+    o.wf.ok("orch", "post", "a", "--id", "a1", "--result", "done", "--commit", str(rep.commit))
+    before = (o.root / "TASKS.md").read_bytes()
+    r = o.wf("orch", "post", "a", "--id", "a1", "--result", "done")
+    assert r.code == 1 and "lane a is working on a2, not a1" in r.err
+    assert (o.root / "TASKS.md").read_bytes() == before
+
+
+def test_crash_reported_after_the_worker_merged_is_done(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    rep = o.work(o.wf.ok("orch", "pick", "a"))  # merges, then (say) the notice is lost
+    assert rep is not None and "a1" in o.archived()
+    out = o.wf.ok("orch", "post", "a", "--result", "crashed", "--no-pick")
+    assert "a1 is already archived: posted as done" in out and out.splitlines()[0].startswith("a1: done")
+
+
+def test_pick_without_lane_skips_a_lane_whose_solo_task_waits(o: Orch) -> None:
+    o.setup(
+        lanes_toml("a", "b", "c"),
+        task("c1", "c", "write c1.txt x")
+        + task("a1", "a", extra="Sessions: solo")
+        + task("b1", "b", "write b1.txt x"),
+    )
+    o.wf.ok("orch", "pick", "c")
+    assert "Task: b1  Lane: b" in o.wf.ok("orch", "pick")
+
+
+def test_orch_run_exits_1_when_a_lane_stops_on_an_error(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "nomerge"))
+    r = o.proc("orch", "run", "a")
+    assert r.returncode == 1
+    assert "stop lane a: post-check red for a1" in r.stdout
+
+
+def test_doctor_flags_a_claim_without_a_record(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a"))
+    o.wf.ok("status", "a1", "progress", "worker")
+    assert "claim: a1: claimed by a worker but no lane record holds it" in o.wf("doctor").out

@@ -423,3 +423,55 @@ def test_status_records_the_transcript_cost(w: Workers) -> None:
     )
     st = w.status("r1", "c1")
     assert st["cost"]["kind"] == "codex" and st["cost"]["model"] == "gpt-5.3-codex" and st["cost"]["usd"] > 0
+
+
+def test_dispatch_ctrl_c_exits_130(w: Workers) -> None:
+    p = w.start("dispatch", "r1", "s1", "--adapter", "claude", "--prompt", "SLEEP 30")
+    deadline = time.monotonic() + 30
+    while not (w.unit("r1", "s1") / "status.json").exists() or w.status("r1", "s1")["state"] != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    p.communicate(timeout=60)
+    assert p.returncode == 130
+    st = w.status("r1", "s1")
+    assert st["state"] == "interrupted" and not alive(st["pid"])
+
+
+def test_monitor_says_a_unit_is_lost_when_its_supervisor_was_killed(w: Workers, tmp_path: Path) -> None:
+    m = manifest(tmp_path / "m.json", [{"id": "slow", "prompt": "SLEEP 60"}], adapter="codex")
+    p = w.start("run", str(m), "--run", "k9")
+    deadline = time.monotonic() + 30
+    while not (w.unit("k9", "slow") / "status.json").exists() or w.status("k9", "slow")["state"] != "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    worker = w.status("k9", "slow")["pid"]
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    os.kill(worker, signal.SIGKILL)
+    time.sleep(0.2)
+    r = w.run("monitor", "k9", "--timeout", "10")
+    assert r.returncode == 3 and "slow: lost" in r.stdout
+
+
+def test_a_child_that_cleared_its_environment_does_not_outlive_dispatch(w: Workers, tmp_path: Path) -> None:
+    pidfile = tmp_path / "escaped.pid"
+    script = (
+        "import os, subprocess, sys; "
+        "p = subprocess.Popen(['env', '-i', 'setsid', 'sleep', '300'], start_new_session=True); "
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid)); print('started')"
+    )
+    r = w.run(
+        "dispatch",
+        "r1",
+        "e1",
+        "--adapter",
+        "cmd",
+        "--cmd",
+        f'{sys.executable} -c "{script}"',
+        "--prompt",
+        "x",
+    )
+    assert r.returncode == 0, r.stderr
+    time.sleep(0.2)
+    assert not alive(int(pidfile.read_text()))

@@ -44,6 +44,7 @@ class Spec(NamedTuple):
     resume: bool = False
     cmd: tuple[str, ...] = ()
     permission_mode: str = "acceptEdits"
+    allowed_tools: tuple[str, ...] = ()  # claude: tools allowed without asking (Bash for wf and git)
 
 
 class Parsed:
@@ -130,6 +131,8 @@ class Claude(Adapter):
         if spec.effort:
             argv.append(f"--effort={spec.effort}")
         argv.append(f"--permission-mode={spec.permission_mode}")
+        if spec.allowed_tools:
+            argv.append(f"--allowedTools={','.join(spec.allowed_tools)}")  # '=': the flag is variadic
         return argv
 
     def feed(self, parsed: Parsed, event: dict[str, Any]) -> None:

@@ -667,6 +667,8 @@ def dispatch(
         _echo_json(u.status)
     else:
         click.echo(workers.end_line(u))
+    if u.state == "interrupted":
+        return 130
     return 0 if u.state == "done" else 1
 
 
@@ -893,6 +895,9 @@ def orch_pick(
 @click.option("--agent", metavar="ID", help="The worker subagent's id: its cost goes to out/wf-cost.log.")
 @click.option("--duration", type=click.FloatRange(min=0), help="Seconds the worker took.")
 @click.option("--no-pick", is_flag=True, help="Do not pick the lane's next task.")
+@click.option(
+    "--id", "task_id", metavar="ID", help="The task being posted; refused if the lane works on another."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.pass_context
 def orch_post(
@@ -904,6 +909,7 @@ def orch_post(
     agent: str | None,
     duration: float | None,
     no_pick: bool,
+    task_id: str | None,
     as_json: bool,
 ) -> None:
     """Post a worker's report: post-check (a done is merged here if the worker did not),
@@ -927,6 +933,7 @@ def orch_post(
         agent=agent,
         duration=duration,
         no_pick=no_pick,
+        task_id=task_id,
         on_wait=_on_wait,
     )
     if as_json:

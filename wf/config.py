@@ -27,6 +27,15 @@ class Lane(NamedTuple):
     max_parallel: int = 1
     effort: str | None = None
     cmd: tuple[str, ...] = ()  # the program of a lane whose adapter is cmd
+    permission_mode: str = "acceptEdits"  # claude --permission-mode for headless workers
+    allowed_tools: tuple[str, ...] = (
+        "Bash",
+        "Read",
+        "Edit",
+        "Write",
+        "Glob",
+        "Grep",
+    )  # claude --allowedTools
 
     def as_dict(self) -> dict[str, object]:
         return self._asdict()
@@ -169,7 +178,15 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
         if not isinstance(spec, dict):
             raise ConfigError(where, f"lanes.{name} must be a table")
         for k in spec:
-            if k not in ("model", "adapter", "max_parallel", "effort", "cmd"):
+            if k not in (
+                "model",
+                "adapter",
+                "max_parallel",
+                "effort",
+                "cmd",
+                "permission_mode",
+                "allowed_tools",
+            ):
                 warnings.append(f"{w}: unknown key {k!r} (ignored)")
         model = spec.get("model", name)
         if not isinstance(model, str) or not MODEL_RE.fullmatch(model):
@@ -192,7 +209,13 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
             )
         if adapter == "cmd" and not cmd:
             raise ConfigError(where, f'lanes.{name}: adapter cmd needs cmd = ["program", "arg", ...]')
-        lanes.append(Lane(name, model, adapter, mp, effort, tuple(cmd)))
+        mode = spec.get("permission_mode", "acceptEdits")
+        if mode not in ("acceptEdits", "auto", "bypassPermissions", "dontAsk", "plan", "default"):
+            raise ConfigError(where, f"lanes.{name}.permission_mode {mode!r} is not a claude permission mode")
+        tools = spec.get("allowed_tools", list(Lane._field_defaults["allowed_tools"]))
+        if not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools):
+            raise ConfigError(where, f"lanes.{name}.allowed_tools must be a list of tool names")
+        lanes.append(Lane(name, model, adapter, mp, effort, tuple(cmd), mode, tuple(tools)))
     return tuple(lanes)
 
 

@@ -206,6 +206,21 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
                     Finding("branch", branch, "task branch with no tree (wf wt add or wf merge)", "info")
                 )
 
+    from wf import orch as orchmod
+
+    held_ids = {r.id for r in orchmod.records(project)}
+    for t in bl.doc.tasks:
+        st = t.status
+        if st.state == "progress" and st.who == "worker" and t.id not in held_ids:
+            out.append(
+                Finding(
+                    "claim",
+                    t.id,
+                    "claimed by a worker but no lane record holds it; if no worker lives, "
+                    f"wf status {t.id} pending",
+                    "problem",
+                )
+            )
     orch = project.wf_dir / "orch"
     if orch.is_dir():
         for f in sorted(orch.glob("*.json")):

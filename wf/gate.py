@@ -43,7 +43,13 @@ def results(project: Project) -> list[dict[str, Any]]:
 
 
 def unhandled_red(project: Project) -> list[str]:
-    return [r["sha"] for r in results(project) if r.get("ok") is False and not r.get("handled")]
+    """The newest gate result, if it is red and no fix task was added for it yet (an
+    older red that a newer green replaced does not count)."""
+    done = [r for r in results(project) if r.get("ok") is not None or r.get("exit") is not None]
+    if not done:
+        return []
+    newest = done[-1]
+    return [newest["sha"]] if newest.get("ok") is False and not newest.get("handled") else []
 
 
 def mark_handled(project: Project, sha: str, fix_task: str) -> None:
@@ -73,6 +79,9 @@ def start(project: Project) -> int | None:
         )
     finally:
         log.close()
+    from wf import procs
+
+    procs.keep(p.pid)
     return p.pid
 
 
@@ -80,6 +89,14 @@ def run(project: Project, sha: str) -> dict[str, Any]:
     """Run the gate at ``sha`` in the gate's tree and record the result."""
     if not project.config.gate:
         raise ValueError("no gate")
+    with project_lock(project.wf_dir, TIMEOUT, None, name="gate.lock"):  # one gate run at a time
+        main_now = gitops.rev(project.root, worktrees.main_branch(project))
+        if main_now != sha and main_now is not None and gitops.is_ancestor(project.root, sha, main_now):
+            return {"sha": sha, "skipped": f"superseded by {main_now[:12]}", "ok": None}
+        return _run(project, sha)
+
+
+def _run(project: Project, sha: str) -> dict[str, Any]:
     tree = project.worktrees_dir / TREE
     with project_lock(project.wf_dir, worktrees.WT_LOCK_TIMEOUT, None, name="wt.lock"):
         if not (tree / ".git").exists():

@@ -112,6 +112,9 @@ def _execute(cwd: Path, argv: list[str], env: dict[str, str], istream: Any) -> t
             with_exceptions=False,
             strip_newline_in_stdout=False,
             env=env,
+            # its own process group: a Ctrl-C at the terminal reaches wf, which finishes or
+            # stops cleanly, never a git half-way through a commit
+            process_group=0,
         )
     except git.GitCommandNotFound:
         raise WfError("git is not installed (or not on PATH)") from None

@@ -49,6 +49,7 @@ class Record(NamedTuple):
     unit: str | None = None
     started_at: float = 0.0
     picker: int | None = None  # the pid of the pick that is readying the tree
+    owner: int | None = None  # the pid of the wf orch run supervising it; None: interactive
 
     def as_dict(self) -> dict[str, Any]:
         return self._asdict()
@@ -144,9 +145,14 @@ def pick(
     *,
     task_id: str | None = None,
     recovery: str | None = None,
+    owner: int | None = None,
     on_wait: Callable[[str], None] | None = None,
 ) -> Pick:
-    """Choose, claim and ready the next task of a lane (or of the first lane that has one)."""
+    """Choose, claim and ready the next task of a lane (or of the first lane that has one).
+
+    ``owner`` is the pid of a ``wf orch run`` that will supervise the worker (None: an
+    interactive orchestrator). A record is only ever taken over when whoever held it is
+    gone."""
     if lane is not None:
         check_id(lane, "lane")
     if task_id is not None:
@@ -167,9 +173,15 @@ def pick(
         if recovery is not None:
             if rec is None:
                 raise WfError(f"lane {lane} has no active task to recover")
-            rec = rec._replace(recovery=recovery, state="picking", pid=None)
-            save(project, rec)
-        elif rec is not None and (rec.state == "ready" or _picker_alive(rec)):
+            holder = _live_holder(rec)
+            if holder:
+                raise WfError(f"lane {lane}: {rec.id} is still being worked ({holder}); nothing to recover")
+            if bl.archive.find(rec.id) is not None:
+                raise WfError(
+                    f"{rec.id} is already done (archived); post it: wf orch post {lane} --result done"
+                )
+            rec = rec._replace(recovery=recovery, state="picking", pid=None, owner=owner)
+        elif rec is not None and (rec.state == "ready" or _live_holder(rec)):
             raise WfError(
                 f"lane {lane} already has an active task {rec.id} (since {rec.started}); "
                 f"post its report (wf orch post {lane} ...) or re-pick it with --recovery WHY"
@@ -179,12 +191,10 @@ def pick(
             if isinstance(chosen, str):
                 return Pick(lane, chosen, None, "")
             task = chosen
-            ops.set_status(project, task.id, "progress", WHO, on_wait=on_wait)
-            model = task.model or worktrees_lane_model(project, lane)
             rec = Record(
                 id=task.id,
                 lane=lane,
-                model=str(model),
+                model=str(task.model or worktrees_lane_model(project, lane)),
                 worktree=None,
                 branch=worktrees.branch_name(lane, task.id),
                 base=None,
@@ -193,25 +203,33 @@ def pick(
                 slice=bl.is_slice_job(task),
                 solo=task.sessions == "solo",
                 started_at=time.time(),
+                owner=owner,
             )
         # else: a record left "picking" by a pick that died: finish that one, never a second
         rec = rec._replace(picker=os.getpid())
-        save(project, rec)
+        save(project, rec)  # first the record, then the claim: a claim never exists without it
+        task = backlogmod.load(project).doc.find(rec.id)
+        if task is not None and task.status.state != "progress":
+            ops.set_status(project, rec.id, "progress", WHO, force=rec.recovery is not None, on_wait=on_wait)
     tree = worktrees.allocate(project, lane, rec.id, on_wait=on_wait)
     rec = rec._replace(worktree=tree.path, base=tree.base, state="ready", picker=None)
     save(project, rec)
     return Pick(lane, None, rec, prompt_for(project, rec))
 
 
-def _picker_alive(rec: Record) -> bool:
+def _live_holder(rec: Record) -> str | None:
+    """Who still works on a record's task: a live headless worker, the ``wf orch run``
+    that owns it, or a pick still readying its tree (None if nobody)."""
     from wf import procs
 
-    return (
-        rec.state == "picking"
-        and rec.picker is not None
-        and rec.picker != os.getpid()
-        and procs.alive(rec.picker)
-    )
+    me = os.getpid()
+    if rec.pid and procs.alive(rec.pid):
+        return f"worker pid {rec.pid}"
+    if rec.owner and rec.owner != me and procs.alive(rec.owner):
+        return f"wf orch run pid {rec.owner}"
+    if rec.state == "picking" and rec.picker and rec.picker != me and procs.alive(rec.picker):
+        return f"a pick by pid {rec.picker}"
+    return None
 
 
 def worktrees_lane_model(project: Project, lane: str) -> str:
@@ -228,7 +246,11 @@ def _first_lane(project: Project, bl: backlogmod.Backlog, task_id: str | None) -
         return lane
     busy = {r.lane for r in records(project)}
     for ln in project.config.lanes:
-        if ln.name not in busy and bl.runner_ready(ln.name):
+        if (
+            ln.name not in busy
+            and bl.runner_ready(ln.name)
+            and not isinstance(_choose(project, bl, ln.name, None), str)
+        ):
             return ln.name
     return None
 
@@ -297,6 +319,7 @@ def post(
     adapter: str | None = None,
     duration: float | None = None,
     no_pick: bool = False,
+    task_id: str | None = None,
     on_wait: Callable[[str], None] | None = None,
 ) -> Posted:
     """Post a worker's report. Everything up to the next pick runs under the project
@@ -305,7 +328,7 @@ def post(
     with project_lock(project.wf_dir, project.lock_timeout, on_wait):
         posted, recovery = _post(
             project, lane, result, commit=commit, note=note, agent=agent, session=session,
-            adapter=adapter, duration=duration, no_pick=no_pick, on_wait=on_wait,
+            adapter=adapter, duration=duration, no_pick=no_pick, task_id=task_id, on_wait=on_wait,
         )  # fmt: skip
     if posted.next is not None or (no_pick and recovery is None):
         return posted
@@ -325,6 +348,7 @@ def _post(
     adapter: str | None,
     duration: float | None,
     no_pick: bool,
+    task_id: str | None,
     on_wait: Callable[[str], None] | None,
 ) -> tuple[Posted, str | None]:
     """The post without its next pick; (the outcome, the recovery reason if the next
@@ -335,6 +359,10 @@ def _post(
     rec = load(project, lane)
     if rec is None:
         raise WfError(f"lane {lane} has no active task (wf orch status); nothing to post")
+    if task_id is not None and task_id != rec.id:
+        raise WfError(
+            f"lane {lane} is working on {rec.id}, not {task_id}; nothing was changed (a repeated post?)"
+        )
     if commit is not None and commit != "-" and not _commit_known(project, rec, commit):
         raise WfError(f"no commit {commit} in this repository; nothing was changed")
     note = " ".join((note or "").split())
@@ -342,9 +370,13 @@ def _post(
         duration = max(0.0, time.time() - rec.started_at)
     lines: list[str] = []
     stop: str | None = None
-    outcome = result
     merge_commit: str | None = None
     task = rec.id
+    if result != "done" and backlogmod.load(project).archive.find(task) is not None:
+        # the worker merged its task before whatever it reported: it is done
+        lines.append(f"{task} is already archived: posted as done")
+        result = "done"
+    outcome = result
     if result == "done":
         red, merge_commit = _post_check_done(project, rec, lines, on_wait)
         if red:

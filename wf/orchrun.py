@@ -2,13 +2,17 @@
 
 For every lane: pick, start the lane's worker headless in its tree (the lane's adapter
 and the task's model), wait, read the four report lines from its answer (none means it
-crashed), post, and go on with the pick that post made, until every lane stops. Lanes
-run in parallel. Ctrl-C stops the workers and leaves the lane records, so a later run
-recovers them in the same trees and branches.
+crashed), post, and go on with the lane's next pick, until every lane stops. Lanes run
+in parallel; a lane that ran dry is looked at again after every post (another lane's
+merge may have made its next task ready). Ctrl-C (or SIGTERM, SIGHUP) stops the
+workers and leaves their lane records, so a later run recovers them in place. The run
+owns the records it makes: a record held by an interactive orchestrator, or by another
+live run, is never taken over.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import threading
@@ -24,7 +28,10 @@ from wf.errors import WfError
 from wf.project import Project
 from wf.supervise import POLL, Unit
 
-_REPORT = re.compile(r"^\s*(result|commit|followups|note)\s*:\s*(.*?)\s*$", re.I | re.M)
+_REPORT = re.compile(r"^[\s>*_`#-]*(result|commit|followups|note)[*_`\s]*:\s*(.*?)\s*$", re.I | re.M)
+_SHA = re.compile(r"\b[0-9a-f]{7,64}\b")
+# Stops after which the lane may have work again later in the same run.
+_SOFT = ("no runner-ready task", "solo task")
 
 
 class Report(NamedTuple):
@@ -35,17 +42,18 @@ class Report(NamedTuple):
 
 
 def read_report(answer: str) -> Report | None:
-    """The four lines of a worker's final message (the last of each), or None."""
+    """The four lines of a worker's final message (the last of each), or None. Markdown
+    a model may add (bullets, bold, backticks, a final period) is tolerated."""
     found: dict[str, str] = {}
     for m in _REPORT.finditer(answer):
-        found[m.group(1).lower()] = m.group(2)
-    result = found.get("result", "").split()[0].lower() if found.get("result") else ""
+        found[m.group(1).lower()] = m.group(2).strip("`*_ ")
+    words = re.findall(r"[a-z]+", found.get("result", "").lower())
+    result = words[0] if words else ""
     if result not in orch.RESULTS or result == "crashed":
         return None
-    commit = found.get("commit") or "-"
-    return Report(
-        result, None if commit in ("-", "") else commit, found.get("followups", "-"), found.get("note", "")
-    )
+    sha = _SHA.search(found.get("commit", "").lower())
+    note = " ".join(found.get("note", "").split())[:300]
+    return Report(result, sha.group(0) if sha else None, found.get("followups", "-"), note)
 
 
 class Loop:
@@ -67,41 +75,61 @@ class Loop:
         self.until_stop = until_stop
         self.deadline = time.monotonic() + for_seconds if for_seconds else None
         self.timeout = timeout
-        self.run_id = time.strftime("orch-%Y%m%d-%H%M%S", time.gmtime())
+        self.run_id = time.strftime("orch-%Y%m%d-%H%M%S", time.gmtime()) + f"-{os.getpid()}"
         self.units: dict[str, tuple[Unit, orch.Record]] = {}
         self.stopped: dict[str, str] = {}
+        self.failed = False  # a lane stopped on an error
         self.count = 0
+        self.me = os.getpid()
+
+    # ---------------------------------------------------------------- checks
+    def check_lanes(self) -> None:
+        """Every lane can start its worker, before anything is claimed."""
+        for lane in self.lanes:
+            cfg = self.project.config.lane(lane)
+            if cfg is None:
+                raise WfError(f"no lane {lane!r} (wf lanes)")
+            adapter = adapters.choose(self.adapter or cfg.adapter, None)
+            if adapter.name == "cmd":
+                if not cfg.cmd:
+                    raise WfError(f"lane {lane} runs the cmd adapter but wf.toml gives it no cmd = [...]")
+            elif adapter.executable() is None:
+                raise WfError(f"lane {lane} needs {adapter.binary}, which is not installed (wf doctor)")
 
     # ---------------------------------------------------------------- starting
+    def _stop(self, lane: str, why: str, *, error: bool = False) -> None:
+        self.stopped[lane] = why
+        self.failed = self.failed or error
+        self.emit(f"stop lane {lane}: {why}")
+
     def _start(self, lane: str, pick: orch.Pick) -> None:
         if pick.stop is not None or pick.record is None:
-            self.stopped[lane] = pick.stop or "stopped"
-            self.emit(pick.text())
+            self._stop(lane, pick.stop or "stopped")
             return
+        self.stopped.pop(lane, None)
         rec = pick.record
-        lane_cfg = self.project.config.lane(lane)
-        name = self.adapter or (lane_cfg.adapter if lane_cfg else None)
-        adapter = adapters.choose(name, None)
+        cfg = self.project.config.lane(lane)
+        adapter = adapters.choose(self.adapter or (cfg.adapter if cfg else None), None)
         self.count += 1
         unit_id = f"{lane}-{rec.id}"[:40] + f"-{self.count}"
-        folder = runs.unit_dir(self.project, self.run_id, unit_id)
-        prompt = orch.worker_instructions(rec.slice) + "\n" + pick.prompt
         spec = Spec(
             run=self.run_id,
             unit=unit_id,
-            folder=folder,
+            folder=runs.unit_dir(self.project, self.run_id, unit_id),
             cwd=Path(str(rec.worktree)),
-            prompt=prompt,
+            prompt=orch.worker_instructions(rec.slice) + "\n" + pick.prompt,
             model=rec.model,
-            effort=lane_cfg.effort if lane_cfg else None,
-            cmd=lane_cfg.cmd if lane_cfg and adapter.name == "cmd" else (),
+            effort=cfg.effort if cfg else None,
+            cmd=cfg.cmd if cfg and adapter.name == "cmd" else (),
+            permission_mode=cfg.permission_mode if cfg else "acceptEdits",
+            allowed_tools=cfg.allowed_tools if cfg else (),
         )
-        if adapter.name == "cmd" and not spec.cmd:
-            raise WfError(f"lane {lane} uses the cmd adapter but has no cmd in wf.toml")
         unit = Unit(spec, adapter, timeout=self.timeout, stall=None, meta={"task": rec.id, "lane": lane})
         unit.queue()
         unit.start()
-        rec = rec._replace(pid=unit.proc.pid if unit.proc else None, run=self.run_id, unit=unit_id)
+        rec = rec._replace(
+            pid=unit.proc.pid if unit.proc else None, run=self.run_id, unit=unit_id, owner=self.me
+        )
         orch.save(self.project, rec)
         self.units[lane] = (unit, rec)
         extra = (" [slice]" if rec.slice else "") + (f"  (recovery: {rec.recovery})" if rec.recovery else "")
@@ -109,34 +137,58 @@ class Loop:
 
     def _pick(self, lane: str) -> None:
         if self.deadline is not None and time.monotonic() >= self.deadline:
-            self.stopped[lane] = "--for time is up"
-            self.emit(f"stop lane {lane}: --for time is up")
+            self._stop(lane, "--for time is up")
             return
-        rec = orch.load(self.project, lane)
         try:
-            if rec is not None:
-                # left by an earlier run (interrupted, or its worker died): the same tree and branch
-                why = "the previous run was interrupted" if rec.pid is None else "its worker is gone"
-                if rec.pid is not None and procs.alive(rec.pid):
-                    self.stopped[lane] = f"{rec.id} still has a live worker (pid {rec.pid})"
-                    self.emit(f"stop lane {lane}: {self.stopped[lane]}")
-                    return
-                pick = orch.pick(self.project, lane, recovery=why)
+            rec = orch.load(self.project, lane)
+            if rec is None:
+                pick = orch.pick(self.project, lane, owner=self.me)
+            elif rec.owner is None and rec.pid is None:
+                self._stop(
+                    lane, f"{rec.id} was picked by an interactive orchestrator (wf orch post {lane} ...)"
+                )
+                return
             else:
-                pick = orch.pick(self.project, lane)
+                holder = orch._live_holder(rec)
+                if holder:
+                    self._stop(lane, f"{rec.id} is held by {holder}")
+                    return
+                why = "the previous run was interrupted" if rec.pid is None else "its worker is gone"
+                pick = orch.pick(self.project, lane, recovery=why, owner=self.me)
         except WfError as e:
-            self.stopped[lane] = str(e)
-            self.emit(f"stop lane {lane}: {e}")
+            self._stop(lane, f"pick failed: {e}", error=True)
             return
         self._start(lane, pick)
 
+    def _wake_idle(self) -> None:
+        """Lanes that ran dry may have work now (a merge made an After task ready)."""
+        for lane in self.lanes:
+            if lane not in self.units and self.stopped.get(lane, "").startswith(_SOFT):
+                del self.stopped[lane]
+                try:
+                    pick = orch.pick(self.project, lane, owner=self.me)
+                except WfError as e:
+                    self._stop(lane, f"pick failed: {e}", error=True)
+                    continue
+                if pick.stop is None:
+                    self._start(lane, pick)
+                else:
+                    self.stopped[lane] = pick.stop  # still dry: say nothing new
+
     # ---------------------------------------------------------------- ending
-    def _ended(self, lane: str, unit: Unit, rec: orch.Record) -> None:
+    def _ended(self, lane: str, unit: Unit, rec: orch.Record) -> bool:
+        """Post the unit's report; True if the lane may go on."""
         answer = runs.read_output(unit.folder)
         rep = read_report(answer) if not unit.status.get("fallback") else None
         duration = unit.status.get("duration_s")
+        if (
+            rep is None
+            and unit.status.get("error", "")
+            and str(unit.status.get("error")).startswith("cannot start")
+        ):
+            self._stop(lane, f"{rec.id}: {unit.status['error']}", error=True)
+            return False
         if rep is None and unit.state == "done":
-            # it ended normally but did not report: stop the lane, say why
             self.emit(f"{lane}: {rec.id} ended without the four report lines")
             result, commit, note = "handback", None, f"no report: {runs.preview(answer, 80)}"
         elif rep is None:
@@ -148,29 +200,48 @@ class Loop:
             self.emit(f"{lane}: {rec.id} reported {rep.result}: {rep.note}")
             result, commit, note = rep.result, rep.commit, rep.note
         try:
-            posted = orch.post(
-                self.project,
-                lane,
-                result,
-                commit=commit,
-                note=note,
-                session=unit.session_id,
-                adapter=unit.adapter.name,
-                duration=float(duration) if isinstance(duration, (int, float)) else None,
-                no_pick=self.deadline is not None and time.monotonic() >= self.deadline,
-            )
+            try:
+                posted = self._post(lane, rec, result, commit, note, unit, duration)
+            except WfError as e:
+                if commit is None or "no commit" not in str(e):
+                    raise
+                posted = self._post(lane, rec, result, None, note, unit, duration)  # an unknown sha
         except WfError as e:
-            self.stopped[lane] = f"post failed: {e}"
-            self.emit(f"stop lane {lane}: post failed: {e}")
-            return
+            self._stop(lane, f"post failed: {e}", error=True)
+            return False
         for line in posted.lines:
             self.emit(f"{lane}: {line}")
-        nxt = posted.next
-        if nxt is None:
-            self.stopped[lane] = "--for time is up"
-            self.emit(f"stop lane {lane}: --for time is up")
-            return
-        self._start(lane, nxt)
+        if posted.next is not None:  # a stop line, or the recovery pick after a crash
+            if posted.next.stop is not None:
+                hard = posted.outcome in ("post-check-red", "crashed-twice")
+                self._stop(lane, posted.next.stop, error=hard)
+                return False
+            self._start(lane, posted.next)
+            return False
+        return True
+
+    def _post(
+        self,
+        lane: str,
+        rec: orch.Record,
+        result: str,
+        commit: str | None,
+        note: str,
+        unit: Unit,
+        duration: object,
+    ) -> orch.Posted:
+        return orch.post(
+            self.project,
+            lane,
+            result,
+            commit=commit,
+            note=note,
+            session=unit.session_id,
+            adapter=unit.adapter.name,
+            duration=float(duration) if isinstance(duration, (int, float)) else None,
+            no_pick=True,
+            task_id=rec.id,
+        )
 
     # ---------------------------------------------------------------- the loop
     def status_line(self) -> str:
@@ -184,14 +255,26 @@ class Loop:
                 parts.append(f"{lane}=stopped")
         return " | ".join(parts)
 
+    def _poll_all(self, *, then_pick: bool) -> None:
+        now = time.monotonic()
+        for lane, (unit, rec) in list(self.units.items()):
+            if unit.poll(now):
+                del self.units[lane]
+                if self._ended(lane, unit, rec) and then_pick:
+                    self._pick(lane)
+                if then_pick:
+                    self._wake_idle()
+
     def run(self, tick: Callable[[str], None] | None = None) -> int:
+        self.check_lanes()
         procs.become_subreaper()
         interrupted = threading.Event()
 
         def handler(signum: int, frame: FrameType | None) -> None:
             interrupted.set()
 
-        old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+        sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        old = {s: signal.signal(s, handler) for s in sigs}
         try:
             for lane in self.lanes:
                 if interrupted.is_set():
@@ -199,33 +282,31 @@ class Loop:
                 self._pick(lane)
             last_tick = 0.0
             while not interrupted.is_set():
-                now = time.monotonic()
-                for lane, (unit, rec) in list(self.units.items()):
-                    if unit.poll(now):
-                        del self.units[lane]
-                        self._ended(lane, unit, rec)
+                self._poll_all(then_pick=True)
                 procs.reap_orphans()
+                now = time.monotonic()
                 if not self.units:
                     if not self.until_stop or orch.stop_file(self.project).exists():
                         break
                     if self.deadline is not None and now >= self.deadline:
                         break
-                    time.sleep(2)  # --until-stop: look for new work now and then
-                    self.stopped.clear()
-                    for lane in self.lanes:
-                        self._pick(lane)
+                    time.sleep(10)  # --until-stop: look for new work now and then
+                    self._wake_idle()
                     continue
                 if tick is not None and now - last_tick >= 1:
                     tick(self.status_line())
                     last_tick = now
                 time.sleep(POLL)
             if interrupted.is_set():
-                for lane, (unit, rec) in list(self.units.items()):
-                    unit.stop("interrupted")
-                    orch.save(self.project, rec._replace(pid=None))
-                    self.emit(f"{lane}: stopped {rec.id}; its record stays for a later recovery")
+                self._poll_all(then_pick=False)  # a worker that already reported is posted
                 return 130
-            return 0
+            return 1 if self.failed else 0
         finally:
+            for lane, (unit, rec) in list(self.units.items()):
+                unit.stop("interrupted")
+                orch.save(self.project, rec._replace(pid=None))
+                self.emit(f"{lane}: stopped {rec.id}; its record stays for a later recovery")
+            self.units.clear()
+            procs.kill_descendants()  # nothing this run started outlives it (but a gate run)
             for s, h in old.items():
                 signal.signal(s, h)

@@ -269,6 +269,25 @@ def kill_tree(root: int | None, token: str | None, grace: float = 2.0) -> list[i
 
 
 _OWN_CHILDREN: set[int] = set()
+_KEEP: set[int] = set()
+
+
+def keep(pid: int) -> None:
+    """A child meant to outlive what started it (a gate run): kill_descendants spares it."""
+    _KEEP.add(pid)
+
+
+def kill_descendants(grace: float = 1.0) -> list[int]:
+    """End every process this one started (or adopted as subreaper) that is still there,
+    but those marked with keep(); for the end of a run."""
+    spared: set[int] = set()
+    for pid in _KEEP:
+        spared.update(tree(pid))
+    doomed = [p for p in tree(os.getpid())[1:] if p not in spared]
+    killed: list[int] = []
+    for pid in doomed:
+        killed += kill_tree(pid, None, grace=grace)
+    return killed
 
 
 def own_child(pid: int) -> None:

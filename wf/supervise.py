@@ -104,6 +104,7 @@ class Unit:
             "version": None,
             "timeout_s": timeout,
             "stall_s": self.stall,
+            "supervisor": os.getpid(),
             **(meta or {}),
         }
 
@@ -432,6 +433,7 @@ def supervise(
             return False
         return True
     finally:
+        procs.kill_descendants()  # e.g. a grandchild that cleared its environment and detached
         for s, h in old.items():
             signal.signal(s, h)
 

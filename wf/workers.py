@@ -259,15 +259,26 @@ def status_line(st: dict[str, Any]) -> str:
     )
 
 
+def lost(st: dict[str, Any]) -> bool:
+    """A unit recorded as running whose worker and supervisor are both gone (wf was
+    killed): nobody will ever finish its status."""
+    if st.get("state") not in ("running", "queued"):
+        return False
+    return not procs.alive(st.get("pid")) and not procs.alive(st.get("supervisor"))
+
+
 def monitor(
     project: Project, run: str, *, timeout: float | None, interval: float = 1.0
 ) -> tuple[int, list[str]]:
     """Wait for the first thing that needs attention: 0 all done, 3 a unit failed,
-    stalled, timed out or was interrupted, 2 this monitor's own timeout."""
+    stalled, timed out, was interrupted or was lost, 2 this monitor's own timeout."""
     start = time.monotonic()
     while True:
         units = runs.units(project, run)
-        bad = [u for u in units if u.get("state") in runs.ATTENTION]
+        for u in units:
+            if lost(u):
+                u["state"] = "lost"
+        bad = [u for u in units if u.get("state") in (*runs.ATTENTION, "lost")]
         if bad:
             return 3, [status_line(u) for u in units]
         if units and all(u.get("state") in runs.FINAL for u in units):
