@@ -380,6 +380,19 @@ def fetch(cwd: Path, source: Path, refspec: str) -> None:
 
 
 def dir_size(path: Path) -> int:
+    """Bytes on disk under ``path``: ``du`` when there is one (a tree of 5,000 files costs
+    it milliseconds, Python's walk tens of them), else a walk."""
+    import shutil
+    import subprocess
+
+    du = shutil.which("du")
+    if du:
+        try:
+            p = subprocess.run([du, "-sk", "--", str(path)], capture_output=True, text=True, timeout=60)
+            if p.returncode == 0 and p.stdout.split():
+                return int(p.stdout.split()[0]) * 1024
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            pass
     total = 0
     for root, _dirs, files in os.walk(path):
         for f in files:
