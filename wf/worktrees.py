@@ -103,6 +103,7 @@ def _names(lane: str) -> list[str]:
 class State(NamedTuple):
     kind: str  # missing, free, busy, broken
     why: str = ""
+    dirty: int | None = None  # paths with uncommitted changes, when looked at
 
 
 class WrongRepository(WfError):
@@ -174,11 +175,11 @@ def inspect(project: Project, name: str, regs: dict[Path, gitops.WorktreeEntry] 
     except gitops.GitError as e:
         return State("broken", e.stderr.splitlines()[-1] if e.stderr else "git fails there")
     if dirty:
-        return State("busy", f"uncommitted changes ({len(dirty)} paths)")
+        return State("busy", f"uncommitted changes ({len(dirty)} paths)", len(dirty))
     unsaved = unsaved_commits(path)
     if unsaved:
-        return State("busy", f"{unsaved} commits on no branch")
-    return State("free")
+        return State("busy", f"{unsaved} commits on no branch", 0)
+    return State("free", "", 0)
 
 
 def _admin_dir(project: Project, path: Path) -> Path | None:
@@ -382,7 +383,7 @@ def tree_names(project: Project) -> list[str]:
     return sorted(names)
 
 
-def describe(project: Project, name: str, main: str) -> dict[str, Any]:
+def describe(project: Project, name: str, main_sha: str | None) -> dict[str, Any]:
     path = project.worktrees_dir / name
     rec = load_record(project, name)
     state = inspect(project, name)
@@ -401,11 +402,11 @@ def describe(project: Project, name: str, main: str) -> dict[str, Any]:
     }
     if state.kind in ("free", "busy") and path.exists():
         info["branch"] = gitops.current_branch(path)
-        dirty = gitops.dirty_paths(path)
-        info["dirty"] = len(dirty)
+        info["dirty"] = state.dirty if state.dirty is not None else len(gitops.dirty_paths(path))
         head = gitops.rev(path, "HEAD")
-        main_sha = gitops.rev(project.root, main)
-        if head and main_sha:
+        if head == main_sha:
+            info["behind"] = 0
+        elif head and main_sha:
             if info["isolation"] == "clone":
                 info["behind"] = (
                     None
@@ -418,8 +419,8 @@ def describe(project: Project, name: str, main: str) -> dict[str, Any]:
 
 
 def listing(project: Project) -> list[dict[str, Any]]:
-    main = main_branch(project)
-    return [describe(project, n, main) for n in tree_names(project)]
+    main_sha = gitops.rev(project.root, main_branch(project))
+    return [describe(project, n, main_sha) for n in tree_names(project)]
 
 
 def _holds_caller(path: Path) -> bool:
