@@ -440,3 +440,36 @@ def test_doctor_flags_a_claim_without_a_record(o: Orch) -> None:
     o.setup(lanes_toml("a"), task("a1", "a"))
     o.wf.ok("status", "a1", "progress", "worker")
     assert "claim: a1: claimed by a worker but no lane record holds it" in o.wf("doctor").out
+
+
+@pytest.mark.timeout(120)
+def test_no_report_stops_the_lane_and_a_crash_twice_blocks(o: Orch) -> None:
+    o.setup(lanes_toml("a", "b"), task("a1", "a", "noreport") + task("b1", "b", "crash"))
+    r = o.proc("orch", "run")
+    assert r.returncode == 1, r.stdout  # a lane stopped on an error (crashed twice)
+    assert "a: a1 ended without the four report lines" in r.stdout
+    assert "stop lane a: a1 handed back: no report: all finished, but I forgot the report lines" in r.stdout
+    assert "b: b1 crashed: one recovery pick" in r.stdout
+    assert "stop lane b: b1 crashed twice" in r.stdout
+    assert o.status("b1") == "blocked: crashed twice"
+    outcomes = [(e["id"], e["outcome"]) for e in o.orch_log()]
+    assert ("b1", "crashed-recovery") in outcomes and ("b1", "crashed-twice") in outcomes
+
+
+@pytest.mark.timeout(120)
+def test_orch_run_timeout_stops_a_hung_worker_and_recovers_it(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", "hang"))
+    r = o.proc("orch", "run", "a", "--timeout", "2")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "a1 ended without a report (timeout" in r.stdout
+    assert "(recovery: crashed: timeout" in r.stdout
+    assert o.archived() == ["a1"]
+    status = json.loads(o.wf.ok("orch", "status", "--json"))
+    assert status == []
+
+
+def test_orch_run_for_starts_nothing_after_the_time(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x") + task("a2", "a", "write a2.txt x"))
+    r = o.proc("orch", "run", "a", "--for", "0.001s")
+    assert "stop lane a: --for time is up" in r.stdout
+    assert o.archived() == [] and o.status("a1") == "pending"

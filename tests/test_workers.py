@@ -475,3 +475,22 @@ def test_a_child_that_cleared_its_environment_does_not_outlive_dispatch(w: Worke
     assert r.returncode == 0, r.stderr
     time.sleep(0.2)
     assert not alive(int(pidfile.read_text()))
+
+
+def test_output_on_stderr_alone_keeps_a_worker_from_stalling(w: Workers) -> None:
+    script = "import sys, time\nfor i in range(8):\n    print(i, file=sys.stderr, flush=True); time.sleep(0.4)\nprint('fine')"
+    r = w.run(
+        "dispatch",
+        "r1",
+        "s1",
+        "--adapter",
+        "cmd",
+        "--stall",
+        "1.5",
+        "--cmd",
+        f'{sys.executable} -c "{script}"',
+        "--prompt",
+        "x",
+    )
+    assert r.returncode == 0, r.stdout
+    assert w.status("r1", "s1")["state"] == "done" and w.output("r1", "s1") == "fine"
