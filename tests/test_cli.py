@@ -302,3 +302,14 @@ def test_help_teaches(wf: WfRunner) -> None:
     out = wf.ok("--help")
     assert "Runner-ready = pending" in out
     assert "wf status ID progress WHO" in wf.ok("status", "--help")
+
+
+def test_cached_list_follows_every_change(sample: WfRunner) -> None:
+    first = sample.ok("list", "--runner")
+    assert sample.ok("list", "--runner") == first  # served from .wf/cache
+    assert list((sample.root / ".wf" / "cache").glob("list.*.answer"))
+    path = sample.root / "TASKS.md"
+    path.write_text(path.read_text().replace("Model: opus", "Model: opus\nStatus: blocked: by hand"))
+    assert "parser" not in sample.ok("list", "--runner")
+    (sample.root / "wf.toml").write_text('[lanes.haiku]\nmodel = "haiku"\n')
+    assert [r["id"] for r in json.loads(sample.ok("list", "--runner", "--json"))] == ["http-client"]

@@ -197,13 +197,24 @@ def list_cmd(
     With --runner:  ID  LANE  pPRIO  eEFFORT  TITLE  ('slice: ID' = split it first)
     A file with errors is still listed: its problems go to stderr with line numbers.
     """
-    from wf import views
+    from wf import listcache, views
 
-    bl = _backlog(ctx)
+    proj = _project(ctx)
     if limit is None:
         limit = views.RUNNER_LIMIT if runner else 0
-    records, total = views.list_rows(bl, runner=runner, lane=lane, status=status, limit=limit)
-    for line in views.issue_lines(bl.doc.errors, limit=10):
+    k = listcache.key(proj, ("list", runner, lane, status, limit))
+    cached = listcache.load(proj, k) if k else None
+    if cached is not None:
+        records, total, warnings = cached
+    else:
+        from wf import backlog
+
+        bl = backlog.load(proj)
+        records, total = views.list_rows(bl, runner=runner, lane=lane, status=status, limit=limit)
+        warnings = views.issue_lines(bl.doc.errors, limit=10)
+        if k:
+            listcache.store(proj, k, (records, total, warnings))
+    for line in warnings:
         _warn(line)
     if as_json:
         _echo_json(records)

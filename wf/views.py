@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wf.backlog import Backlog
 from wf.errors import ParseIssue, UnknownTask
-from wf.taskfile import Task
+
+if TYPE_CHECKING:  # kept out of the import path of a cached `wf list`
+    from wf.backlog import Backlog
+    from wf.taskfile import Task
 
 RUNNER_LIMIT = 20
 
