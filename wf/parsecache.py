@@ -49,11 +49,18 @@ def load(cache_dir: Path, name: str, data: bytes, text: str) -> TasksFile | None
         return None
 
 
+def _compact(t: Task) -> str:
+    raw = t.raw_pairs
+    if isinstance(raw, str):  # still in the form the cache gave it (an edit moved, not changed, it)
+        return raw
+    return "\n".join(f"{k}:{v}" for k, v in raw)
+
+
 def store(cache_dir: Path, doc: TasksFile, data: bytes) -> None:
     # Field lines as one string per task: marshal reads a string many times faster
     # than a tuple of small tuples.
     rows = [
-        (t.id, t.title, t.start, t.end, "\n".join(f"{k}:{v}" for k, v in t.pairs), t.kv, t.span)
+        (t.id, t.title, t.start, t.end, _compact(t), t.kv, t.span)
         for t in doc.tasks
     ]
     issues = [(i.line, i.level, i.message) for i in doc.issues]
