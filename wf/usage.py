@@ -167,16 +167,15 @@ def read_claude(path: Path) -> ClaudeFile:
         # only assistant lines carry usage, and only a tool result naming an agent matters
         # (tool results are the largest lines: most are never parsed)
         if b'"assistant"' not in raw and not (b'"toolUseResult"' in raw and b'"agentId"' in raw):
-            # not a request: only its time matters (for the duration), read without parsing
-            m = _TS.search(raw)
-            if m:
-                ts = m.group(1).decode("utf-8", "replace")
-                first_ts = first_ts or ts
-                last_ts = max(last_ts, ts)
-            stripped = raw.strip()
+            # not a request: read without parsing. Its time matters only for the duration:
+            # the first time is taken here, the last from the file's tail (below).
+            if not first_ts:
+                m = _TS.search(raw)
+                if m:
+                    first_ts = m.group(1).decode("utf-8", "replace")
             # every line Claude Code writes is an object starting with a key: anything else is
-            # damaged (cheaper than parsing lines that carry no usage)
-            if stripped and not (stripped.startswith(b'{"') and stripped.endswith(b"}")):
+            # damaged (checked without copying the line, which can be megabytes)
+            if not (raw.startswith(b'{"') and raw.endswith((b"}\n", b"}", b"}\r\n"))) and raw.strip():
                 malformed += 1
             continue
         obj, damaged = _object(raw)
@@ -238,6 +237,9 @@ def read_claude(path: Path) -> ClaudeFile:
                 if sig not in req.blocks:
                     req.blocks.add(sig)
                     req.chars += _visible(block)
+    tail = _last_timestamp(path)
+    if tail:
+        last_ts = max(last_ts, tail)
     # A message copied into a sidechain under another requestId counts once, as itself.
     for keys in by_msg.values():
         if len(keys) > 1 and any(not by_key[k].side for k in keys):
@@ -245,6 +247,20 @@ def read_claude(path: Path) -> ClaudeFile:
                 if by_key[k].side:
                     del by_key[k]
     return ClaudeFile(list(by_key.values()), malformed, first_ts, last_ts, agent_outputs)
+
+
+def _last_timestamp(path: Path, window: int = 1 << 16) -> str:
+    """The last ``timestamp`` in the file, from its tail (transcripts are written in order)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - window))
+            chunk = f.read()
+    except OSError:
+        return ""
+    found = _TS.findall(chunk)
+    return found[-1].decode("utf-8", "replace") if found else ""
 
 
 def _dur(first: str, last: str) -> float | None:
