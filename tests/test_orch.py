@@ -473,3 +473,15 @@ def test_orch_run_for_starts_nothing_after_the_time(o: Orch) -> None:
     r = o.proc("orch", "run", "a", "--for", "0.001s")
     assert "stop lane a: --for time is up" in r.stdout
     assert o.archived() == [] and o.status("a1") == "pending"
+
+
+@pytest.mark.timeout(180)
+def test_orch_run_waits_for_the_last_gate_and_acts_on_red(o: Orch) -> None:
+    gate = f"{sys.executable} -c \"import os, sys; sys.exit(1 if os.path.exists('breaks-gate.txt') else 0)\""
+    o.setup(lanes_toml("a", gate=gate), task("a1", "a", "write breaks-gate.txt oops"))
+    r = o.proc("orch", "run", "a", timeout=170)
+    assert "waiting for the gate at" in r.stdout, r.stdout
+    assert "a: gate red at" in r.stdout and "added P0 task fix-the-gate" in r.stdout
+    fix_id = r.stdout.split("added P0 task ")[1].split()[0]
+    assert f"a: start {fix_id} with cmd" in r.stdout  # the fix is picked at once
+    assert json.loads(o.wf.ok("show", fix_id, "--json"))["prio"] == 0

@@ -59,6 +59,27 @@ def mark_handled(project: Project, sha: str, fix_task: str) -> None:
     atomic_write_text(path, json.dumps(data, indent=1) + "\n")
 
 
+def pending(project: Project) -> str | None:
+    """The main commit whose gate was started but has no result yet (None if none)."""
+    if not project.config.gate or not project.is_git:
+        return None
+    sha = gitops.rev(project.root, worktrees.main_branch(project))
+    if sha is None:
+        return None
+    started = (_dir(project) / f"{sha}.log").exists()
+    return sha if started and not (_dir(project) / f"{sha}.json").exists() else None
+
+
+def wait(project: Project, sha: str, timeout: float) -> bool:
+    """Wait for the gate at ``sha`` to record its result; False on timeout."""
+    deadline = time.monotonic() + timeout
+    while not (_dir(project) / f"{sha}.json").exists():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
 def start(project: Project) -> int | None:
     """Start the gate for the main branch's current commit in the background; returns
     the pid (None when no gate is set, or that commit already has a result)."""

@@ -366,6 +366,8 @@ def _post(
     if commit is not None and commit != "-" and not _commit_known(project, rec, commit):
         raise WfError(f"no commit {commit} in this repository; nothing was changed")
     note = " ".join((note or "").split())
+    if len(note) > 300:  # a worker's words go into TASKS.md and into the orchestrator's context
+        note = note[:297] + "..."
     if duration is None and rec.started_at:
         duration = max(0.0, time.time() - rec.started_at)
     lines: list[str] = []

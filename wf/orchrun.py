@@ -79,6 +79,7 @@ class Loop:
         self.units: dict[str, tuple[Unit, orch.Record]] = {}
         self.stopped: dict[str, str] = {}
         self.failed = False  # a lane stopped on an error
+        self.last_done_lane: str | None = None
         self.count = 0
         self.me = os.getpid()
 
@@ -211,6 +212,8 @@ class Loop:
             return False
         for line in posted.lines:
             self.emit(f"{lane}: {line}")
+        if posted.outcome.startswith("done"):
+            self.last_done_lane = lane
         if posted.next is not None:  # a stop line, or the recovery pick after a crash
             if posted.next.stop is not None:
                 hard = posted.outcome in ("post-check-red", "crashed-twice")
@@ -242,6 +245,35 @@ class Loop:
             no_pick=True,
             task_id=rec.id,
         )
+
+    def _gate_brought_work(self) -> bool:
+        """Every lane stopped: wait for a gate still running on the last merge; if it is
+        red, the lane that merged last gets its P0 fix task (through a post would be too
+        late: nothing is left to post)."""
+        from wf import gate, ops
+
+        sha = gate.pending(self.project)
+        if sha is not None:
+            self.emit(f"waiting for the gate at {sha[:12]}")
+            gate.wait(self.project, sha, gate.TIMEOUT)
+        red = gate.unhandled_red(self.project)
+        if not red or self.last_done_lane is None:
+            return False
+        lane = self.last_done_lane
+        cfg = self.project.config.lane(lane)
+        fix = ops.add_task(
+            self.project,
+            f"Fix the gate: {self.project.config.gate} fails at {red[0][:12]}",
+            prio=0,
+            lane=lane,
+            model=cfg.model if cfg else None,
+            done=f"{self.project.config.gate} passes",
+        )
+        gate.mark_handled(self.project, red[0], fix)
+        self.emit(f"{lane}: gate red at {red[0][:12]}: added P0 task {fix}")
+        self.stopped.pop(lane, None)
+        self._pick(lane)
+        return lane in self.units
 
     # ---------------------------------------------------------------- the loop
     def status_line(self) -> str:
@@ -286,6 +318,8 @@ class Loop:
                 procs.reap_orphans()
                 now = time.monotonic()
                 if not self.units:
+                    if self._gate_brought_work():
+                        continue
                     if not self.until_stop or orch.stop_file(self.project).exists():
                         break
                     if self.deadline is not None and now >= self.deadline:

@@ -59,10 +59,7 @@ def _compact(t: Task) -> str:
 def store(cache_dir: Path, doc: TasksFile, data: bytes) -> None:
     # Field lines as one string per task: marshal reads a string many times faster
     # than a tuple of small tuples.
-    rows = [
-        (t.id, t.title, t.start, t.end, _compact(t), t.kv, t.span)
-        for t in doc.tasks
-    ]
+    rows = [(t.id, t.title, t.start, t.end, _compact(t), t.kv, t.span) for t in doc.tasks]
     issues = [(i.line, i.level, i.message) for i in doc.issues]
     key = _key(data)
     path = _file(cache_dir, doc.path, key)

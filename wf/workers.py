@@ -5,6 +5,7 @@ to watch and stop it)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import tomllib
@@ -217,7 +218,7 @@ def _num(v: Any, uid: str, what: str) -> float | None:
 
 def default_run_id(path: Path) -> str:
     stem = re.sub(r"[^a-z0-9-]+", "-", path.stem.lower()).strip("-") or "run"
-    return f"{stem[:30]}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    return f"{stem[:24]}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{os.getpid()}"
 
 
 def run_manifest(
