@@ -68,8 +68,13 @@ def cli(ctx: click.Context, directory: str | None) -> None:
     id archived, not 'Sessions: owner', no open slices.
 
     \b
+    First:     wf demo (the whole loop on a made-up project, no API key)
     Everyday:  wf init · wf add "Title" --model sonnet --done "pytest -q" ·
                wf list --runner · wf show ID · wf status ID progress me · wf done ID
+    Loop:      wf orch pick · wf orch post LANE --result R · wf orch run
+    Trees:     wf wt add LANE ID · wf merge · wf wt list · wf doctor
+    Workers:   wf dispatch RUN UNIT · wf run MANIFEST · wf monitor RUN
+    Cost:      wf usage --agent ID · wf usage --report
     Exit codes: 0 ok, 1 error (message on stderr), 2 usage, 3 bug (crash log).
     """
     ctx.obj = {"dir": directory}
