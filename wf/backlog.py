@@ -11,7 +11,7 @@ from pathlib import Path
 
 from wf import archive as archivemod
 from wf import taskfile
-from wf.config import Config, Lane
+from wf.config import Config
 from wf.errors import ParseIssue, WfError
 from wf.fsutil import read_bytes
 from wf.project import Project
@@ -51,10 +51,6 @@ class Backlog:
             return lane
         model = kv.get("model")
         return self._model_lane.get(model) if model else None
-
-    def lane_config(self, task: Task) -> Lane | None:
-        name = self.lane_of(task)
-        return self.config.lane(name) if name else None
 
     # ------------------------------------------------------------ readiness
     def open_children(self) -> dict[str, list[str]]:
@@ -222,10 +218,3 @@ def parse_cached(project: Project, data: bytes) -> TasksFile:
         doc = taskfile.parse_text(text, name)
         parsecache.store(cache_dir(project), doc, data)
     return doc
-
-
-def load_path(path: Path, project: Project) -> Backlog:
-    """For tests and tools: a backlog from an explicit TASKS.md path."""
-    data = read_bytes(path) or b""
-    archive = archivemod.parse(read_bytes(project.archive_path), project.config.archive)
-    return Backlog(project, taskfile.parse(data, path.name), archive, data)

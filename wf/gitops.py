@@ -331,10 +331,6 @@ def worktree_remove(cwd: Path, path: Path) -> None:
     run(cwd, "worktree", "remove", str(path))
 
 
-def worktree_prune(cwd: Path) -> None:
-    run(cwd, "worktree", "prune")
-
-
 def switch_new_branch(cwd: Path, branch: str, start: str) -> None:
     run(cwd, "switch", "--quiet", "--no-track", "-c", branch, start)
 

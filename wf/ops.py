@@ -20,7 +20,7 @@ from wf import backlog as backlogmod
 from wf import edits, parsecache, taskfile
 from wf.backlog import Backlog
 from wf.errors import ClaimError, ParseError, WfError
-from wf.fsutil import atomic_write
+from wf.fsutil import atomic_write, read_bytes
 from wf.lock import project_lock
 from wf.project import Project
 from wf.taskfile import STATES, TasksFile, check_id, parse_status, utc_stamp
@@ -62,7 +62,7 @@ def transact(
             change = fn(bl)
             new_doc = change.tasks
             if change.archive is not None:
-                if taskfile_changed(project, bl):
+                if read_bytes(project.tasks_path) != bl.data:  # an editor saved: start over
                     continue
                 atomic_write(project.archive_path, change.archive)
             if new_doc is not None:
@@ -73,12 +73,6 @@ def transact(
                 return backlogmod.Backlog(project, new_doc, bl.archive, data)
             return bl
         raise WfError(f"{project.config.tasks} kept changing while wf tried to write it; try again")
-
-
-def taskfile_changed(project: Project, bl: Backlog) -> bool:
-    from wf.fsutil import read_bytes
-
-    return read_bytes(project.tasks_path) != bl.data
 
 
 # ------------------------------------------------------------------ add / set

@@ -21,7 +21,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -436,7 +435,3 @@ def supervise(
         procs.kill_descendants()  # e.g. a grandchild that cleared its environment and detached
         for s, h in old.items():
             signal.signal(s, h)
-
-
-def new_spec(folder: Path, **kw: Any) -> Spec:
-    return Spec(folder=folder, **kw)

@@ -148,10 +148,6 @@ def unsaved_commits(path: Path) -> int:
     return int(r.out.strip() or 0) if r.status == 0 else 0
 
 
-def registered(project: Project) -> dict[Path, gitops.WorktreeEntry]:
-    return {e.path.resolve(): e for e in gitops.worktrees(project.root)}
-
-
 def inspect(project: Project, name: str, regs: dict[Path, gitops.WorktreeEntry] | None = None) -> State:
     """Whether ``.worktrees/<name>`` can take a new task."""
     path = project.worktrees_dir / name
