@@ -151,3 +151,10 @@ def test_archive_lines_round_trip() -> None:
         "p",
         "Title -- with dashes",
     )
+
+
+def test_a_lone_carriage_return_at_the_end_is_content() -> None:
+    doc = parse("## a: A\nprio:\r")  # not 'prio:' + CRLF: a key followed by a CR is body text
+    assert doc.task("a").pairs == ()
+    doc = parse("## a: A\r\nPrio: 1\r\n")
+    assert doc.task("a").prio == 1

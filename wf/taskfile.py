@@ -320,7 +320,8 @@ def parse_lines(lines: list[str], path: str = "TASKS.md") -> TasksFile:
 # Lines that can matter outside a task's fields: fences and level-2 headings. Everything
 # else is body text, so the parser jumps from one candidate line to the next in C.
 _CANDIDATE_RE = re.compile(r"^\ufeff? {0,3}(?:`{3,}|~{3,}|##(?!#))", re.M)
-_FIELD_BLOCK_RE = re.compile(r"(?:[A-Za-z][A-Za-z0-9_-]*:(?:[ \t][^\n]*)?\r?(?:\n|\Z))*")
+# A line ends with \n or \r\n; a lone \r at the very end of the file is content.
+_FIELD_BLOCK_RE = re.compile(r"(?:[A-Za-z][A-Za-z0-9_-]*:(?:[ \t][^\n]*)?(?:\r?\n|\Z))*")
 # A value is stripped of all whitespace, as str.strip() does ([^\S\n]: whitespace but \n).
 _FIELD_LINE_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*):(?:[ \t][^\S\n]*(.*?))?[^\S\n]*$", re.M)
 _ID = r"[a-z0-9][a-z0-9-]{0,47}"
@@ -346,12 +347,12 @@ def _fast_regexes() -> tuple[re.Pattern[str], re.Pattern[str]]:
     valid = (
         "(?:(?:"
         + "|".join(f"(?i:{k}):[ \\t]+(?:{v})" for k, v in _VALID_VALUE.items())
-        + r")[ \t]*\r?(?:\n|\Z))*"
+        + r")[ \t]*(?:\r?\n|\Z))*"
     )
     task = (
         r"##[ \t]+([a-z0-9][a-z0-9-]{0,47})[ \t]*:([^\n]*)(?:\n|\Z)"
         + f"({valid})"
-        + r"(?![A-Za-z][A-Za-z0-9_-]*:(?:[ \t]|\r?(?:\n|\Z)))"
+        + r"(?![A-Za-z][A-Za-z0-9_-]*:(?:[ \t]|\r?\n|\Z))"
     )
     # ASCII: with Unicode case folding, (?i:s) would also match U+017F (long s).
     return re.compile(valid, re.ASCII), re.compile(task, re.ASCII)
