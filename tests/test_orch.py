@@ -485,3 +485,14 @@ def test_orch_run_waits_for_the_last_gate_and_acts_on_red(o: Orch) -> None:
     fix_id = r.stdout.split("added P0 task ")[1].split()[0]
     assert f"a: start {fix_id} with cmd" in r.stdout  # the fix is picked at once
     assert json.loads(o.wf.ok("show", fix_id, "--json"))["prio"] == 0
+
+
+def test_a_task_is_not_recovered_without_end(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    o.wf.ok("orch", "pick", "a")
+    for i in range(3):
+        assert "Recovery: try" in o.wf.ok("orch", "pick", "a", "--recovery", f"try {i}")
+    out = o.wf.ok("orch", "pick", "a", "--recovery", "again")
+    assert out == "stop lane a: a1 was re-picked 3 times; blocked\n"
+    assert o.status("a1") == "blocked: re-picked 3 times"
+    assert o.wf.ok("orch", "status").strip() == "no active lanes"

@@ -28,6 +28,7 @@ from wf.project import Project
 from wf.taskfile import check_id, utc_stamp
 
 RESULTS = ("done", "awaiting", "handback", "wip", "sliced", "crashed")
+MAX_RECOVERIES = 3  # interruptions and crashes together: a task is never re-picked without end
 WHO = "worker"
 
 
@@ -50,6 +51,7 @@ class Record(NamedTuple):
     started_at: float = 0.0
     picker: int | None = None  # the pid of the pick that is readying the tree
     owner: int | None = None  # the pid of the wf orch run supervising it; None: interactive
+    recoveries: int = 0  # re-picks in place, whatever the reason
 
     def as_dict(self) -> dict[str, Any]:
         return self._asdict()
@@ -180,7 +182,13 @@ def pick(
                 raise WfError(
                     f"{rec.id} is already done (archived); post it: wf orch post {lane} --result done"
                 )
-            rec = rec._replace(recovery=recovery, state="picking", pid=None, owner=owner)
+            if rec.recoveries >= MAX_RECOVERIES:
+                ops.set_status(project, rec.id, "blocked", f"re-picked {rec.recoveries} times", force=True)
+                drop(project, lane)
+                return Pick(lane, f"{rec.id} was re-picked {rec.recoveries} times; blocked", None, "")
+            rec = rec._replace(
+                recovery=recovery, state="picking", pid=None, owner=owner, recoveries=rec.recoveries + 1
+            )
         elif rec is not None and (rec.state == "ready" or _live_holder(rec)):
             raise WfError(
                 f"lane {lane} already has an active task {rec.id} (since {rec.started}); "
