@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -313,3 +314,56 @@ def test_cached_list_follows_every_change(sample: WfRunner) -> None:
     assert "parser" not in sample.ok("list", "--runner")
     (sample.root / "wf.toml").write_text('[lanes.haiku]\nmodel = "haiku"\n')
     assert [r["id"] for r in json.loads(sample.ok("list", "--runner", "--json"))] == ["http-client"]
+
+
+def _editor(tmp_path: Path, code: str) -> str:
+    script = tmp_path / "editor.py"
+    script.write_text("import sys\npath = sys.argv[1]\ntext = open(path).read()\n" + code)
+    return f"{sys.executable} {script}"
+
+
+def test_edit_replaces_only_the_task(
+    sample: WfRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = sample.root / "TASKS.md"
+    before = path.read_text()
+    monkeypatch.setenv(
+        "EDITOR", _editor(tmp_path, "open(path, 'w').write(text.replace('backoff', 'jitter'))")
+    )
+    assert sample.ok("edit", "fetch-retry") == "fetch-retry: edited\n"
+    assert path.read_text() == before.replace("Retry 3 times with backoff.", "Retry 3 times with jitter.")
+    monkeypatch.setenv("EDITOR", _editor(tmp_path, "pass"))
+    assert sample.ok("edit", "fetch-retry") == "fetch-retry: unchanged\n"
+
+
+def test_edit_refuses_what_would_break_the_file(
+    sample: WfRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = sample.root / "TASKS.md"
+    before = path.read_text()
+    for bad in (
+        "text + '\\n```\\nopen fence\\n'",
+        "text + '\\n## sneaky: Another task\\n'",
+        "text.replace('fetch-retry:', 'other-id:')",
+    ):
+        monkeypatch.setenv("EDITOR", _editor(tmp_path, f"open(path, 'w').write({bad})"))
+        r = sample("edit", "fetch-retry")
+        assert r.code == 1 and "refusing an edit" in r.err, (bad, r.err)
+        assert path.read_text() == before
+
+
+def test_edit_keeps_the_draft_when_the_task_changed_meanwhile(
+    sample: WfRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = (
+        "import subprocess\n"
+        f"subprocess.run([{sys.executable!r}, '-m', 'wf', '-C', {str(sample.root)!r}, 'set', 'fetch-retry', '-p', '0'], check=True)\n"
+        "open(path, 'w').write(text + 'my words\\n')\n"
+    )
+    monkeypatch.setenv("EDITOR", _editor(tmp_path, code))
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parent.parent))
+    r = sample("edit", "fetch-retry")
+    assert r.code == 1 and "changed while you edited it" in r.err
+    draft = sample.root / ".wf" / "edit" / "fetch-retry.md"
+    assert draft.read_text().endswith("my words\n")
+    assert "Prio: 0" in (sample.root / "TASKS.md").read_text()

@@ -425,6 +425,32 @@ def note(ctx: click.Context, task_id: str, text: str) -> None:
 
 @cli.command()
 @click.argument("task_id", metavar="ID")
+@click.pass_context
+def edit(ctx: click.Context, task_id: str) -> None:
+    """Edit task ID in $VISUAL or $EDITOR (default vi), safely beside wf's own writes.
+
+    The task's text is edited in a file of its own; it replaces the task only if nobody
+    changed the task meanwhile (else your version is kept and the path printed), and
+    only if it still parses with the same id. The rest of TASKS.md is never touched.
+    """
+    import shlex
+    import subprocess
+
+    from wf import ops
+
+    editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+
+    def run_editor(path: Path) -> None:
+        code = subprocess.call([*editor, str(path)])
+        if code != 0:
+            raise WfError(f"the editor {editor[0]} exited {code}; nothing was changed (draft: {path})")
+
+    changed = ops.edit_task(_project(ctx), task_id, run_editor, on_wait=_on_wait)
+    click.echo(f"{task_id}: {'edited' if changed else 'unchanged'}")
+
+
+@cli.command()
+@click.argument("task_id", metavar="ID")
 @click.option("--commit", metavar="SHA", help="The commit that finished it (recorded in the archive).")
 @click.option("--json", "as_json", is_flag=True, help="Print the archive line as JSON.")
 @click.pass_context

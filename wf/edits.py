@@ -50,11 +50,17 @@ def replace_region(doc: TasksFile, first: int, last: int, new_text: str, expect:
         if tasks:
             raise ValueError("an empty region only when the file has no tasks")
         lstart, lend, cstart, cend = 0, _count_lines(doc.text), 0, len(doc.text)
+    if new_text and not new_text.endswith("\n") and cend < len(doc.text):
+        new_text += doc.newline()  # the next task's heading must still start a line
     if cstart == 0 and doc.text.startswith("\ufeff"):
         return _replace_at_bom(doc, last, new_text, expect)
     local = parse_text(new_text, doc.path)
     if local.errors:
         raise _refuse(local.errors, lstart)
+    if cend < len(doc.text) and any(i.message.startswith("code fence is never closed") for i in local.issues):
+        raise WfError(
+            "refusing an edit that opens a code fence it never closes (it would hide the tasks after it)"
+        )
     found = [t.id for t in local.tasks]
     if found != expect:
         extra = [t for t in local.tasks if t.id not in expect]

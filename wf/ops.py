@@ -13,7 +13,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 from datetime import datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from wf import archive as archivemod
 from wf import backlog as backlogmod
@@ -347,3 +347,45 @@ def done_task(
 
     transact(project, change, on_wait=on_wait, finishing=task_id)
     return line[0]
+
+
+# ------------------------------------------------------------------ edit
+
+
+def edit_task(
+    project: Project,
+    task_id: str,
+    run_editor: Callable[[Any], None],
+    *,
+    on_wait: Callable[[str], None] | None = None,
+) -> bool:
+    """Let a person edit one task in their editor without racing wf's own writes: the
+    task's text goes to a file in .wf/edit/, the editor runs (no lock held), and the
+    result replaces the task under the lock only if nobody changed that task meanwhile.
+    Returns False when nothing changed. The id stays; the edit must parse."""
+    check_id(task_id, "task id")
+    bl = backlogmod.load(project)
+    before = bl.doc.text_of(bl.doc.task(task_id))
+    folder = project.wf_dir / "edit"
+    folder.mkdir(parents=True, exist_ok=True)
+    draft = folder / f"{task_id}.md"
+    draft.write_bytes(before.encode("utf-8"))
+    run_editor(draft)
+    after = draft.read_bytes().decode("utf-8", errors="strict")
+    if after == before:
+        draft.unlink()
+        return False
+
+    def change(fresh: Backlog) -> Change:
+        task = fresh.doc.find(task_id)
+        if task is None or fresh.doc.text_of(task) != before:
+            raise WfError(
+                f"{task_id} changed while you edited it; your version is kept in {draft} "
+                "(wf show it, then edit again)"
+            )
+        index = fresh.doc.tasks.index(task)
+        return Change(tasks=edits.replace_region(fresh.doc, index, index + 1, after, [task_id]))
+
+    transact(project, change, on_wait=on_wait)
+    draft.unlink()
+    return True
