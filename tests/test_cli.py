@@ -161,9 +161,12 @@ def test_claim_has_one_winner_and_names_holder(sample: WfRunner) -> None:
 
 
 def test_status_needs_notes_and_known_states(sample: WfRunner) -> None:
-    assert sample("status", "parser", "awaiting").code == 1
+    r = sample("status", "parser", "awaiting")
+    assert r.code == 2 and "awaiting needs a NOTE" in r.err
     r = sample("status", "parser", "sleeping", "x")
-    assert r.code == 1 and "unknown state 'sleeping'" in r.err
+    assert r.code == 2 and "'sleeping' is not one of" in r.err
+    r = sample("status", "parser", "progress")
+    assert r.code == 2 and "progress needs WHO" in r.err
     sample.ok("status", "parser", "blocked", "needs the API key")
     assert json.loads(sample.ok("show", "parser", "--json"))["status"] == "blocked: needs the API key"
 
@@ -367,3 +370,21 @@ def test_edit_keeps_the_draft_when_the_task_changed_meanwhile(
     draft = sample.root / ".wf" / "edit" / "fetch-retry.md"
     assert draft.read_text().endswith("my words\n")
     assert "Prio: 0" in (sample.root / "TASKS.md").read_text()
+
+
+def test_first_hour_answers(sample: WfRunner, tmp_path: Path) -> None:
+    r = sample("config", "lanes.haiku.modle", "sonnet")
+    assert r.code == 1 and "unknown setting 'lanes.haiku.modle'" in r.err
+    assert "modle" not in (sample.root / "wf.toml").read_text()
+    assert sample.ok("config", "gate", "pytest -q") == 'gate = "pytest -q"\n'
+    line = sample.ok("done", "http-client")
+    assert sample.ok("done", "http-client") == line  # done already: the same line, exit 0
+    r = sample("list", "--lane", "nope")
+    assert r.code == 1 and "no lane 'nope'" in r.err
+    r = sample.__class__(tmp_path / "missing", sample.capsys)("list")
+    assert r.code == 1 and "no such directory" in r.err
+    r = sample("add", "Odd model", "--model", "gpt9")
+    assert r.code == 0 and "no lane runs model 'gpt9'" in r.err
+    (tmp_path / "notes.txt").write_text("just some notes\n")
+    r = sample("usage", "--file", str(tmp_path / "notes.txt"))
+    assert r.code == 1 and "not a transcript?" in r.err

@@ -246,7 +246,7 @@ def test_post_errors_change_nothing(o: Orch) -> None:
     o.wf.ok("orch", "pick", "a")
     before = ((o.root / "TASKS.md").read_bytes(), (o.root / ".wf" / "orch" / "a.json").read_bytes())
     r = o.wf("orch", "post", "a", "--result", "finished")
-    assert r.code == 1 and "unknown result 'finished'" in r.err
+    assert r.code == 2 and "'finished' is not one of" in r.err
     r = o.wf("orch", "post", "a", "--result", "done", "--commit", "deadbeef")
     assert r.code == 1 and "no commit deadbeef" in r.err
     r = o.wf("orch", "post", "a", "--result", "done", "--commit", "--x")

@@ -66,4 +66,6 @@ def init(start: Path) -> dict[str, Any]:
     if not is_git:
         lines.append("note    not a git repository: tasks work, worktrees and merges need 'git init'")
     lines.append(f"ready   {root}")
+    if is_git and created:
+        lines.append(f"next    git add {' '.join(created)} .gitignore && git commit -m 'wf init'")
     return {"root": str(root), "created": created, "ignored": missing, "git": is_git, "lines": lines}

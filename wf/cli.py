@@ -35,6 +35,8 @@ def _project(ctx: click.Context) -> Any:
     from wf import project
 
     start = ctx.find_root().obj.get("dir") if ctx.find_root().obj else None
+    if start and not Path(start).is_dir():
+        raise WfError(f"-C {start}: no such directory")
     return project.load(Path(start) if start else None)
 
 
@@ -113,7 +115,9 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, as_json: 
 
     \b
     Keys: main, tasks, archive, slice_above, isolation (worktree|clone), gate,
-    cloud, lock_timeout, lanes.<name>.model|adapter|max_parallel|effort.
+    cloud, lock_timeout, and per lane lanes.<name>.model | adapter | max_parallel |
+    effort | cmd | permission_mode | allowed_tools.
+    VALUE is read as TOML when it is (2, true, ["a", "b"]), else as a string.
     Example: wf config lanes.sonnet.max_parallel 2
     """
     from wf import config as configmod
@@ -121,26 +125,46 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, as_json: 
     proj = _project(ctx)
     cfg = proj.config
     if value is not None and key is not None:
+        configmod.check_key(key)
         cfg = configmod.set_value(proj.config_path, key, value)
     data = cfg._asdict()
     data["lanes"] = {ln.name: {k: v for k, v in ln.as_dict().items() if k != "name"} for ln in cfg.lanes}
     data.pop("warnings")
-    if key is not None and value is None:
+    if key is not None:
         node: Any = data
         for part in key.split("."):
             if not isinstance(node, dict) or part not in node:
-                raise WfError(f"no setting {key!r}")
+                raise WfError(f"no setting {key!r} (wf config lists them)")
             node = node[part]
-        data = node
-    if as_json or not isinstance(data, dict):
-        _echo_json(data) if as_json else click.echo(data)
+        if as_json:
+            _echo_json(node)
+        else:
+            click.echo(f"{key} = {_toml_value(node)}")
+        return
+    if as_json:
+        _echo_json(data)
         return
     for k, v in data.items():
         if k == "lanes":
             for name, spec in v.items():
-                click.echo(f"lanes.{name}: " + " ".join(f"{a}={b}" for a, b in spec.items() if b is not None))
+                for a2, b2 in spec.items():
+                    click.echo(f"lanes.{name}.{a2} = {_toml_value(b2)}")
         else:
-            click.echo(f"{k}: {v}")
+            click.echo(f"{k} = {_toml_value(v)}")
+
+
+def _toml_value(v: Any) -> str:
+    if v is None:
+        return '""'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, str):
+        return json.dumps(v)
+    return str(v)
 
 
 # ---------------------------------------------------------------- read-only
@@ -205,6 +229,8 @@ def list_cmd(
     from wf import listcache, views
 
     proj = _project(ctx)
+    if lane is not None and proj.config.lane(lane) is None:
+        raise WfError(f"no lane {lane!r} (lanes: {', '.join(ln.name for ln in proj.config.lanes)})")
     if limit is None:
         limit = views.RUNNER_LIMIT if runner else 0
     k = listcache.key(proj, ("list", runner, lane, status, limit))
@@ -353,10 +379,17 @@ def add(
     """
     from wf import ops
 
-    new_id = ops.add_task(
-        _project(ctx), title, task_id=task_id, body=_body(body), on_wait=_on_wait, **_clean(fields)
-    )
+    proj = _project(ctx)
+    new_id = ops.add_task(proj, title, task_id=task_id, body=_body(body), on_wait=_on_wait, **_clean(fields))
+    _warn_model(proj, fields.get("model"), fields.get("lane"))
     _echo_json({"id": new_id}) if as_json else click.echo(new_id)
+
+
+def _warn_model(proj: Any, model: str | None, lane: str | None) -> None:
+    """A Model no lane runs is allowed (a lane may be added later) but said at once."""
+    if model and not lane and proj.config.lane_for_model(model) is None:
+        names = ", ".join(f"{ln.name} ({ln.model})" for ln in proj.config.lanes)
+        _warn(f"no lane runs model {model!r}, so the task is not runner-ready; lanes: {names}")
 
 
 def _clean(fields: dict[str, Any]) -> dict[str, Any]:
@@ -376,7 +409,9 @@ def set_cmd(ctx: click.Context, /, task_id: str, title: str | None, as_json: boo
     """
     from wf import ops
 
-    changed = ops.set_fields(_project(ctx), task_id, title=title, on_wait=_on_wait, **_clean(fields))
+    proj = _project(ctx)
+    changed = ops.set_fields(proj, task_id, title=title, on_wait=_on_wait, **_clean(fields))
+    _warn_model(proj, fields.get("model"), fields.get("lane"))
     if as_json:
         _echo_json({"id": task_id, "changed": changed})
     else:
@@ -385,7 +420,9 @@ def set_cmd(ctx: click.Context, /, task_id: str, title: str | None, as_json: boo
 
 @cli.command()
 @click.argument("task_id", metavar="ID")
-@click.argument("state", metavar="STATE")
+@click.argument(
+    "state", metavar="STATE", type=click.Choice(["pending", "progress", "awaiting", "blocked", "wip"])
+)
 @click.argument("note", required=False)
 @click.option("--force", is_flag=True, help="Claim even if the task is claimed or not runner-ready.")
 @click.option("--json", "as_json", is_flag=True, help="Print the new status as JSON.")
@@ -404,6 +441,9 @@ def status(
     """
     from wf import ops
 
+    if state != "pending" and not (note or "").strip():
+        what = "WHO (the claimer)" if state == "progress" else "a NOTE (why, or the question)"
+        raise click.UsageError(f"{state} needs {what}: wf status {task_id} {state} ...")
     st = ops.set_status(_project(ctx), task_id, state, note, force=force, on_wait=_on_wait)
     if as_json:
         _echo_json({"id": task_id, "state": st.state, "status": str(st)})
@@ -929,8 +969,8 @@ def orch_pick(
     "--result",
     "result",
     required=True,
-    metavar="R",
-    help="done, awaiting, handback, wip, sliced, or crashed (no report).",
+    type=click.Choice(["done", "awaiting", "handback", "wip", "sliced", "crashed"]),
+    help="What the worker reported; crashed when it ended with no report.",
 )
 @click.option("--commit", metavar="SHA", help="The commit the worker reported.")
 @click.option("--note", metavar="TEXT", help="The worker's note line (the question, the reason).")
@@ -1210,6 +1250,10 @@ def usage_cmd(
         cost, kind = usage.codex_cost(usage.thread_file(thread)), "codex"
     else:
         cost, kind = usage.for_file(Path(str(file_)))
+        if cost.turns == 0 and cost.malformed:
+            raise WfError(
+                f"{file_}: no API requests and {cost.malformed} unreadable line(s): not a transcript?"
+            )
     proj_root: Path | None = None
     try:
         proj_root = _project(ctx).root
@@ -1287,7 +1331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ParseError as e:
         click.echo(str(e), err=True)
         click.echo(
-            f"wf: refusing to act on a file with errors ({len(e.issues)}); fix them (wf check)", err=True
+            f"wf: {len(e.issues)} error(s); wf writes nothing to the file until they are fixed (wf check)",
+            err=True,
         )
         return e.exit_code
     except WfError as e:

@@ -219,6 +219,22 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
     return tuple(lanes)
 
 
+LANE_KEYS = ("model", "adapter", "max_parallel", "effort", "cmd", "permission_mode", "allowed_tools")
+
+
+def check_key(dotted: str) -> None:
+    """Refuse a key wf does not know (a typo would be written and then ignored)."""
+    parts = dotted.split(".")
+    if len(parts) == 1 and parts[0] in _TOP_KEYS - {"lanes"}:
+        return
+    if len(parts) == 3 and parts[0] == "lanes" and valid_id(parts[1]) and parts[2] in LANE_KEYS:
+        return
+    raise WfError(
+        f"unknown setting {dotted!r}: expected one of {', '.join(sorted(_TOP_KEYS - {'lanes'}))}, "
+        f"or lanes.<name>.{{{','.join(LANE_KEYS)}}}"
+    )
+
+
 def set_value(path: Path, dotted: str, raw: str) -> Config:
     """Set one key (``lanes.sonnet.max_parallel``) in wf.toml, keeping comments and
     layout; the value is parsed as TOML if it can be (``2``, ``true``), else a string.

@@ -180,7 +180,7 @@ def merge(
         # done_task also completes an archiving that was interrupted half-way.
         archived = entry.raw if entry is not None else None
         if bl.doc.find(task_id) is not None:
-            archived = ops.done_task(project, task_id, commit=merge_commit)
+            archived = ops.done_task(project, task_id, commit=merge_commit, lane=lane)
         elif archived is None:
             notes.append(f"{task_id} is neither in {project.config.tasks} nor archived; not archived")
         _pause(project, "archived")

@@ -315,6 +315,7 @@ def done_task(
     task_id: str,
     *,
     commit: str | None = None,
+    lane: str | None = None,
     now: datetime | None = None,
     on_wait: Callable[[str], None] | None = None,
 ) -> str:
@@ -325,15 +326,18 @@ def done_task(
     line: list[str] = []
 
     def change(bl: Backlog) -> Change:
-        task = bl.doc.task(task_id)
         entry = bl.archive.find(task_id)
+        if entry is not None and bl.doc.find(task_id) is None:
+            line[:] = [entry.raw]  # done already: say so, change nothing
+            return Change()
+        task = bl.doc.task(task_id)
         if entry is not None:
             line[:] = [entry.raw]
             return Change(tasks=edits.remove_task(bl.doc, task_id))
         text = archivemod.format_line(
             task_id,
             task.title,
-            lane=bl.lane_of(task),
+            lane=lane or bl.lane_of(task),
             model=task.model,
             commit=commit,
             parent=task.parent,
