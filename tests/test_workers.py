@@ -402,7 +402,7 @@ def test_doctor_lists_adapters(w: Workers) -> None:
     bare = w.run("doctor", PATH=str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin")
     assert bare.returncode == 1
     assert "adapter: claude: not installed (lanes haiku, opus, sonnet use it)" in bare.stdout
-    assert "adapter: codex: not installed\n" in bare.stdout
+    assert "adapter: codex: not installed (info)\n" in bare.stdout
 
 
 def test_status_records_the_transcript_cost(w: Workers) -> None:

@@ -27,6 +27,10 @@ def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=None, ensure_ascii=False, sort_keys=False))
 
 
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
 def _warn(line: str) -> None:
     click.echo(f"wf: {line}", err=True)
 
@@ -191,8 +195,9 @@ def check(ctx: click.Context, as_json: bool) -> int:
         for line in views.issue_lines(issues, limit=1000):
             click.echo(line)
         click.echo(
-            f"{bl.doc.path}: {summary['tasks']} tasks, {summary['ready']} runner-ready, "
-            f"{summary['archived']} archived, {summary['errors']} errors, {summary['warnings']} warnings"
+            f"{bl.doc.path}: {_n(summary['tasks'], 'task')}, {summary['ready']} runner-ready, "
+            f"{summary['archived']} archived, {_n(summary['errors'], 'error')}, "
+            f"{_n(summary['warnings'], 'warning')}"
         )
     return 1 if summary["errors"] else 0
 
@@ -645,7 +650,7 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> int:
             click.echo(str(f))
     problems = sum(1 for f in findings if not f.fixed and f.level == "problem")
     if not as_json:
-        click.echo("all consistent" if not problems else f"{problems} problem(s) to look at")
+        click.echo("all consistent" if not problems else f"{_n(problems, 'problem')} to look at")
     return 1 if problems else 0
 
 

@@ -27,7 +27,7 @@ class Finding(NamedTuple):
     fixed: bool = False
 
     def __str__(self) -> str:
-        state = " [fixed]" if self.fixed else ""
+        state = " [fixed]" if self.fixed else " (info)" if self.level == "info" else ""
         return f"{self.kind}: {self.subject}: {self.message}{state}"
 
     def as_dict(self) -> dict[str, Any]:
