@@ -496,3 +496,17 @@ def test_a_task_is_not_recovered_without_end(o: Orch) -> None:
     assert out == "stop lane a: a1 was re-picked 3 times; blocked\n"
     assert o.status("a1") == "blocked: re-picked 3 times"
     assert o.wf.ok("orch", "status").strip() == "no active lanes"
+
+
+def test_post_takes_the_worker_report_as_it_is(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x") + task("a2", "a", "write a2.txt x"))
+    prompt = o.wf.ok("orch", "pick", "a")
+    p = subprocess.run([sys.executable, "-m", "wf.scripted"], input=prompt, capture_output=True, text=True,
+                       env=o.env, cwd=o.root, timeout=120)  # fmt: skip
+    r = subprocess.run([sys.executable, "-m", "wf", "orch", "post", "a", "--id", "a1", "--report", "-"],
+                       input="Done, here you go:\n\n" + p.stdout, capture_output=True, text=True, env=o.env,
+                       cwd=o.root, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("a1: done as ") and "Task: a2" in r.stdout
+    r = o.wf("orch", "post", "a", "--id", "a2", "--report", "I could not finish, sorry")
+    assert "stop lane a: a2 handed back: no report: I could not finish, sorry" in r.out

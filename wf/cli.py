@@ -973,9 +973,14 @@ def orch_pick(
 @click.option(
     "--result",
     "result",
-    required=True,
     type=click.Choice(["done", "awaiting", "handback", "wip", "sliced", "crashed"]),
     help="What the worker reported; crashed when it ended with no report.",
+)
+@click.option(
+    "--report",
+    metavar="TEXT|-",
+    help="The worker's final message as it is ('-': stdin): result, commit and note are read from its "
+    "four lines; with none, it is a handback 'no report'.",
 )
 @click.option("--commit", metavar="SHA", help="The commit the worker reported.")
 @click.option("--note", metavar="TEXT", help="The worker's note line (the question, the reason).")
@@ -990,7 +995,8 @@ def orch_pick(
 def orch_post(
     ctx: click.Context,
     lane: str,
-    result: str,
+    result: str | None,
+    report: str | None,
     commit: str | None,
     note: str | None,
     agent: str | None,
@@ -1011,6 +1017,20 @@ def orch_post(
     """
     from wf import orch as orchmod
 
+    if report is not None:
+        from wf import orchrun
+
+        text = sys.stdin.read() if report == "-" else report
+        rep = orchrun.read_report(text)
+        if rep is None:
+            result = result or "handback"
+            note = note or f"no report: {' '.join(text.split())[:80]}"
+        else:
+            result = result or rep.result
+            commit = commit or rep.commit
+            note = note or rep.note
+    if result is None:
+        raise click.UsageError("give --result R (or --report with the worker's four lines)")
     posted = orchmod.post(
         _project(ctx),
         lane,
