@@ -166,7 +166,16 @@ def lanes(bl: Backlog) -> list[dict[str, Any]]:
         )
     for name, n in unknown.items():
         out.append(
-            {"lane": name, "model": None, "adapter": None, "max_parallel": 0, "tasks": n, "missing": True}
+            {
+                "lane": name,
+                "model": None,
+                "adapter": None,
+                "max_parallel": 0,
+                **{k: 0 for k in ("ready", "progress", "awaiting", "blocked", "wip", "pending")},
+                "active": None,
+                "tasks": n,
+                "missing": True,
+            }
         )
     return out
 
