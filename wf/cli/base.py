@@ -1,0 +1,184 @@
+"""The command line: the wf.cli package is the only code that imports click.
+
+This module holds the group, the shared helpers and the entry point; the commands
+live beside it, one module per part (tasks, git, workers, orch, usage).
+
+Each command collects its options, calls one core function and prints the result.
+Exit codes: 0 ok, 1 an expected error (message on stderr), 2 a usage error,
+3 a bug (traceback saved to a crash log), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from wf import __version__
+from wf.errors import ParseError, WfError
+
+STATES_HELP = "pending, progress, awaiting, blocked or wip"
+
+
+def _echo_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=None, ensure_ascii=False, sort_keys=False))
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def _warn(line: str) -> None:
+    click.echo(f"wf: {line}", err=True)
+
+
+def _project(ctx: click.Context) -> Any:
+    from wf import project
+
+    start = ctx.find_root().obj.get("dir") if ctx.find_root().obj else None
+    if start and not Path(start).is_dir():
+        raise WfError(f"-C {start}: no such directory")
+    return project.load(Path(start) if start else None)
+
+
+def _backlog(ctx: click.Context) -> Any:
+    from wf import backlog
+
+    return backlog.load(_project(ctx))
+
+
+_ORDER = [
+    "init",
+    "config",
+    "check",
+    "list",
+    "lanes",
+    "show",
+    "ctx",
+    "log",
+    "add",
+    "set",
+    "status",
+    "note",
+    "edit",
+    "done",
+    "wt",
+    "merge",
+    "doctor",
+    "dispatch",
+    "run",
+    "runs",
+    "monitor",
+    "gather",
+    "orch",
+    "usage",
+    "install",
+    "demo",
+]
+
+
+class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        # the order a user meets them in, not the alphabet (nor the order modules load);
+        # a group's own subcommands keep the order they are defined in
+        if ctx.parent is not None:
+            return list(self.commands)
+        rank = {name: i for i, name in enumerate(_ORDER)}
+        return sorted(self.commands, key=lambda n: (rank.get(n, len(rank)), n))
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, "-V", "--version", prog_name="wf")
+@click.option(
+    "-C",
+    "directory",
+    metavar="DIR",
+    help="Run as if wf was started in DIR.",
+)
+@click.pass_context
+def cli(ctx: click.Context, directory: str | None) -> None:
+    """wf turns a human-edited TASKS.md into parallel, checked work by AI coding agents.
+
+    \b
+    A task is a '## <id>: <title>' heading with 'Key: value' fields under it
+    (Model, Done, Prio, Effort, After, Lane, Sessions, Parent, Status, Note).
+    Runner-ready = pending, Model and Done set, its lane exists, every After
+    id archived, not 'Sessions: owner', no open slices.
+
+    \b
+    First:     wf demo (the whole loop on a made-up project, no API key)
+    Everyday:  wf init · wf add "Title" --model sonnet --done "pytest -q" ·
+               wf list --runner · wf show ID · wf status ID progress me · wf done ID
+    Loop:      wf orch pick · wf orch post LANE --result R · wf orch run
+    Trees:     wf wt add LANE ID · wf merge · wf wt list · wf doctor
+    Workers:   wf dispatch RUN UNIT · wf run MANIFEST · wf monitor RUN
+    Cost:      wf usage --agent ID · wf usage --report
+    Exit codes: 0 ok, 1 error (message on stderr), 2 usage, 3 bug (crash log).
+    """
+    ctx.obj = {"dir": directory}
+
+
+def _on_wait(line: str) -> None:
+    _warn(line)
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def _crash_log(exc: BaseException) -> str:
+    import tempfile
+    import traceback
+
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    folder = Path(base) / "wf"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        folder = Path(tempfile.gettempdir())
+    path = folder / f"crash-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    text = f"wf {__version__} {' '.join(sys.argv)}\n" + "".join(
+        traceback.format_exception(type(exc), exc, exc.__traceback__)
+    )
+    path.write_text(text, "utf-8")
+    return str(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        rv = cli.main(args=list(argv) if argv is not None else None, prog_name="wf", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("wf: interrupted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except ParseError as e:
+        click.echo(str(e), err=True)
+        click.echo(
+            f"wf: {len(e.issues)} error(s); wf writes nothing to the file until they are fixed (wf check)",
+            err=True,
+        )
+        return e.exit_code
+    except WfError as e:
+        click.echo(f"wf: {e}", err=True)
+        return e.exit_code
+    except KeyboardInterrupt:
+        click.echo("wf: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # a bug: keep the traceback, show one line
+        path = _crash_log(e)
+        click.echo(f"wf: internal error: {type(e).__name__}: {e} (traceback in {path})", err=True)
+        return 3
+    return rv if isinstance(rv, int) else 0
+
+
+def entry() -> None:
+    sys.exit(main())

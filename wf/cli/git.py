@@ -1,0 +1,156 @@
+"""Worktrees, merges and the doctor: wt add|list|prune, merge, doctor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from wf.cli.base import _echo_json, _Group, _n, _on_wait, _project, cli
+from wf.errors import WfError
+
+# ---------------------------------------------------------------- git: worktrees, merge, doctor
+
+
+@cli.group(cls=_Group)
+def wt() -> None:
+    """Lane worktrees (or clones) in .worktrees/: add, list, prune."""
+
+
+@wt.command("add")
+@click.argument("lane")
+@click.argument("task_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print the tree's record as JSON.")
+@click.pass_context
+def wt_add(ctx: click.Context, lane: str, task_id: str, as_json: bool) -> None:
+    """Ready a tree for task ID in LANE and print where it is.
+
+    Reuses .worktrees/LANE when it is free (a new branch LANE/ID from the main
+    branch's current commit, no tracking config), else the next free LANE-2,
+    LANE-3, ... A tree is busy while a task holds it, a live process has its cwd
+    in it, a Claude Code session points into it, or it has uncommitted changes.
+    Asking again for the same task gives the same tree (never a second one).
+    """
+    from wf import backlog, worktrees
+    from wf.taskfile import check_id
+
+    proj = _project(ctx)
+    check_id(lane, "lane")
+    backlog.load(proj).doc.task(check_id(task_id, "task id"))
+    if proj.config.lane(lane) is None:
+        raise WfError(f"no lane {lane!r} (wf lanes)")
+    rec = worktrees.allocate(proj, lane, task_id, on_wait=_on_wait)
+    if as_json:
+        _echo_json(rec.as_dict())
+    else:
+        click.echo(f"{rec.path}  branch {rec.branch}  base {rec.base[:12] if rec.base else '-'}")
+
+
+@wt.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list.")
+@click.pass_context
+def wt_list(ctx: click.Context, as_json: bool) -> None:
+    """Each tree: name, branch, task, free or busy (and by whom), dirty paths,
+    commits behind main, size on disk."""
+    from wf import worktrees
+
+    rows = worktrees.listing(_project(ctx))
+    if as_json:
+        _echo_json(rows)
+        return
+    if not rows:
+        click.echo("no worktrees (wf wt add LANE ID makes one)")
+        return
+    table = [["tree", "branch", "task", "state", "dirty", "behind", "size"]]
+    for r in rows:
+        state = r["state"] + (f" ({r['by']})" if r["by"] else "")
+        table.append(
+            [
+                r["name"] + (" [clone]" if r["isolation"] == "clone" else ""),
+                r["branch"] or "(detached)" if r["state"] in ("free", "busy") else "-",
+                r["task"] or "-",
+                state,
+                "-" if r["dirty"] is None else str(r["dirty"]),
+                "-" if r["behind"] is None else str(r["behind"]),
+                _size(r["size"]),
+            ]
+        )
+    from wf.views import _table
+
+    for line in _table(table):
+        click.echo(line)
+
+
+def _size(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "K", "M", "G"):
+        if size < 1024 or unit == "G":
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{n}B"
+
+
+@wt.command("prune")
+@click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
+@click.pass_context
+def wt_prune(ctx: click.Context, dry_run: bool) -> None:
+    """Remove free, clean trees whose HEAD is already in main, and stale git
+    registrations. Never a tree with uncommitted or unmerged work."""
+    from wf import worktrees
+
+    done = worktrees.prune(_project(ctx), dry_run=dry_run)
+    for line in done or ["nothing to prune"]:
+        click.echo(("would " if dry_run and done else "") + line)
+
+
+@cli.command("merge")
+@click.argument("target", metavar="[ID|BRANCH]", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.pass_context
+def merge_cmd(ctx: click.Context, target: str | None, as_json: bool) -> None:
+    """Merge task branch LANE/ID into the main branch in the main checkout.
+
+    \b
+    Without an argument, merges the branch of the worktree you are in.
+    - a merge commit "<id>: <title>" on main (computed in memory first: a
+      conflict changes nothing and lists the conflicting paths, exit 1);
+    - refused if main's uncommitted changes touch files the merge changes;
+    - backup refs under refs/wf/backup/ before anything moves;
+    - the task archived and TASKS.md + the archive committed (nothing else);
+    - the worktree left detached at the new main commit, the branch deleted
+      (git branch -d: never unmerged work).
+    Running it again after success, failure or a kill finishes what is left.
+    """
+    from wf import merge
+
+    outcome = merge.merge(_project(ctx), target, Path(ctx.obj.get("dir") or "."), on_wait=_on_wait)
+    if as_json:
+        _echo_json(outcome.as_dict())
+        return
+    sha = (outcome.merge_commit or "-")[:12]
+    verb = "already merged" if outcome.already else "merged"
+    click.echo(f"{verb} {outcome.branch} as {sha}")
+    for n in outcome.notes:
+        click.echo(f"note: {n}")
+
+
+@cli.command()
+@click.option("--fix", is_flag=True, help="Repair what can be repaired safely.")
+@click.option("--json", "as_json", is_flag=True, help="Print findings as JSON.")
+@click.pass_context
+def doctor(ctx: click.Context, fix: bool, as_json: bool) -> int:
+    """Reconcile tree records, worktrees, LANE/* branches, live pids and stale git
+    lock files; one line per disagreement, repaired with --fix. Exit 1 if anything
+    needs attention and was not fixed."""
+    from wf import doctor as doctormod
+
+    findings = doctormod.run(_project(ctx), fix=fix)
+    if as_json:
+        _echo_json([f.as_dict() for f in findings])
+    else:
+        for f in findings:
+            click.echo(str(f))
+    problems = sum(1 for f in findings if not f.fixed and f.level == "problem")
+    if not as_json:
+        click.echo("all consistent" if not problems else f"{_n(problems, 'problem')} to look at")
+    return 1 if problems else 0

@@ -1,0 +1,305 @@
+"""The orchestration loop: orch pick|post|status|run, gate-run, install, demo."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from wf.cli.base import _echo_json, _Group, _on_wait, _project, cli
+from wf.errors import WfError
+
+# ---------------------------------------------------------------- the orchestration loop
+
+
+@cli.group(cls=_Group)
+def orch() -> None:
+    """The orchestration loop: pick a lane's next task, post its worker's report.
+
+    \b
+    wf orch pick [LANE]                    -> spawn line + worker prompt, or 'stop lane L: why'
+    (spawn the wf-worker with that model; it ends with four lines:)
+      result: done | awaiting | handback | wip | sliced
+      commit: <sha or ->
+      followups: <ids or ->
+      note: <one line>
+    wf orch post LANE --result R [--commit SHA] [--note TEXT] [--agent ID]
+                                           -> checks, merges, logs, then the next pick
+    wf orch run [LANES...]                 -> the same loop, headless, no agent needed
+    """
+
+
+def _echo_pick(p: Any, as_json: bool) -> None:
+    if as_json:
+        _echo_json(
+            {
+                "lane": p.lane,
+                "stop": p.stop,
+                "record": p.record.as_dict() if p.record else None,
+                "prompt": p.prompt or None,
+            }
+        )
+    else:
+        click.echo(p.text(), nl=not p.text().endswith("\n"))
+
+
+@orch.command("pick")
+@click.argument("lane", required=False)
+@click.option(
+    "--id", "task_id", metavar="ID", help="Pick this task (it must be runner-ready and in the lane)."
+)
+@click.option(
+    "--recovery", metavar="WHY", help="Re-pick the lane's crashed task in place (same tree and branch)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the pick as JSON.")
+@click.pass_context
+def orch_pick(
+    ctx: click.Context, lane: str | None, task_id: str | None, recovery: str | None, as_json: bool
+) -> None:
+    """Claim the lane's first runner-ready task, ready its tree and branch, and print
+    the spawn line and the worker prompt; or one line 'stop lane LANE: WHY' (exit 0).
+
+    Without LANE: the first lane (in wf.toml's order) that has a runner-ready task.
+    A lane has at most one active record (.wf/orch/LANE.json): two picks racing on a
+    lane give exactly one winner; a pick that died half-way is finished, never doubled.
+    """
+    from wf import orch as orchmod
+
+    _echo_pick(
+        orchmod.pick(_project(ctx), lane, task_id=task_id, recovery=recovery, on_wait=_on_wait), as_json
+    )
+
+
+@orch.command("post")
+@click.argument("lane")
+@click.option(
+    "--result",
+    "result",
+    type=click.Choice(["done", "awaiting", "handback", "wip", "sliced", "crashed"]),
+    help="What the worker reported; crashed when it ended with no report.",
+)
+@click.option(
+    "--report",
+    metavar="TEXT|-",
+    help="The worker's final message as it is ('-': stdin): result, commit and note are read from its "
+    "four lines; with none, it is a handback 'no report'.",
+)
+@click.option("--commit", metavar="SHA", help="The commit the worker reported.")
+@click.option("--note", metavar="TEXT", help="The worker's note line (the question, the reason).")
+@click.option("--agent", metavar="ID", help="The worker subagent's id: its cost goes to out/wf-cost.log.")
+@click.option("--duration", type=click.FloatRange(min=0), help="Seconds the worker took.")
+@click.option("--no-pick", is_flag=True, help="Do not pick the lane's next task.")
+@click.option(
+    "--id", "task_id", metavar="ID", help="The task being posted; refused if the lane works on another."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@click.pass_context
+def orch_post(
+    ctx: click.Context,
+    lane: str,
+    result: str | None,
+    report: str | None,
+    commit: str | None,
+    note: str | None,
+    agent: str | None,
+    duration: float | None,
+    no_pick: bool,
+    task_id: str | None,
+    as_json: bool,
+) -> None:
+    """Post a worker's report: post-check (a done is merged here if the worker did not),
+    set the task's status, commit leftover bookkeeping, log, then pick the lane's next
+    task or print 'stop lane LANE: WHY'.
+
+    \b
+    done, checks green    -> next task       sliced      -> next task
+    done, gate red        -> P0 fix task added, and it is the next pick
+    awaiting / handback / wip / post-check red -> stop the lane, saying why
+    crashed (no report)   -> one recovery pick in the same tree; twice -> blocked
+    """
+    from wf import orch as orchmod
+
+    if report is not None:
+        from wf import orchrun
+
+        text = sys.stdin.read() if report == "-" else report
+        rep = orchrun.read_report(text)
+        if rep is None:
+            result = result or "handback"
+            note = note or f"no report: {' '.join(text.split())[:80]}"
+        else:
+            result = result or rep.result
+            commit = commit or rep.commit
+            note = note or rep.note
+    if result is None:
+        raise click.UsageError("give --result R (or --report with the worker's four lines)")
+    posted = orchmod.post(
+        _project(ctx),
+        lane,
+        result,
+        commit=commit,
+        note=note,
+        agent=agent,
+        duration=duration,
+        no_pick=no_pick,
+        task_id=task_id,
+        on_wait=_on_wait,
+    )
+    if as_json:
+        nxt = posted.next
+        _echo_json(
+            {
+                "lane": posted.lane,
+                "task": posted.task,
+                "outcome": posted.outcome,
+                "commit": posted.commit,
+                "lines": posted.lines,
+                "next": None
+                if nxt is None
+                else {
+                    "stop": nxt.stop,
+                    "record": nxt.record.as_dict() if nxt.record else None,
+                    "prompt": nxt.prompt,
+                },
+            }
+        )
+    else:
+        click.echo(posted.text(), nl=False)
+
+
+@orch.command("status")
+@click.option("--json", "as_json", is_flag=True, help="Print the active records as JSON.")
+@click.pass_context
+def orch_status(ctx: click.Context, as_json: bool) -> None:
+    """Active lanes: task, age, tree, and whether a headless worker still lives."""
+    from wf import orch as orchmod
+
+    proj = _project(ctx)
+    recs = orchmod.status(proj)
+    if as_json:
+        _echo_json(recs)
+        return
+    if orchmod.stop_file(proj).exists():
+        click.echo("stop file out/wf-batch.stop is set: picks stop")
+    if not recs:
+        click.echo("no active lanes")
+    for r in recs:
+        alive = {True: "worker alive", False: "worker gone", None: "worker unknown"}[r["worker_alive"]]
+        age = f"{r['age_s']}s" if r["age_s"] is not None else "-"
+        click.echo(
+            f"{r['lane']}: {r['id']} {r['state']} {age} {alive} {r['worktree'] or '-'}"
+            + (f" recovery: {r['recovery']}" if r["recovery"] else "")
+        )
+
+
+@orch.command("run")
+@click.argument("lanes", nargs=-1)
+@click.option(
+    "--adapter",
+    type=click.Choice(["claude", "codex", "opencode", "cmd"]),
+    help="The tool for every lane (default: each lane's adapter in wf.toml).",
+)
+@click.option(
+    "--until-stop", is_flag=True, help="When lanes run dry, keep looking for work until the stop file."
+)
+@click.option("--for", "for_", metavar="DURATION", help="Start no new task after this long (e.g. 90m, 8h).")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop a worker after S seconds.")
+@click.pass_context
+def orch_run(
+    ctx: click.Context,
+    lanes: tuple[str, ...],
+    adapter: str | None,
+    until_stop: bool,
+    for_: str | None,
+    timeout: float | None,
+) -> int:
+    """Run the loop headless: pick, start the lane's worker, wait, read its four report
+    lines (none = crashed), post, repeat; lanes in parallel, until every lane stops.
+
+    One line per event; a live status line when attached to a terminal. Ctrl-C stops
+    the workers and leaves their records: the next run resumes them in place.
+    """
+    from wf import orchrun
+    from wf.taskfile import check_id
+
+    proj = _project(ctx)
+    names = [check_id(x, "lane") for x in lanes] or [ln.name for ln in proj.config.lanes]
+    for name in names:
+        if proj.config.lane(name) is None:
+            raise WfError(f"no lane {name!r} (wf lanes)")
+    tty = sys.stdout.isatty()
+
+    def emit(line: str) -> None:
+        if tty:
+            click.echo("\r\033[K", nl=False)
+        click.echo(f"{time.strftime('%H:%M:%S')} {line.rstrip()}")
+
+    def tick(status: str) -> None:
+        if tty:
+            click.echo(f"\r\033[K{status}", nl=False)
+
+    loop = orchrun.Loop(
+        proj,
+        names,
+        adapter=adapter,
+        emit=emit,
+        until_stop=until_stop,
+        for_seconds=_duration(for_) if for_ else None,
+        timeout=timeout,
+    )
+    code = loop.run(tick=tick)
+    if tty:
+        click.echo("\r\033[K", nl=False)
+    return code
+
+
+def _duration(text: str) -> float:
+    import re as _re
+
+    m = _re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhd]?)", text.strip())
+    if not m:
+        raise click.BadParameter(f"{text!r}: expected a number with s, m, h or d (e.g. 90m)")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+
+
+@cli.command("gate-run", hidden=True)
+@click.argument("sha")
+@click.pass_context
+def gate_run(ctx: click.Context, sha: str) -> int:
+    """Run the gate at SHA (started by wf orch post in the background)."""
+    from wf import gate
+
+    result = gate.run(_project(ctx), sha)
+    return 0 if result["ok"] else 1
+
+
+@cli.command()
+@click.option(
+    "--target", metavar="DIR", help="Where to link them (default: $CLAUDE_CONFIG_DIR or ~/.claude)."
+)
+@click.pass_context
+def install(ctx: click.Context, target: str | None) -> None:
+    """Link the wf-worker subagent and the wf skills into Claude Code's folders
+    (agents/wf-worker.md, skills/wf-orchestrate, skills/wf-design, skills/wf-pilot)."""
+    from wf import setup_claude
+
+    for line in setup_claude.install(Path(target) if target else None):
+        click.echo(line)
+
+
+@cli.command()
+@click.option(
+    "--dir", "dir_", metavar="DIR", help="Make the demo repository here (default: a new temp folder)."
+)
+@click.pass_context
+def demo(ctx: click.Context, dir_: str | None) -> int:
+    """Run the real loop on a small made-up project, with a scripted worker (no network,
+    no API key): two lanes, a task with After, an owner task, an awaiting one, one big
+    enough to be sliced, one whose Done fails. Shows each step, then the lanes, the
+    archive, the orch log and where to look next."""
+    from wf import demo as demomod
+
+    return demomod.run(Path(dir_) if dir_ else None, echo=click.echo)

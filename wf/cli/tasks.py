@@ -1,0 +1,432 @@
+"""The TASKS.md commands: init, config, check, list, lanes, show, ctx, log, add, set,
+status, note, edit, done."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from wf.cli.base import _backlog, _echo_json, _n, _on_wait, _project, _warn, cli
+from wf.errors import WfError
+
+# ---------------------------------------------------------------- init / config
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print what was done as JSON.")
+@click.pass_context
+def init(ctx: click.Context, as_json: bool) -> None:
+    """Set up wf here: TASKS.md, wf.toml, and .worktrees/, .wf/, out/ in .gitignore.
+
+    Run it at the top of a git repository (from a subfolder, the repository's top is
+    used). Existing files are kept; only missing pieces are added.
+    """
+    from wf import bootstrap
+
+    start = Path(ctx.obj.get("dir") or ".")
+    result = bootstrap.init(start)
+    if as_json:
+        _echo_json(result)
+        return
+    for line in result["lines"]:
+        click.echo(line)
+
+
+@cli.command("config")
+@click.argument("key", required=False)
+@click.argument("value", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the settings as JSON.")
+@click.pass_context
+def config_cmd(ctx: click.Context, key: str | None, value: str | None, as_json: bool) -> None:
+    """Show the settings, one KEY, or set KEY to VALUE in wf.toml (comments kept).
+
+    \b
+    Keys: main, tasks, archive, slice_above, isolation (worktree|clone), gate,
+    cloud, lock_timeout, and per lane lanes.<name>.model | adapter | max_parallel |
+    effort | cmd | permission_mode | allowed_tools.
+    VALUE is read as TOML when it is (2, true, ["a", "b"]), else as a string.
+    Example: wf config lanes.sonnet.max_parallel 2
+    """
+    from wf import config as configmod
+
+    proj = _project(ctx)
+    cfg = proj.config
+    if value is not None and key is not None:
+        configmod.check_key(key)
+        cfg = configmod.set_value(proj.config_path, key, value)
+    data = cfg._asdict()
+    data["lanes"] = {ln.name: {k: v for k, v in ln.as_dict().items() if k != "name"} for ln in cfg.lanes}
+    data.pop("warnings")
+    if key is not None:
+        node: Any = data
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                raise WfError(f"no setting {key!r} (wf config lists them)")
+            node = node[part]
+        if as_json:
+            _echo_json(node)
+        else:
+            click.echo(f"{key} = {_toml_value(node)}")
+        return
+    if as_json:
+        _echo_json(data)
+        return
+    for k, v in data.items():
+        if k == "lanes":
+            for name, spec in v.items():
+                for a2, b2 in spec.items():
+                    click.echo(f"lanes.{name}.{a2} = {_toml_value(b2)}")
+        else:
+            click.echo(f"{k} = {_toml_value(v)}")
+
+
+def _toml_value(v: Any) -> str:
+    if v is None:
+        return '""'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, str):
+        return json.dumps(v)
+    return str(v)
+
+
+# ---------------------------------------------------------------- read-only
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print counts and issues as JSON.")
+@click.pass_context
+def check(ctx: click.Context, as_json: bool) -> int:
+    """Check TASKS.md, the archive and wf.toml; exit 1 if there are errors.
+
+    Each problem is one line 'FILE:LINE: error|warning: what'. Errors (a malformed
+    heading, a duplicate or bad id, a bad field value, an unknown status, an After id
+    that does not exist, an After cycle) make every writing command refuse the file.
+    """
+    from wf import views
+
+    bl = _backlog(ctx)
+    issues = bl.check()
+    summary = views.check_summary(bl, issues)
+    if as_json:
+        _echo_json(summary)
+    else:
+        for line in views.issue_lines(issues, limit=1000):
+            click.echo(line)
+        click.echo(
+            f"{bl.doc.path}: {_n(summary['tasks'], 'task')}, {summary['ready']} runner-ready, "
+            f"{summary['archived']} archived, {_n(summary['errors'], 'error')}, "
+            f"{_n(summary['warnings'], 'warning')}"
+        )
+    return 1 if summary["errors"] else 0
+
+
+@cli.command("list")
+@click.option(
+    "--runner", is_flag=True, help="Only runner-ready tasks, in pick order (lane, Prio, file order)."
+)
+@click.option("--lane", metavar="LANE", help="Only tasks of this lane.")
+@click.option(
+    "--status",
+    "status",
+    type=click.Choice(["ready", "pending", "progress", "awaiting", "blocked", "wip"]),
+    help="Only tasks in this state (pending includes ready).",
+)
+@click.option(
+    "--limit",
+    type=int,
+    default=None,
+    help=f"Rows at most (default {20} with --runner, else all); 0 = all.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of task records.")
+@click.pass_context
+def list_cmd(
+    ctx: click.Context, runner: bool, lane: str | None, status: str | None, limit: int | None, as_json: bool
+) -> None:
+    """List open tasks, one short row each.
+
+    \b
+    Rows:           ID  LANE  pPRIO  STATE  TITLE
+    With --runner:  ID  LANE  pPRIO  eEFFORT  TITLE  ('slice: ID' = split it first)
+    A file with errors is still listed: its problems go to stderr with line numbers.
+    """
+    from wf import listcache, views
+
+    proj = _project(ctx)
+    if lane is not None and proj.config.lane(lane) is None:
+        raise WfError(f"no lane {lane!r} (lanes: {', '.join(ln.name for ln in proj.config.lanes)})")
+    if limit is None:
+        limit = views.RUNNER_LIMIT if runner else 0
+    k = listcache.key(proj, ("list", runner, lane, status, limit))
+    cached = listcache.load(proj, k) if k else None
+    if cached is not None:
+        records, total, warnings = cached
+    else:
+        from wf import backlog
+
+        bl = backlog.load(proj)
+        records, total = views.list_rows(bl, runner=runner, lane=lane, status=status, limit=limit)
+        warnings = views.issue_lines(bl.doc.errors, limit=10)
+        if k:
+            listcache.store(proj, k, (records, total, warnings))
+    for line in warnings:
+        _warn(line)
+    if as_json:
+        _echo_json(records)
+        return
+    for line in views.list_text(records, total, runner=runner):
+        click.echo(line)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of lanes.")
+@click.pass_context
+def lanes(ctx: click.Context, as_json: bool) -> None:
+    """List lanes with their model, adapter, task counts and active worker."""
+    from wf import views
+
+    bl = _backlog(ctx)
+    records = views.lanes(bl)
+    if as_json:
+        _echo_json(records)
+        return
+    for line in views.lanes_text(records):
+        click.echo(line)
+
+
+@cli.command()
+@click.argument("task_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print the task record as JSON.")
+@click.pass_context
+def show(ctx: click.Context, task_id: str, as_json: bool) -> None:
+    """Show a task: where it is, whether it is runner-ready (and why not), its text.
+
+    An archived id shows its archive line.
+    """
+    from wf import views
+
+    rec = views.show(_backlog(ctx), task_id)
+    if as_json:
+        _echo_json(rec)
+        return
+    for line in views.show_text(rec):
+        click.echo(line)
+
+
+@cli.command()
+@click.argument("task_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print the context as JSON.")
+@click.pass_context
+def ctx(ctx: click.Context, task_id: str, as_json: bool) -> None:
+    """What a worker needs for task ID: the task, its Done, the archive lines of its
+    After tasks, the main tree, worktree and branch."""
+    from wf import views
+
+    c = views.ctx(_backlog(ctx), task_id, Path(ctx.obj.get("dir") or "."))
+    if as_json:
+        _echo_json(c)
+        return
+    for line in views.ctx_text(c):
+        click.echo(line)
+
+
+@cli.command()
+@click.option(
+    "-n", "count", type=click.IntRange(min=0), default=10, show_default=True, help="How many lines."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print archive entries as JSON.")
+@click.pass_context
+def log(ctx: click.Context, count: int, as_json: bool) -> None:
+    """The last N archived (done) tasks, oldest first."""
+    bl = _backlog(ctx)
+    entries = bl.archive.entries[-count:] if count else []
+    if as_json:
+        _echo_json([e.as_dict() for e in entries])
+        return
+    for e in entries:
+        click.echo(e.raw)
+
+
+# ---------------------------------------------------------------- writes
+
+
+def _field_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option(
+            "-p", "--prio", type=click.IntRange(0, 3), help="Prio 0..3 (0 is most urgent; default 2)."
+        ),
+        click.option(
+            "-s",
+            "--status",
+            "status",
+            metavar="STATUS",
+            help="Status, e.g. 'awaiting: which API?' or 'blocked: needs key'.",
+        ),
+        click.option("--model", help="The cheapest model that fits (haiku, sonnet, opus, a lane's model)."),
+        click.option("--lane", help="Lane (default: the lane of the Model)."),
+        click.option("--done", help="How a machine can tell it is done (a command, a test, a file)."),
+        click.option("--after", help="Ids that must be done first, comma-separated."),
+        click.option("--effort", help="Rough size, a positive number (above slice_above: sliced first)."),
+        click.option("--sessions", type=click.Choice(["owner", "solo", ""]), help="owner or solo."),
+        click.option("--cloud", type=click.Choice(["yes", "no", ""]), help="Prefer the cloud lane."),
+        click.option("--parent", help="This task is a slice of that id."),
+    ]
+    for opt in reversed(options):
+        fn = opt(fn)
+    return fn
+
+
+def _body(body: str | None) -> str | None:
+    if body == "-":
+        return sys.stdin.read()
+    return body
+
+
+@cli.command()
+@click.argument("title")
+@click.option("--id", "task_id", metavar="ID", help="Use this id (default: drawn from the title).")
+@_field_options
+@click.option("--body", metavar="TEXT|-", help="Body text under the fields; '-' reads stdin.")
+@click.option("--json", "as_json", is_flag=True, help="Print {'id': ...} as JSON.")
+@click.pass_context
+def add(
+    ctx: click.Context, /, title: str, task_id: str | None, body: str | None, as_json: bool, **fields: Any
+) -> None:
+    """Add a task at the end of TASKS.md and print its id.
+
+    The id is drawn under the project lock from the title (or --id), unique across
+    TASKS.md and the archive. After and Parent ids must exist.
+    """
+    from wf import ops
+
+    proj = _project(ctx)
+    new_id = ops.add_task(proj, title, task_id=task_id, body=_body(body), on_wait=_on_wait, **_clean(fields))
+    _warn_model(proj, fields.get("model"), fields.get("lane"))
+    _echo_json({"id": new_id}) if as_json else click.echo(new_id)
+
+
+def _warn_model(proj: Any, model: str | None, lane: str | None) -> None:
+    """A Model no lane runs is allowed (a lane may be added later) but said at once."""
+    if model and not lane and proj.config.lane_for_model(model) is None:
+        names = ", ".join(f"{ln.name} ({ln.model})" for ln in proj.config.lanes)
+        _warn(f"no lane runs model {model!r}, so the task is not runner-ready; lanes: {names}")
+
+
+def _clean(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+@cli.command("set")
+@click.argument("task_id", metavar="ID")
+@click.option("--title", help="New title.")
+@_field_options
+@click.option("--json", "as_json", is_flag=True, help="Print the changed keys as JSON.")
+@click.pass_context
+def set_cmd(ctx: click.Context, /, task_id: str, title: str | None, as_json: bool, **fields: Any) -> None:
+    """Change fields of task ID; an empty value ('') removes the field.
+
+    Only the lines of the changed fields are rewritten.
+    """
+    from wf import ops
+
+    proj = _project(ctx)
+    changed = ops.set_fields(proj, task_id, title=title, on_wait=_on_wait, **_clean(fields))
+    _warn_model(proj, fields.get("model"), fields.get("lane"))
+    if as_json:
+        _echo_json({"id": task_id, "changed": changed})
+    else:
+        click.echo(f"{task_id}: " + (", ".join(changed) if changed else "unchanged"))
+
+
+@cli.command()
+@click.argument("task_id", metavar="ID")
+@click.argument(
+    "state", metavar="STATE", type=click.Choice(["pending", "progress", "awaiting", "blocked", "wip"])
+)
+@click.argument("note", required=False)
+@click.option("--force", is_flag=True, help="Claim even if the task is claimed or not runner-ready.")
+@click.option("--json", "as_json", is_flag=True, help="Print the new status as JSON.")
+@click.pass_context
+def status(
+    ctx: click.Context, task_id: str, state: str, note: str | None, force: bool, as_json: bool
+) -> None:
+    """Set the status of task ID: STATE is pending, progress, awaiting, blocked or wip.
+
+    \b
+    wf status ID progress WHO    claim it (fails naming the holder if taken)
+    wf status ID awaiting 'Q'    needs a ruling from the owner
+    wf status ID blocked 'WHY'   cannot go on until something outside changes
+    wf status ID wip 'NOTE'      unfinished work was wrapped up
+    wf status ID pending         back to the queue (removes the Status line)
+    """
+    from wf import ops
+
+    if state != "pending" and not (note or "").strip():
+        what = "WHO (the claimer)" if state == "progress" else "a NOTE (why, or the question)"
+        raise click.UsageError(f"{state} needs {what}: wf status {task_id} {state} ...")
+    st = ops.set_status(_project(ctx), task_id, state, note, force=force, on_wait=_on_wait)
+    if as_json:
+        _echo_json({"id": task_id, "state": st.state, "status": str(st)})
+    else:
+        click.echo(f"{task_id}: {st}")
+
+
+@cli.command()
+@click.argument("task_id", metavar="ID")
+@click.argument("text")
+@click.pass_context
+def note(ctx: click.Context, task_id: str, text: str) -> None:
+    """Append a dated 'Note:' line to task ID."""
+    from wf import ops
+
+    ops.add_note(_project(ctx), task_id, text, on_wait=_on_wait)
+    click.echo(f"{task_id}: noted")
+
+
+@cli.command()
+@click.argument("task_id", metavar="ID")
+@click.pass_context
+def edit(ctx: click.Context, task_id: str) -> None:
+    """Edit task ID in $VISUAL or $EDITOR (default vi), safely beside wf's own writes.
+
+    The task's text is edited in a file of its own; it replaces the task only if nobody
+    changed the task meanwhile (else your version is kept and the path printed), and
+    only if it still parses with the same id. The rest of TASKS.md is never touched.
+    """
+    import shlex
+    import subprocess
+
+    from wf import ops
+
+    editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+
+    def run_editor(path: Path) -> None:
+        code = subprocess.call([*editor, str(path)])
+        if code != 0:
+            raise WfError(f"the editor {editor[0]} exited {code}; nothing was changed (draft: {path})")
+
+    changed = ops.edit_task(_project(ctx), task_id, run_editor, on_wait=_on_wait)
+    click.echo(f"{task_id}: {'edited' if changed else 'unchanged'}")
+
+
+@cli.command()
+@click.argument("task_id", metavar="ID")
+@click.option("--commit", metavar="SHA", help="The commit that finished it (recorded in the archive).")
+@click.option("--json", "as_json", is_flag=True, help="Print the archive line as JSON.")
+@click.pass_context
+def done(ctx: click.Context, task_id: str, commit: str | None, as_json: bool) -> None:
+    """Archive task ID: one line in the archive, the task removed from TASKS.md."""
+    from wf import ops
+
+    line = ops.done_task(_project(ctx), task_id, commit=commit, on_wait=_on_wait)
+    _echo_json({"id": task_id, "archived": line}) if as_json else click.echo(line)

@@ -1,0 +1,131 @@
+"""Usage and cost: wf usage."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from wf.cli.base import _echo_json, _project, _warn, cli
+from wf.errors import WfError
+
+# ---------------------------------------------------------------- usage and cost
+
+
+@cli.command("usage")
+@click.option("--agent", metavar="ID", help="A Claude Code subagent (found under the Claude roots).")
+@click.option("--session", metavar="ID", help="A claude -p session: its transcript and its subagents'.")
+@click.option("--thread", metavar="ID", help="A Codex thread (its rollout under $CODEX_HOME).")
+@click.option("--file", "file_", metavar="PATH", type=click.Path(dir_okay=False), help="A transcript file.")
+@click.option("--log", "log_", is_flag=True, help="Append the key=value line to out/wf-cost.log.")
+@click.option("--id", "task_id", metavar="ID", help="Task id for the log line.")
+@click.option("--lane", help="Lane for the log line.")
+@click.option("--effort", help="Effort for the log line.")
+@click.option("--done", type=click.Choice(["0", "1"]), help="Whether the task got done (1) or not (0).")
+@click.option("--duration", type=click.FloatRange(min=0), help="Wall seconds (default: from the transcript).")
+@click.option("--report", is_flag=True, help="The report over every project's cost log instead.")
+@click.option("--since", metavar="DATE", help="With --report: only lines from this date (YYYY-MM-DD) on.")
+@click.option("--project", metavar="P", help="With --report: only this project (name or path).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object (the log line's keys), or the report rows."
+)
+@click.pass_context
+def usage_cmd(
+    ctx: click.Context,
+    agent: str | None,
+    session: str | None,
+    thread: str | None,
+    file_: str | None,
+    log_: bool,
+    task_id: str | None,
+    lane: str | None,
+    effort: str | None,
+    done: str | None,
+    duration: float | None,
+    report: bool,
+    since: str | None,
+    project: str | None,
+    as_json: bool,
+) -> int:
+    """What a worker really spent, from its own transcript; or --report.
+
+    Each API request is counted once (transcripts repeat it on several lines), output a
+    subagent's transcript never got is estimated (shown with '~'; a lower bound where
+    thinking is hidden), and every request is priced from wf's price table plus your
+    ~/.config/wf/prices.toml. An unknown model costs 0 and is named (unpriced=...).
+
+    \b
+    The report groups every known project's out/wf-cost.log by lane, model and effort:
+    n, done, median and total $, $ per done task, median turns and duration.
+    """
+    from wf import costlog, usage
+
+    if report:
+        recs, bad = costlog.records(since, project)
+        rows = costlog.report(recs)
+        if as_json:
+            _echo_json(rows)
+        else:
+            for line in costlog.report_text(rows) or [
+                "no cost lines yet (wf usage --log, wf orch post --agent)"
+            ]:
+                click.echo(line)
+        if bad:
+            _warn(f"{bad} unreadable line(s) in cost logs were skipped")
+        return 0
+    sources = [x for x in (agent, session, thread, file_) if x]
+    if len(sources) != 1:
+        raise click.UsageError("give exactly one of --agent, --session, --thread, --file (or --report)")
+    if agent:
+        cost, kind = usage.for_agent(agent)
+    elif session:
+        cost, kind = usage.claude_cost(usage.session_files(session)), "session"
+    elif thread:
+        cost, kind = usage.codex_cost(usage.thread_file(thread)), "codex"
+    else:
+        cost, kind = usage.for_file(Path(str(file_)))
+        if cost.turns == 0 and cost.malformed:
+            raise WfError(
+                f"{file_}: no API requests and {cost.malformed} unreadable line(s): not a transcript?"
+            )
+    proj_root: Path | None = None
+    try:
+        proj_root = _project(ctx).root
+    except WfError:
+        if log_:
+            raise
+
+    rec = costlog.line_for(
+        cost,
+        ts=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        project=proj_root.name if proj_root else "-",
+        task_id=task_id,
+        agent=agent or session or thread or Path(str(file_)).stem,
+        kind=kind,
+        lane=lane,
+        effort=effort,
+        done=None if done is None else done == "1",
+        duration=duration,
+    )
+    if log_ and proj_root is not None:
+        costlog.append(proj_root, rec)
+    if cost.unpriced:
+        names = ", ".join(cost.unpriced)
+        _warn(f"unpriced model(s) {names}: counted as $0; add them to ~/.config/wf/prices.toml")
+    if cost.malformed:
+        _warn(f"{cost.malformed} malformed line(s) skipped")
+    if as_json:
+        _echo_json({**rec, "malformed": cost.malformed, "files": cost.files})
+        return 0
+    tilde = "~" if cost.est else ""
+    click.echo(f"{kind} {rec['agent']}  model {cost.model or '-'}  turns {cost.turns}  dur {rec['dur_s']}s")
+    click.echo(
+        f"in {cost.inp}  out {tilde}{cost.out + cost.est}"
+        + (f" ({cost.out} reported)" if cost.est else "")
+        + f"  cache writes 5m {cost.cw5m} 1h {cost.cw1h}  cache reads {cost.cr}"
+    )
+    click.echo(
+        f"usd {tilde}{cost.usd:.4f}" + (f" (reported output only: {cost.usd_rep:.4f})" if cost.est else "")
+    )
+    return 0
