@@ -55,7 +55,6 @@ timings are wall clock, warm-up repetitions are dropped, the tables give medians
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
@@ -71,10 +70,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-VENV_BIN = ROOT / ".venv" / "bin"
-PYTHON = VENV_BIN / "python"
-WF = VENV_BIN / "wf"
+from _common import (
+    PYTHON,
+    ROOT,
+    WF,
+    BenchError,
+    describe_sources,
+    export_rev,
+    run,
+    sources_digest,
+    timed,
+    wf,
+    wf_package,
+)
 
 BASELINE_PY = [str(PYTHON), "-c", "import click"]
 # what `wf wt add` imports (wf.worktrees brings GitPython, psutil and filelock)
@@ -102,33 +110,7 @@ WORDS = (
 )
 
 
-class BenchError(Exception):
-    pass
-
-
 # ---------------------------------------------------------------- running
-
-
-def run(argv: Sequence[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True)
-    if check and p.returncode != 0:
-        raise BenchError(f"{' '.join(argv)} exited {p.returncode}:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
-    return p
-
-
-def timed(argv: Sequence[str], cwd: Path) -> float:
-    """Wall time of one whole process, in milliseconds."""
-    t0 = time.perf_counter()
-    p = subprocess.run(list(argv), cwd=cwd, capture_output=True)
-    ms = (time.perf_counter() - t0) * 1000.0
-    if p.returncode != 0:
-        err = p.stderr.decode("utf-8", "replace")[-2000:]
-        raise BenchError(f"{' '.join(argv)} exited {p.returncode}:\n{err}")
-    return ms
-
-
-def wf(*args: str) -> list[str]:
-    return [str(WF), *args]
 
 
 def git(*args: str) -> list[str]:
@@ -589,41 +571,6 @@ def bench_list(repo: Path, n_trees: int, reps: int, warmup: int, top: int) -> Li
 
 
 # ---------------------------------------------------------------- report
-
-
-def wf_package(cwd: Path) -> Path:
-    """The folder of the ``wf`` package the benchmarked processes import."""
-    code = "import os, wf; print(os.path.dirname(os.path.abspath(wf.__file__)))"
-    return Path(run([str(PYTHON), "-c", code], cwd).stdout.strip())
-
-
-def export_rev(rev: str, dest: Path) -> str:
-    """Export the ``wf`` package as of git revision ``rev`` into ``dest`` (``git archive``,
-    read-only on the repository); return the full commit id."""
-    sha = run(git("rev-parse", "--verify", f"{rev}^{{commit}}"), ROOT).stdout.strip()
-    dest.mkdir(parents=True)
-    archive = subprocess.run(git("archive", sha, "wf"), cwd=ROOT, capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
-    return sha
-
-
-def sources_digest(pkg: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted(pkg.rglob("*.py")):
-        h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
-
-
-def describe_sources(pkg: Path) -> str:
-    what = f"{pkg} (sources sha256 {sources_digest(pkg)}"
-    head = run(git("rev-parse", "--short", "HEAD"), pkg, check=False)
-    if head.returncode == 0:
-        status = run(git("status", "--porcelain", "--", "."), pkg, check=False).stdout
-        changed = [line[3:] for line in status.splitlines() if line.strip()]
-        what += f", git HEAD {head.stdout.strip()}, " + (
-            "uncommitted changes: " + " ".join(changed) if changed else "no uncommitted changes"
-        )
-    return what + ")"
 
 
 def machine() -> str:

@@ -25,7 +25,6 @@ goals hold: `wf list --runner` on 10,000 tasks within 2x the baseline, a claim w
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
@@ -40,10 +39,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-VENV_BIN = ROOT / ".venv" / "bin"
-PYTHON = VENV_BIN / "python"
-WF = VENV_BIN / "wf"
+from _common import (
+    PYTHON,
+    WF,
+    BenchError,
+    describe_sources,
+    export_rev,
+    run,
+    sources_digest,
+    timed,
+    wf,
+    wf_package,
+)
 
 BASELINE = [str(PYTHON), "-c", "import click"]
 HEAVY_MODULES = ("git", "gitdb", "psutil", "tomlkit", "filelock")
@@ -149,32 +156,6 @@ def generate_tasks(n: int, seed: int = 1) -> tuple[str, list[str]]:
 
 
 # ---------------------------------------------------------------- running
-
-
-class BenchError(Exception):
-    pass
-
-
-def run(argv: Sequence[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True)
-    if check and p.returncode != 0:
-        raise BenchError(f"{' '.join(argv)} exited {p.returncode}:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
-    return p
-
-
-def timed(argv: Sequence[str], cwd: Path) -> float:
-    """Wall time of one whole process, in milliseconds."""
-    t0 = time.perf_counter()
-    p = subprocess.run(list(argv), cwd=cwd, capture_output=True)
-    ms = (time.perf_counter() - t0) * 1000.0
-    if p.returncode != 0:
-        err = p.stderr.decode("utf-8", "replace")[-2000:]
-        raise BenchError(f"{' '.join(argv)} exited {p.returncode}:\n{err}")
-    return ms
-
-
-def wf(*args: str) -> list[str]:
-    return [str(WF), *args]
 
 
 def make_repo(parent: Path, n: int, seed: int) -> tuple[Path, list[str], dict[str, object]]:
@@ -318,41 +299,6 @@ def import_times(repo: Path, top: int = 12) -> tuple[int, list[tuple[int, int, s
         rows.append((cum_us, self_us, name.strip()))
     rows.sort(reverse=True)
     return total, rows[:top]
-
-
-def export_rev(rev: str, dest: Path) -> str:
-    """Export the ``wf`` package as of git revision ``rev`` into ``dest`` (read-only on
-    the repository: ``git archive``); return the full commit id."""
-    sha = run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], ROOT).stdout.strip()
-    dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", sha, "wf"], cwd=ROOT, capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
-    return sha
-
-
-def wf_package(cwd: Path) -> Path:
-    """The folder of the ``wf`` package the benchmarked processes import."""
-    code = "import os, wf; print(os.path.dirname(os.path.abspath(wf.__file__)))"
-    return Path(run([str(PYTHON), "-c", code], cwd).stdout.strip())
-
-
-def sources_digest(pkg: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted(pkg.rglob("*.py")):
-        h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
-
-
-def describe_sources(pkg: Path) -> str:
-    what = f"{pkg} (sources sha256 {sources_digest(pkg)}"
-    head = run(["git", "rev-parse", "--short", "HEAD"], pkg, check=False)
-    if head.returncode == 0:
-        dirty = run(["git", "status", "--porcelain", "--", "."], pkg, check=False).stdout.split("\n")
-        changed = [line[3:] for line in dirty if line.strip()]
-        what += f", git HEAD {head.stdout.strip()}, " + (
-            "uncommitted changes: " + " ".join(changed) if changed else "no uncommitted changes"
-        )
-    return what + ")"
 
 
 def profile(repo: Path, sort: str = "cumulative", top: int = 25) -> str:

@@ -60,10 +60,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-VENV_BIN = ROOT / ".venv" / "bin"
-PYTHON = VENV_BIN / "python"
-WF = VENV_BIN / "wf"
+from _common import PYTHON, WF, BenchError, describe_sources, export_rev, run, sources_digest
 
 CORPUS = Path(os.environ.get("WF_CORPUS", "/work/shared/corpus"))
 SOURCE = CORPUS / "claude/projects/-home-USER-projects-spotter/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl"
@@ -161,10 +158,6 @@ def lay_out(tmp: Path, name: str, source: Path, target_bytes: int = 0) -> tuple[
 # ---------------------------------------------------------------- running
 
 
-class BenchError(Exception):
-    pass
-
-
 @dataclass
 class Proc:
     ms: float
@@ -184,18 +177,6 @@ def measure(argv: Sequence[str], cwd: Path, env: dict[str, str], out: Path) -> P
         err = out.with_suffix(".err").read_bytes().decode("utf-8", "replace")[-2000:]
         raise BenchError(f"{' '.join(argv)} exited {rc}:\n{err}")
     return Proc(ms, ru.ru_maxrss, out.read_bytes())
-
-
-def run(
-    argv: Sequence[str], cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    try:
-        p = subprocess.run(list(argv), cwd=cwd, env=env, capture_output=True, text=True)
-    except OSError as e:
-        raise BenchError(f"{' '.join(argv)}: {e}") from None
-    if p.returncode != 0:
-        raise BenchError(f"{' '.join(argv)} exited {p.returncode}:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
-    return p
 
 
 @dataclass
@@ -379,44 +360,6 @@ def native_table(rows: list[FileRow]) -> list[str]:
         ratio = f"{w / n:.2f}x" if w is not None and n else "-"
         out.append(f"| {r.label} | {fmt(n)} | {ratio} | {fmt(r.peak_mb('ccusage native'))} |")
     return out
-
-
-def export_rev(rev: str, dest: Path) -> str:
-    """Export the ``wf`` package as of git revision ``rev`` into ``dest`` (read-only on
-    the repository: ``git archive``); return the full commit id."""
-    sha = run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], ROOT).stdout.strip()
-    dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", sha, "wf"], cwd=ROOT, capture_output=True)
-    tar = subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, capture_output=True)
-    if archive.returncode != 0 or tar.returncode != 0:
-        raise BenchError(
-            f"cannot export wf at {sha}: {(archive.stderr + tar.stderr).decode(errors='replace')}"
-        )
-    return sha
-
-
-def sources_digest(pkg: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted(pkg.rglob("*.py")):
-        h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
-
-
-def describe_sources(pkg: Path) -> str:
-    what = f"{pkg} (sources sha256 {sources_digest(pkg)}"
-    git = shutil.which("git")
-    if git is None:
-        return what + ")"
-    head = subprocess.run([git, "rev-parse", "--short", "HEAD"], cwd=pkg, capture_output=True, text=True)
-    if head.returncode == 0:
-        dirty = subprocess.run(
-            [git, "status", "--porcelain", "--", "."], cwd=pkg, capture_output=True, text=True
-        ).stdout.splitlines()
-        changed = [line[3:] for line in dirty if line.strip()]
-        what += f", git HEAD {head.stdout.strip()}, " + (
-            "uncommitted changes: " + " ".join(changed) if changed else "no uncommitted changes"
-        )
-    return what + ")"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

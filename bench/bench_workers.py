@@ -35,7 +35,6 @@ script ends any marked process still alive (there should be none) and reports th
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import os
@@ -55,10 +54,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-VENV_BIN = ROOT / ".venv" / "bin"
-PYTHON = VENV_BIN / "python"
-WF = VENV_BIN / "wf"
+from _common import (
+    PYTHON,
+    WF,
+    BenchError,
+    describe_sources,
+    export_rev,
+    run,
+    sources_digest,
+    wf,
+    wf_package,
+)
+
 MARK_VAR = "WF_BENCH_MARK"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -77,18 +84,7 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-class BenchError(Exception):
-    pass
-
-
 # ---------------------------------------------------------------- running
-
-
-def run(argv: Sequence[str], cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    p = subprocess.run(list(argv), cwd=cwd, capture_output=True, text=True)
-    if check and p.returncode != 0:
-        raise BenchError(f"{' '.join(argv)} exited {p.returncode}:\n{p.stdout[-2000:]}{p.stderr[-2000:]}")
-    return p
 
 
 def timed(argv: Sequence[str], cwd: Path, stdin: bytes | None = None) -> tuple[float, float]:
@@ -105,10 +101,6 @@ def timed(argv: Sequence[str], cwd: Path, stdin: bytes | None = None) -> tuple[f
         raise BenchError(f"{' '.join(argv)} exited {p.returncode}:\n{out}")
     cpu = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime) * 1000.0
     return ms, cpu
-
-
-def wf(*args: str) -> list[str]:
-    return [str(WF), *args]
 
 
 def wf_whatif(no_fsync: bool, no_scans: bool, *args: str) -> list[str]:
@@ -561,38 +553,6 @@ def import_times(repo: Path, manifest: Path, top: int = 10) -> list[str]:
 
 
 # ---------------------------------------------------------------- sources / machine
-
-
-def export_rev(rev: str, dest: Path) -> str:
-    sha = run(["git", "rev-parse", "--verify", f"{rev}^{{commit}}"], ROOT).stdout.strip()
-    dest.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", sha, "wf"], cwd=ROOT, capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
-    return sha
-
-
-def wf_package(cwd: Path) -> Path:
-    code = "import os, wf; print(os.path.dirname(os.path.abspath(wf.__file__)))"
-    return Path(run([str(PYTHON), "-c", code], cwd).stdout.strip())
-
-
-def sources_digest(pkg: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted(pkg.rglob("*.py")):
-        h.update(str(f.relative_to(pkg)).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
-
-
-def describe_sources(pkg: Path) -> str:
-    what = f"{pkg} (sources sha256 {sources_digest(pkg)}"
-    head = run(["git", "rev-parse", "--short", "HEAD"], pkg, check=False)
-    if head.returncode == 0:
-        dirty = run(["git", "status", "--porcelain", "--", "."], pkg, check=False).stdout.split("\n")
-        changed = [line[3:] for line in dirty if line.strip()]
-        what += f", git HEAD {head.stdout.strip()}, " + (
-            "uncommitted changes: " + " ".join(changed) if changed else "no uncommitted changes"
-        )
-    return what + ")"
 
 
 def machine(tmp: Path) -> str:
