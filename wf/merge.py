@@ -120,7 +120,7 @@ def _tree_of(project: Project, task_id: str, branch: str) -> worktrees.Record | 
                 task_id,
                 branch,
                 None,
-                worktrees._isolation_of(path),
+                worktrees.isolation_of(path),
                 "",
             )
     return None

@@ -202,7 +202,7 @@ def pick(
             rec = Record(
                 id=task.id,
                 lane=lane,
-                model=str(task.model or worktrees_lane_model(project, lane)),
+                model=str(task.model or _lane_model(project, lane)),
                 worktree=None,
                 branch=worktrees.branch_name(lane, task.id),
                 base=None,
@@ -240,7 +240,7 @@ def _live_holder(rec: Record) -> str | None:
     return None
 
 
-def worktrees_lane_model(project: Project, lane: str) -> str:
+def _lane_model(project: Project, lane: str) -> str:
     ln = project.config.lane(lane)
     return ln.model if ln else lane
 

@@ -274,13 +274,13 @@ def allocate(
                 _create(project, path, branch, base, isolation)
             else:
                 _reuse(project, path, branch, base)
-            rec = Record(name, lane, str(path), task_id, branch, base, _isolation_of(path), utc_stamp())
+            rec = Record(name, lane, str(path), task_id, branch, base, isolation_of(path), utc_stamp())
             save_record(project, rec)
             return rec
     raise WfError(f"no free worktree for lane {lane} (tried {lane} to {lane}-99)")
 
 
-def _isolation_of(path: Path) -> str:
+def isolation_of(path: Path) -> str:
     return "clone" if (path / ".git").is_dir() else "worktree"
 
 
@@ -337,7 +337,7 @@ def _catch_up(project: Project, branch: str, base: str) -> None:
 
 
 def _reuse(project: Project, path: Path, branch: str, base: str) -> None:
-    if _isolation_of(path) == "clone":
+    if isolation_of(path) == "clone":
         _clone_switch(project, path, branch, base)
         return
     if gitops.current_branch(path) == branch:
@@ -387,7 +387,7 @@ def describe(project: Project, name: str, main_sha: str | None) -> dict[str, Any
         "name": name,
         "lane": rec.lane if rec else name.rsplit("-", 1)[0] if name[-1:].isdigit() and "-" in name else name,
         "path": str(path),
-        "isolation": _isolation_of(path) if (path / ".git").exists() else (rec.isolation if rec else None),
+        "isolation": isolation_of(path) if (path / ".git").exists() else (rec.isolation if rec else None),
         "task": rec.task if rec else None,
         "branch": None,
         "state": state.kind,
@@ -451,7 +451,7 @@ def prune(project: Project, *, dry_run: bool = False) -> list[str]:
             head = gitops.rev(path, "HEAD")
             if head is None:
                 continue
-            if _isolation_of(path) == "clone":
+            if isolation_of(path) == "clone":
                 # every branch of a clone lives only there: all must already be in main
                 tips = [head] + [
                     t
@@ -469,7 +469,7 @@ def prune(project: Project, *, dry_run: bool = False) -> list[str]:
             done.append(f"remove {name} (clean, at a commit of {main})")
             if dry_run:
                 continue
-            if _isolation_of(path) == "clone":
+            if isolation_of(path) == "clone":
                 shutil.rmtree(path)
             else:
                 gitops.worktree_remove(project.root, path)

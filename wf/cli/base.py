@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +23,18 @@ import click
 from wf import __version__
 from wf.errors import ParseError, WfError
 
-STATES_HELP = "pending, progress, awaiting, blocked or wip"
-
 
 def _echo_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=None, ensure_ascii=False, sort_keys=False))
+
+
+def _print(as_json: bool, data: Any, lines: Iterable[str]) -> None:
+    """A report: ``data`` as one JSON document, or the text ``lines``."""
+    if as_json:
+        _echo_json(data)
+        return
+    for line in lines:
+        click.echo(line)
 
 
 def _n(count: int, word: str) -> str:

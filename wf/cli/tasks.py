@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from wf.cli.base import _backlog, _echo_json, _n, _on_wait, _project, _warn, cli
+from wf.cli.base import _backlog, _echo_json, _n, _on_wait, _print, _project, _warn, cli
 from wf.errors import WfError
 
 # ---------------------------------------------------------------- init / config
@@ -31,11 +31,7 @@ def init(ctx: click.Context, as_json: bool) -> None:
 
     start = Path(ctx.obj.get("dir") or ".")
     result = bootstrap.init(start)
-    if as_json:
-        _echo_json(result)
-        return
-    for line in result["lines"]:
-        click.echo(line)
+    _print(as_json, result, result["lines"])
 
 
 @cli.command("config")
@@ -181,11 +177,7 @@ def list_cmd(
             listcache.store(proj, k, (records, total, warnings))
     for line in warnings:
         _warn(line)
-    if as_json:
-        _echo_json(records)
-        return
-    for line in views.list_text(records, total, runner=runner):
-        click.echo(line)
+    _print(as_json, records, views.list_text(records, total, runner=runner))
 
 
 @cli.command()
@@ -197,11 +189,7 @@ def lanes(ctx: click.Context, as_json: bool) -> None:
 
     bl = _backlog(ctx)
     records = views.lanes(bl)
-    if as_json:
-        _echo_json(records)
-        return
-    for line in views.lanes_text(records):
-        click.echo(line)
+    _print(as_json, records, views.lanes_text(records))
 
 
 @cli.command()
@@ -216,11 +204,7 @@ def show(ctx: click.Context, task_id: str, as_json: bool) -> None:
     from wf import views
 
     rec = views.show(_backlog(ctx), task_id)
-    if as_json:
-        _echo_json(rec)
-        return
-    for line in views.show_text(rec):
-        click.echo(line)
+    _print(as_json, rec, views.show_text(rec))
 
 
 @cli.command()
@@ -233,11 +217,7 @@ def ctx(ctx: click.Context, task_id: str, as_json: bool) -> None:
     from wf import views
 
     c = views.ctx(_backlog(ctx), task_id, Path(ctx.obj.get("dir") or "."))
-    if as_json:
-        _echo_json(c)
-        return
-    for line in views.ctx_text(c):
-        click.echo(line)
+    _print(as_json, c, views.ctx_text(c))
 
 
 @cli.command()
