@@ -195,15 +195,11 @@ def test_dead_holder_is_taken_over(tmp_path: Path) -> None:
     assert str(os.getpid()) in info
 
 
-def test_lock_timeout_through_the_cli(wf: WfRunner) -> None:
+def test_lock_timeout_through_the_cli(wf: WfRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     holder = _hold_lock(wf.root / ".wf")
     try:
-        env_before = os.environ.get("WF_LOCK_TIMEOUT")
-        os.environ["WF_LOCK_TIMEOUT"] = "0.3"
-        try:
-            r = wf("add", "Blocked add")
-        finally:
-            os.environ["WF_LOCK_TIMEOUT"] = env_before or "20"
+        monkeypatch.setenv("WF_LOCK_TIMEOUT", "0.3")
+        r = wf("add", "Blocked add")
         assert r.code == 1
         assert r.err.count("wf: waiting for the project lock") == 1
         assert "gave up after" in r.err and f"pid {holder.pid}" in r.err

@@ -29,6 +29,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from tests import lines_api
 from wf import edits, taskfile
 from wf.errors import ParseError, WfError
 from wf.taskfile import Task, TasksFile
@@ -543,13 +544,13 @@ def check_set_existing(doc: TasksFile, task_id: str, key: str, value: str) -> Ta
     idx = next(i for i, f in enumerate(t.fields) if f.key.lower() == key.lower())
     at = t.fields[idx].at
     old = list(doc.lines)
-    lines = taskfile.set_field(doc, task_id, key, value)
+    lines = lines_api.set_field(doc, task_id, key, value)
     assert doc.lines == old, "set_field mutated the parsed document"
     assert len(lines) == len(old), "set_field on an existing field added or removed lines"
     changed = [i for i, (a, b) in enumerate(zip(old, lines, strict=True)) if a != b]
     assert changed in ([], [at]), f"set_field changed lines {changed}, expected only {at}"
     assert eol(lines[at]) == eol(old[at]), f"line ending {eol(old[at])!r} became {eol(lines[at])!r}"
-    new = taskfile.reparse(doc, lines)
+    new = lines_api.reparse(doc, lines)
     assert_incremental(edits.set_field(doc, task_id, key, value), lines)
     nt = new.task(task_id)
     expected = fields_of(t)
@@ -564,10 +565,10 @@ def check_remove_field(doc: TasksFile, task_id: str, key: str) -> TasksFile:
     idx = next(i for i, f in enumerate(t.fields) if f.key.lower() == key.lower())
     at = t.fields[idx].at
     old = list(doc.lines)
-    lines = taskfile.set_field(doc, task_id, key, None)
+    lines = lines_api.set_field(doc, task_id, key, None)
     assert doc.lines == old, "set_field mutated the parsed document"
     assert lines == old[:at] + old[at + 1 :], f"removing {key} did not delete exactly line {at}"
-    new = taskfile.reparse(doc, lines)
+    new = lines_api.reparse(doc, lines)
     assert_incremental(edits.set_field(doc, task_id, key, None), lines)
     expected = fields_of(t)
     del expected[idx]
@@ -592,7 +593,7 @@ def check_insert_field(
         assert not lines[at].endswith("\n"), "a missing final newline must stay missing"
     else:
         assert_eol_fits(lines[at], old, "inserted field")
-    new = taskfile.reparse(doc, lines)
+    new = lines_api.reparse(doc, lines)
     nt = new.task(task_id)
     expected = (*fields_of(t), (key, value))
     assert snap(new, nt) == Snap(t.title, expected, tuple(body_of(doc, t))), "fields or body differ"
@@ -603,14 +604,14 @@ def check_insert_field(
 
 def check_set_new(doc: TasksFile, task_id: str, key: str, value: str) -> TasksFile:
     old = list(doc.lines)
-    lines = taskfile.set_field(doc, task_id, key, value)
+    lines = lines_api.set_field(doc, task_id, key, value)
     assert_incremental(edits.set_field(doc, task_id, key, value), lines)
     return check_insert_field(doc, task_id, lines, old, key.lower(), value.strip())
 
 
 def check_add_note(doc: TasksFile, task_id: str, text: str) -> TasksFile:
     old = list(doc.lines)
-    lines = taskfile.add_note(doc, task_id, text, now=NOW)
+    lines = lines_api.add_note(doc, task_id, text, now=NOW)
     assert_incremental(edits.add_note(doc, task_id, text, NOW), lines)
     return check_insert_field(doc, task_id, lines, old, "note", f"{NOTE_DATE} {text.strip()}")
 
@@ -618,13 +619,13 @@ def check_add_note(doc: TasksFile, task_id: str, text: str) -> TasksFile:
 def check_set_title(doc: TasksFile, task_id: str, title: str) -> TasksFile:
     t = doc.task(task_id)
     old = list(doc.lines)
-    lines = taskfile.set_title(doc, task_id, title)
+    lines = lines_api.set_title(doc, task_id, title)
     assert doc.lines == old, "set_title mutated the parsed document"
     assert len(lines) == len(old)
     changed = [i for i, (a, b) in enumerate(zip(old, lines, strict=True)) if a != b]
     assert changed in ([], [t.start]), f"set_title changed lines {changed}, expected only {t.start}"
     assert eol(lines[t.start]) == eol(old[t.start]), "set_title changed the heading's line ending"
-    new = taskfile.reparse(doc, lines)
+    new = lines_api.reparse(doc, lines)
     assert_incremental(edits.set_title(doc, task_id, title), lines)
     nt = new.task(task_id)
     assert (nt.start, nt.end) == (t.start, t.end)
@@ -637,7 +638,7 @@ def check_append(
     doc: TasksFile, task_id: str, title: str, fields: list[tuple[str, str]], body: list[str], sep: str
 ) -> TasksFile:
     old = list(doc.lines)
-    lines = taskfile.append_task(doc, task_id, title, fields, sep.join(body) if body else None)
+    lines = lines_api.append_task(doc, task_id, title, fields, sep.join(body) if body else None)
     assert doc.lines == old, "append_task mutated the parsed document"
     n = len(old)
     assert len(lines) > n
@@ -658,7 +659,7 @@ def check_append(
     body_lines = ["", *trimmed] if "".join(body).strip() else []
     expected_tail = [f"## {task_id}: {title.strip()}", *(f"{k}: {v.strip()}" for k, v in fields), *body_lines]
     assert [content(x) for x in tail] == expected_tail, "the appended lines are not the new task"
-    new = taskfile.reparse(doc, lines)
+    new = lines_api.reparse(doc, lines)
     assert_incremental(
         edits.append_task(doc, task_id, title, fields, sep.join(body) if body else None), lines
     )
@@ -683,14 +684,14 @@ def check_append(
 def check_remove_task(doc: TasksFile, task_id: str) -> TasksFile:
     t = doc.task(task_id)
     old = list(doc.lines)
-    lines = taskfile.remove_task(doc, task_id)
+    lines = lines_api.remove_task(doc, task_id)
     assert doc.lines == old, "remove_task mutated the parsed document"
     expected = old[: t.start] + old[t.end :]
     if t.start == 0 and old[0].startswith("\ufeff"):
         # the byte order mark belongs to the file: it stays first
         expected = ["\ufeff" + expected[0], *expected[1:]] if expected else ["\ufeff"]
     assert lines == expected, "remove_task did not delete exactly [start, end)"
-    new = taskfile.reparse(doc, lines)
+    new = lines_api.reparse(doc, lines)
     assert_incremental(edits.remove_task(doc, task_id), lines)
     assert [x.id for x in new.tasks] == [x.id for x in doc.tasks if x.id != task_id]
     assert_others_unchanged(doc, new, {task_id})
@@ -847,18 +848,18 @@ def test_bad_edits_are_refused(gen: GenFile, data: st.DataObject) -> None:
     key = data.draw(st.sampled_from(sorted(BAD_VALUES)), label="key")
     bad = data.draw(st.sampled_from(BAD_VALUES[key]), label="bad")
     with pytest.raises(WfError):
-        taskfile.reparse(doc, taskfile.set_field(doc, t.id, key, bad))
+        lines_api.reparse(doc, lines_api.set_field(doc, t.id, key, bad))
     two_lines = data.draw(st.tuples(edit_text, st.sampled_from(["\n", "\r\n", "\r"]), edit_text).map("".join))
     with pytest.raises(WfError):
-        taskfile.set_field(doc, t.id, "Done", two_lines)
+        lines_api.set_field(doc, t.id, "Done", two_lines)
     with pytest.raises(WfError):
-        taskfile.add_note(doc, t.id, two_lines, now=NOW)
+        lines_api.add_note(doc, t.id, two_lines, now=NOW)
     with pytest.raises(WfError):
-        taskfile.set_title(doc, t.id, two_lines)
+        lines_api.set_title(doc, t.id, two_lines)
     with pytest.raises(WfError):
-        taskfile.reparse(doc, taskfile.set_title(doc, t.id, data.draw(hspace, label="blank title")))
+        lines_api.reparse(doc, lines_api.set_title(doc, t.id, data.draw(hspace, label="blank title")))
     with pytest.raises(WfError):
-        taskfile.reparse(doc, taskfile.append_task(doc, t.id, "again", []))  # duplicate id
+        lines_api.reparse(doc, lines_api.append_task(doc, t.id, "again", []))  # duplicate id
     assert doc.lines == old, "a refused edit changed the parsed document"
 
 
@@ -1032,7 +1033,7 @@ def test_regression_append_task_body_adds_no_tasks(body: str) -> None:
     """append_task adds one task or is refused; its body must not mint more tasks."""
     doc = taskfile.parse(b"# Tasks\n\n## a: First\nModel: haiku\n")
     try:
-        new = taskfile.reparse(doc, taskfile.append_task(doc, "b", "Second", [("Model", "sonnet")], body))
+        new = lines_api.reparse(doc, lines_api.append_task(doc, "b", "Second", [("Model", "sonnet")], body))
     except WfError:
         return
     assert [t.id for t in new.tasks] == ["a", "b"], (
@@ -1050,7 +1051,7 @@ def test_casefolded_key_is_not_a_field() -> None:
     doc = taskfile.parse(data)
     assert_fields_on_their_lines(doc)
     assert [k for k, _ in doc.task("a").pairs] == ["Model"]
-    lines = taskfile.set_field(doc, "a", "prio", None)
+    lines = lines_api.set_field(doc, "a", "prio", None)
     assert "".join(lines).encode() == data
 
 
@@ -1103,7 +1104,7 @@ def test_regression_set_title_drops_byte_order_mark(eol: str) -> None:
     did not mean to change (the file stops being marked UTF-8 for editors that need it)."""
     data = f"\ufeff## a: Title{eol}Model: haiku{eol}".encode()
     doc = taskfile.parse(data)
-    lines = taskfile.set_title(doc, "a", "New title")
+    lines = lines_api.set_title(doc, "a", "New title")
     assert "".join(lines) == f"\ufeff## a: New title{eol}Model: haiku{eol}", (
         f"BUG: set_title on the first line dropped the byte order mark: {lines!r}"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests import lines_api
 from wf import archive, taskfile
 from wf.errors import ParseError, WfError
 
@@ -83,28 +84,28 @@ def test_statuses(value: str, state: str, who: str) -> None:
 def test_crlf_edit_keeps_crlf_and_one_line_changes() -> None:
     text = "# T\r\n\r\n## a: A\r\nModel: haiku\r\nPrio: 2\r\n\r\nbody\r\n"
     doc = parse(text)
-    lines = taskfile.set_field(doc, "a", "prio", "0")
+    lines = lines_api.set_field(doc, "a", "prio", "0")
     assert lines == ["# T\r\n", "\r\n", "## a: A\r\n", "Model: haiku\r\n", "Prio: 0\r\n", "\r\n", "body\r\n"]
-    lines = taskfile.set_field(doc, "a", "done", "make test")
+    lines = lines_api.set_field(doc, "a", "done", "make test")
     assert lines[5] == "Done: make test\r\n" and len(lines) == len(doc.lines) + 1
 
 
 def test_edit_keeps_key_spelling_and_missing_final_newline() -> None:
     doc = parse("## a: A\nMODEL: haiku")
-    assert taskfile.set_field(doc, "a", "model", "opus") == ["## a: A\n", "MODEL: opus"]
+    assert lines_api.set_field(doc, "a", "model", "opus") == ["## a: A\n", "MODEL: opus"]
     doc = parse("## a: A")
-    assert taskfile.set_field(doc, "a", "status", "blocked: x") == ["## a: A\n", "Status: blocked: x"]
+    assert lines_api.set_field(doc, "a", "status", "blocked: x") == ["## a: A\n", "Status: blocked: x"]
 
 
 def test_append_to_file_without_final_newline() -> None:
     doc = parse("# T\n\n## a: A\nbody")
-    lines = taskfile.append_task(doc, "b", "B", [("Model", "haiku")])
+    lines = lines_api.append_task(doc, "b", "B", [("Model", "haiku")])
     assert "".join(lines) == "# T\n\n## a: A\nbody\n\n## b: B\nModel: haiku\n"
 
 
 def test_remove_task_removes_exactly_its_lines() -> None:
     doc = parse("pre\n\n## a: A\nx\n\n## b: B\ny\n\n## c: C\n")
-    assert "".join(taskfile.remove_task(doc, "b")) == "pre\n\n## a: A\nx\n\n## c: C\n"
+    assert "".join(lines_api.remove_task(doc, "b")) == "pre\n\n## a: A\nx\n\n## c: C\n"
 
 
 def test_unicode_tabs_and_trailing_spaces_survive() -> None:
@@ -113,7 +114,7 @@ def test_unicode_tabs_and_trailing_spaces_survive() -> None:
     assert doc.render() == text.encode("utf-8")
     assert doc.task("a").title == "Café\tau lait"
     assert doc.task("a").model == "haiku"
-    out = "".join(taskfile.set_field(doc, "a", "prio", "1"))
+    out = "".join(lines_api.set_field(doc, "a", "prio", "1"))
     assert out == "# Tâches ✓\n\n## a: Café\tau lait  \nModel:\thaiku \nPrio: 1\n\n\tindented body ✓  \n"
 
 
@@ -126,15 +127,15 @@ def test_not_utf8() -> None:
 def test_reparse_refuses_a_body_that_would_create_a_heading() -> None:
     doc = parse("## a: A\n")
     with pytest.raises(WfError, match="refusing an edit that would break the file"):
-        taskfile.append_task(doc, "b", "B", [], body="text\n## Oops\n")
+        lines_api.append_task(doc, "b", "B", [], body="text\n## Oops\n")
     with pytest.raises(WfError, match=r"add or lose a task heading \(line 6: '## c: ...'\)"):
-        taskfile.append_task(doc, "b", "B", [], body="text\n## c: a body line\n")
+        lines_api.append_task(doc, "b", "B", [], body="text\n## c: a body line\n")
 
 
 def test_multiline_values_are_refused() -> None:
     doc = parse("## a: A\n")
     with pytest.raises(WfError, match="must be one line"):
-        taskfile.set_field(doc, "a", "done", "x\ny")
+        lines_api.set_field(doc, "a", "done", "x\ny")
 
 
 def test_archive_lines_round_trip() -> None:

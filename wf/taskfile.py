@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import NamedTuple
 
@@ -492,55 +492,6 @@ def _check_fields(
             issue(at, "warning", f"unknown field {key!r} (kept as it is)")
 
 
-# ---------------------------------------------------------------- edits
-#
-# The edits live in wf/edits.py; these wrappers return the new list of lines.
-
-
-def set_field(doc: TasksFile, task_id: str, key: str, value: str | None) -> list[str]:
-    from wf import edits
-
-    return edits.set_field(doc, task_id, key, value).lines
-
-
-def add_note(doc: TasksFile, task_id: str, text: str, now: datetime | None = None) -> list[str]:
-    from wf import edits
-
-    return edits.add_note(doc, task_id, text, now).lines
-
-
-def set_title(doc: TasksFile, task_id: str, title: str) -> list[str]:
-    from wf import edits
-
-    return edits.set_title(doc, task_id, title).lines
-
-
-def append_task(
-    doc: TasksFile,
-    task_id: str,
-    title: str,
-    fields: Iterable[tuple[str, str]],
-    body: str | None = None,
-) -> list[str]:
-    from wf import edits
-
-    return edits.append_task(doc, task_id, title, fields, body).lines
-
-
-def remove_task(doc: TasksFile, task_id: str) -> list[str]:
-    from wf import edits
-
-    return edits.remove_task(doc, task_id).lines
-
-
-def reparse(doc: TasksFile, lines: list[str]) -> TasksFile:
-    """Parse edited lines; refuse an edit that would add an error to the file."""
-    new = parse_lines(lines, doc.path)
-    if new.errors:
-        raise WfError("refusing an edit that would break the file:\n" + "\n".join(map(str, new.errors)))
-    return new
-
-
 def dump_fields(values: dict[str, str | None]) -> list[tuple[str, str]]:
     """Known fields in wf's own order, skipping empty ones."""
     out = [(KEYS[k], v) for k in FIELD_ORDER if (v := values.get(k))]
@@ -558,16 +509,10 @@ __all__ = [
     "Status",
     "Task",
     "TasksFile",
-    "add_note",
-    "append_task",
     "check_id",
     "parse",
     "parse_lines",
     "parse_status",
-    "remove_task",
-    "reparse",
-    "set_field",
-    "set_title",
     "split_lines",
     "utc_stamp",
     "valid_id",
