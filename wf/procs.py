@@ -13,6 +13,8 @@ from typing import NamedTuple
 
 import psutil
 
+from wf.usage import claude_roots
+
 
 class User(NamedTuple):
     """Someone using a folder: a process or an agent session."""
@@ -90,15 +92,6 @@ def ancestors_inside(folder: Path) -> bool:
         if _inside(cwd, target):
             return True
     return False
-
-
-def claude_roots() -> list[Path]:
-    """Claude Code's config roots: $CLAUDE_CONFIG_DIR (comma-separated), else ~/.claude."""
-    env = os.environ.get("CLAUDE_CONFIG_DIR")
-    if env:
-        return [Path(p).expanduser() for p in env.split(",") if p.strip()]
-    home = Path.home()
-    return [home / ".config" / "claude", home / ".claude"]
 
 
 def claude_sessions_in(folder: Path) -> list[User]:

@@ -424,6 +424,8 @@ def codex_cost(path: Path) -> Cost:
 
 
 def claude_roots() -> list[Path]:
+    """Claude Code's config roots: $CLAUDE_CONFIG_DIR (comma-separated), else ~/.config/claude
+    and ~/.claude."""
     env = os.environ.get("CLAUDE_CONFIG_DIR")
     if env:
         return [Path(p).expanduser() for p in env.split(",") if p.strip()]
