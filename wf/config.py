@@ -17,7 +17,6 @@ from wf.taskfile import ID_HELP, MODEL_RE, valid_id
 
 ADAPTERS = ("claude", "codex", "opencode", "cmd")
 ISOLATIONS = ("worktree", "clone")
-DEFAULT_MODELS = ("haiku", "sonnet", "opus")
 
 
 class Lane(NamedTuple):

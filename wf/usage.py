@@ -81,10 +81,6 @@ class Cost(NamedTuple):
     files: int
     kind: str  # claude, codex
 
-    @property
-    def estimated(self) -> bool:
-        return self.est > 0
-
     def as_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
