@@ -128,6 +128,9 @@ def orch_post(
     from wf.orch.post import post
     from wf.orch.report import read_report
 
+    if lane == "cloud" and _project(ctx).config.cloud:
+        _post_cloud(ctx, result or report, task_id, no_pick, as_json)
+        return
     if report is not None:
         text = sys.stdin.read() if report == "-" else report
         rep = read_report(text)
@@ -173,6 +176,36 @@ def orch_post(
         )
     else:
         click.echo(posted.text(), nl=False)
+
+
+def _post_cloud(
+    ctx: click.Context, given: str | None, task_id: str | None, no_pick: bool, as_json: bool
+) -> None:
+    """The cloud lane's post: the result of each session comes from its pull."""
+    from wf.cloud import lane
+
+    if given is not None:
+        raise click.UsageError("the cloud lane's results come from 'wf cloud pull'; drop --result/--report")
+    posts = lane.post(_project(ctx), task_id, no_pick=no_pick, on_wait=_on_wait)
+    if as_json:
+        _echo_json(
+            [
+                {
+                    "lane": p.lane,
+                    "task": p.task,
+                    "outcome": p.outcome.value,
+                    "commit": p.commit,
+                    "lines": p.lines,
+                    "stop": p.next.stop.text if p.next and p.next.stop else None,
+                    "stop_kind": p.next.stop.kind.name.lower() if p.next and p.next.stop else None,
+                    "next": p.next.prompt if p.next and not p.next.stop else None,
+                }
+                for p in posts
+            ]
+        )
+        return
+    for p in posts:
+        click.echo(p.text(), nl=False)
 
 
 @orch.command("status")
