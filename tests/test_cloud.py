@@ -314,3 +314,80 @@ def test_sidecar_beside_the_local_loop(c: Cloud) -> None:
     assert c.wf.ok("orch", "pick", "cloud").startswith("stop lane cloud: ledger ($0.08 of $0.25 left")
     notes = " ".join(ln for ln in (c.root / "TASKS.md").read_text().splitlines() if "Recovery:" in ln)
     assert notes == "" or "cloud attempt" in notes  # c-ask is archived with its text gone from TASKS.md
+
+
+# ------------------------------------------------------------------ the safety rules, one test each
+
+
+def test_a_session_id_wf_does_not_accept_is_refused_and_released(
+    c: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c.setup(task("big", "opus"))
+    monkeypatch.setenv("WF_FAKE_CLOUD_SID", "../../etc")
+    r = c.wf("cloud", "send")
+    assert r.code == 1 and "session id wf does not accept" in r.out
+    assert c.status("big") == "pending" and c.record("big") is None
+
+
+def test_pull_teleports_in_its_own_tree_never_the_main_checkout(c: Cloud) -> None:
+    c.setup(task("fix", "opus", "cloud: write fix.txt x"))
+    c.wf.ok("cloud", "send")
+    (c.root / "README.md").write_text("a person's edit\n")  # uncommitted, in the main checkout
+    assert c.wf.ok("cloud", "pull", "fix").startswith("fix: done (")
+    assert (c.root / "README.md").read_text() == "a person's edit\n"
+    assert git(c.root, "branch", "--show-current").strip() == "main"
+
+
+def test_an_ended_session_is_pulled_and_logged_once(c: Cloud) -> None:
+    c.setup(task("fix", "opus", "cloud: write fix.txt x"))
+    c.wf.ok("cloud", "send")
+    c.wf.ok("cloud", "pull", "fix")
+    again = c.wf.ok("cloud", "pull", "--all")
+    assert again.startswith("fix: done (") and "post it: wf orch post cloud" in again
+    assert len((c.root / "out" / "wf-cloud.log").read_text().splitlines()) == 1
+
+
+@pytest.mark.timeout(60)
+def test_two_sends_at_once_never_pass_max_parallel(c: Cloud, tmp_path: Path) -> None:
+    from wf.lock import project_lock
+
+    c.setup(task("a", "opus") + task("b", "opus"), parallel=1)
+    errs = [tmp_path / f"send{i}.err" for i in range(2)]
+    handles = [open(e, "w") for e in errs]  # noqa: SIM115 (closed below)
+    with project_lock(c.root / ".wf", 10):  # both sends pass the early check, then wait here
+        procs = [
+            subprocess.Popen([sys.executable, "-m", "wf", "cloud", "send"], cwd=c.root, env=c.env(),
+                             stdout=subprocess.PIPE, stderr=h, text=True)
+            for h in handles
+        ]  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not all("waiting for the project lock" in e.read_text() for e in errs):
+            assert time.monotonic() < deadline, [e.read_text() for e in errs]
+            time.sleep(0.05)
+    outs = sorted(p.communicate(timeout=40)[0] for p in procs)
+    for h in handles:
+        h.close()
+    assert "to cloud session" in outs[0]
+    assert outs[1] == "stop lane cloud: max parallel (1 of 1 running)\n", outs
+    assert len(list((c.root / ".wf" / "cloud").glob("*.json"))) == 1
+
+
+def test_the_sidecar_never_sends(c: Cloud) -> None:
+    from wf import project as projectmod
+    from wf.cloud import sidecar
+
+    c.setup(task("first", "opus", "cloud: write f.txt x") + task("second", "opus"), parallel=1)
+    c.wf.ok("cloud", "send", "first")
+    lines: list[str] = []
+    stop = threading.Event()
+    stop.set()  # the batch has ended: pull until none is left
+    pulls = sidecar(projectmod.load(c.root), stop, interval=0.1, on_line=lines.append)
+    assert pulls == 1 and lines[-1] == "cloud: no session left", lines
+    assert "first" in c.archived()
+    assert c.status("second") == "pending" and c.record("second") is None
+
+
+def test_no_lane_may_be_called_cloud(c: Cloud) -> None:
+    (c.root / "wf.toml").write_text('[lanes.cloud]\nmodel = "opus"\n')
+    r = c.wf("check")
+    assert r.code == 1 and "'cloud' is the cloud lane's name" in r.err

@@ -96,6 +96,18 @@ def prompt_for(project: Project, bl: backlogmod.Backlog, task: Task) -> str:
 # ------------------------------------------------------------------ send
 
 
+def _limits(project: Project) -> Pick | None:
+    """The stop of the cloud lane's limits (max parallel, then the ledger), or None."""
+    running = _running(records.all_records(project))
+    mp = project.config.cloud_max_parallel
+    if running >= mp:
+        return stopped(CLOUD_LANE, Stop.MAX_PARALLEL, f"max parallel ({running} of {mp} running)")
+    led = ledgermod.read(project, running)
+    if led.stop is not None:
+        return stopped(CLOUD_LANE, Stop.LEDGER, f"ledger ({led.stop})")
+    return None
+
+
 @dataclass(frozen=True)
 class Sent:
     pick: Pick  # the orch pick: a stop, or the lines saying what was sent
@@ -117,19 +129,17 @@ def send(
         where = state.stop_file(project).relative_to(project.root)
         return Sent(stopped(CLOUD_LANE, Stop.STOP_FILE, f"stop file {where} exists"), None)
     be = backend or backend_for(project)
-    recs = records.all_records(project)
-    running = _running(recs)
-    mp = project.config.cloud_max_parallel
-    if running >= mp:
-        return Sent(stopped(CLOUD_LANE, Stop.MAX_PARALLEL, f"max parallel ({running} of {mp} running)"), None)
-    led = ledgermod.read(project, running)
-    if led.stop is not None:
-        return Sent(stopped(CLOUD_LANE, Stop.LEDGER, f"ledger ({led.stop})"), None)
+    early = _limits(project)
+    if early is not None:
+        return Sent(early, None)
     try:
         be.check(project.root)
     except CloudRefused as e:
         return Sent(stopped(CLOUD_LANE, Stop.INFRA, str(e)), None)
     with project_lock(project.wf_dir, project.lock_timeout, on_wait):
+        late = _limits(project)  # again under the lock: two sends never pass max_parallel
+        if late is not None:
+            return Sent(late, None)
         bl = backlogmod.load(project)
         cands = fitting(project, bl)
         if task_id is not None:

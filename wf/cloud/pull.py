@@ -122,7 +122,12 @@ def _pull_one(project: Project, task_id: str, be: Backend, out: Pulled) -> None:
         out.lines.append(line_for(records.load(project, rec.id) or rec))
         return
     session = rec.session
-    workdir = _workdir(project, rec.id)
+    try:
+        workdir = _workdir(project, rec.id)
+    except WfError as e:
+        out.failed.append(rec.id)
+        out.lines.append(f"{rec.id}: cannot read session {session}: {e}")
+        return
     try:
         status = be.state(project.root, session, workdir)
         if not status.state.ended:
