@@ -133,7 +133,22 @@ def test_send_refuses_without_a_github_remote_before_claiming(c: Cloud) -> None:
     git(c.root, "remote", "set-url", "origin", "/srv/git/app.git")
     r = c.wf("cloud", "send")
     assert r.code == 1 and "stop lane cloud: cloud: no GitHub remote" in r.out and "git remote add" in r.out
-    assert c.status("big") == "pending" and c.record("big") is None
+    assert c.status("big") == "pending" and not (c.root / ".wf" / "cloud").exists()  # nothing claimed
+
+
+def test_the_backend_itself_refuses_without_a_github_remote(c: Cloud) -> None:
+    from wf.cloud.backend import CloudRefused, Refusal
+    from wf.cloud.claude import ClaudeBackend
+
+    git(c.root, "remote", "remove", "origin")
+    for call in (
+        lambda: ClaudeBackend().create(c.root, "Do it", "t"),
+        lambda: ClaudeBackend().state(c.root, "session_01x", c.root),
+    ):
+        with pytest.raises(CloudRefused) as e:
+            call()
+        assert e.value.kind is Refusal.NO_GITHUB_REMOTE
+    assert not c.sessions.exists()  # claude was never run
 
 
 def test_not_logged_in_releases_the_claim(c: Cloud) -> None:

@@ -161,9 +161,7 @@ def _end(
 ) -> None:
     note = " ".join(note.split())[:300]
     rec = rec.but(state=state, note=note, commit=tip, cost_usd=cost, ended_at=time.time())
-    if not rec.logged:
-        ledgermod.record_spend(project, rec.id, rec.session or "-", state.value, cost, rec.duration)
-        rec = rec.but(logged=True)
+    ledgermod.record_spend(project, rec.id, rec.session or "-", state.value, cost, rec.duration)
     records.save(project, rec)
 
 

@@ -41,7 +41,6 @@ class CloudRecord:
     polls_usd: float = 0.0  # what reading its state cost while it ran (a local turn each)
     note: str = ""
     commit: str | None = None  # the tip of the pulled branch
-    logged: bool = False  # its spend is in out/wf-cloud.log
 
     def but(self, **changes: Any) -> CloudRecord:
         return replace(self, **changes)
