@@ -200,7 +200,8 @@ def test_pull_then_post_done_merges_and_awaiting_goes_back_to_its_lane(c: Cloud)
     assert git(c.root, "branch", "--list", "cloud/fix").strip() == ""
     # awaiting: back to its local lane, never to the cloud again, with the note
     show = c.show("ask")
-    assert show["status"] == "pending" and show["cloud"] is False
+    assert show["status"] == "pending" and "\nCloud: no\n" in (c.root / "TASKS.md").read_text()
+    assert c.wf.ok("cloud", "send").startswith("stop lane cloud: none fit (")  # never sent again
     assert any(
         "Recovery: cloud attempt session_01" in n and "ended awaiting: Which API?" in n for n in show["notes"]
     )  # type: ignore[attr-defined]
@@ -406,3 +407,21 @@ def test_no_lane_may_be_called_cloud(c: Cloud) -> None:
     (c.root / "wf.toml").write_text('[lanes.cloud]\nmodel = "opus"\n')
     r = c.wf("check")
     assert r.code == 1 and "'cloud' is the cloud lane's name" in r.err
+
+
+@pytest.mark.timeout(60)
+def test_the_task_is_claimed_while_its_session_is_created(c: Cloud) -> None:
+    c.setup(task("big", "opus"))
+    send = subprocess.Popen(
+        [sys.executable, "-m", "wf", "cloud", "send"], cwd=c.root, env=c.env(WF_FAKE_CLOUD_DELAY="3"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while (c.record("big") or {}).get("state") != "sending":
+        assert time.monotonic() < deadline and send.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.3)  # the claim follows the record, under the same lock
+    assert c.status("big").startswith("in progress: cloud:sending since ")
+    assert c.wf.ok("orch", "pick", "opus").startswith("stop lane opus: no runner-ready task")
+    out, err = send.communicate(timeout=30)
+    assert "to cloud session" in out, err
