@@ -132,7 +132,7 @@ def test_send_refuses_without_a_github_remote_before_claiming(c: Cloud) -> None:
     c.setup(task("big", "opus"))
     git(c.root, "remote", "set-url", "origin", "/srv/git/app.git")
     r = c.wf("cloud", "send")
-    assert r.code == 1 and "stop lane cloud: cloud: no GitHub remote" in r.out and "git remote add" in r.out
+    assert r.code == 1 and "stop lane cloud: no GitHub remote" in r.out and "git remote add" in r.out
     assert c.status("big") == "pending" and not (c.root / ".wf" / "cloud").exists()  # nothing claimed
 
 

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,8 @@ def test_fake_under_a_pty_says_what_the_real_one_said(name: str, tmp_path: Path)
 @pytest.mark.parametrize(
     ("name", "kind"),
     [
+        ("create-pty-github", Refusal.OFFLINE),  # a first run, offline
+        ("create-pty-github-untrusted", Refusal.NEEDS_SETUP),  # it waits to be trusted
         ("create-pty-github-onboarded", Refusal.NOT_LOGGED_IN),
         ("create-pty-not-git-onboarded", Refusal.NOT_LOGGED_IN),
         ("create-pty-github-offline", Refusal.OFFLINE),
@@ -225,3 +228,18 @@ def test_recordings_are_offline_and_sealed() -> None:
         r = json.loads(f.read_text())
         assert r["network"].startswith("none") and r["env"]["HOME"].startswith("<tmp>"), f.name
         assert re.search(r"/root|/home/", r["stdout"] + r["stderr"]) is None, f.name
+
+
+@pytest.mark.timeout(30)
+def test_a_create_that_waits_for_a_question_is_ended(tmp_path: Path) -> None:
+    """The real claude waits forever at 'do you trust this folder' (recorded: killed after
+    25 s); wf ends it once the question is on the screen and all went quiet."""
+    screen = tmp_path / "screen.txt"
+    screen.write_text(rec("create-pty-github-untrusted")["stdout"])
+    prog = f"import sys, time; sys.stdout.write(open({str(screen)!r}).read()); sys.stdout.flush(); time.sleep(60)"
+    start = __import__("time").monotonic()
+    code, out = real.run_pty([sys.executable, "-c", prog], tmp_path, 25, until="Resume with:")
+    assert code is None and __import__("time").monotonic() - start < 10
+    with pytest.raises(CloudRefused) as e:
+        real.parse_create(out)
+    assert e.value.kind is Refusal.NEEDS_SETUP

@@ -45,6 +45,7 @@ class Refusal(enum.Enum):
     WRONG_CHECKOUT = "not a checkout of the session's repository"
     NOT_FOUND = "no such session"
     NO_PROGRAM = "claude is not installed"
+    NEEDS_SETUP = "claude needs a first run by a person"
     OTHER = "refused"
 
     @property
@@ -57,7 +58,7 @@ class CloudRefused(WfError):
     def __init__(self, kind: Refusal, words: str, fix: str = "") -> None:
         self.kind = kind
         self.words = words
-        super().__init__(f"cloud: {kind.value}: {words}" + (f" ({fix})" if fix else ""))
+        super().__init__(f"{kind.value}: {words}" + (f" ({fix})" if fix else ""))
 
 
 @dataclass(frozen=True)
@@ -109,9 +110,14 @@ _ANSI = re.compile(
 )
 
 
+_MOVE = re.compile(r"\x1b\[\d*[CG]")  # cursor moves a full-screen program puts between words
+
+
 def plain(text: str) -> str:
-    """A terminal's output as text: escape sequences and carriage returns removed."""
-    return _ANSI.sub("", text).replace("\x0f", "").replace("\r", "")
+    """A terminal's output as text: cursor moves become spaces, other escape sequences,
+    carriage returns and lines of drawing (no letter in them) go."""
+    text = _ANSI.sub("", _MOVE.sub(" ", text)).replace("\x0f", "").replace("\r", "")
+    return "\n".join(ln for ln in text.split("\n") if not ln.strip() or re.search("[A-Za-z]", ln))
 
 
 # (pattern of the tool's words, kind, what a person does); recorded from 2.1.332

@@ -53,6 +53,14 @@ STATE_TIMEOUT = 900.0
 _RESULT_LINE = re.compile(r"^[\s>*_`#-]*result[*_`\s]*:[ \t]*(.*)$", re.I | re.M)
 _STRIP = ("CLAUDECODE", "CLAUDE_CODE_SESSION_ID", "CLAUDE_CODE_CHILD_SESSION", "CLAUDE_CODE_ENTRYPOINT")
 
+# What claude asks on a terminal before it does anything (first run, a new folder):
+# a create that meets one of these is ended at once instead of waiting for its timeout.
+QUESTIONS = (
+    "Is this a project you created or one you trust",
+    "Choose the text style",
+    "Select login method",
+)
+
 STATUS_PROMPT = (
     "This is wf reading the state of the cloud session you just resumed. Do not change any "
     "file and do not run any command. Answer with exactly the four report lines of the "
@@ -130,9 +138,12 @@ def run_pty(argv: list[str], cwd: Path, timeout: float, until: str | None = None
                     break
             if proc.poll() is not None:
                 break
-            seen = until is not None and until in plain(out.decode("utf-8", "replace"))
+            text = plain(out.decode("utf-8", "replace"))
+            seen = until is not None and until in text
             if seen and time.monotonic() - quiet_since > 1.0:
                 break
+            if time.monotonic() - quiet_since > 1.0 and any(q in " ".join(text.split()) for q in QUESTIONS):
+                break  # it waits for a person's answer: nobody here will give one
     finally:
         if proc.poll() is None:
             _end(proc)
@@ -172,8 +183,15 @@ def parse_create(text: str) -> Session:
     errors = [i for i, ln in enumerate(lines) if ln.startswith("Error:")]
     if errors:
         return _raise(" ".join(ln for ln in lines[errors[-1] :] if ln))
-    tail = " ".join(ln for ln in lines if ln)[-300:]
-    return _raise(tail or "claude --cloud printed nothing")
+    text = " ".join(ln for ln in lines if ln)
+    for q in QUESTIONS:
+        if q in " ".join(text.split()):
+            raise CloudRefused(
+                Refusal.NEEDS_SETUP,
+                f"claude asked {q!r} before creating a session",
+                "run claude once in this repository, answer it, and sign in",
+            )
+    return _raise(text[-300:] or "claude --cloud printed nothing")
 
 
 def _raise(words: str) -> Session:
