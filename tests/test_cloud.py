@@ -191,6 +191,7 @@ def test_pull_then_post_done_merges_and_awaiting_goes_back_to_its_lane(c: Cloud)
     assert r.code == 0 and r.out.startswith("fix: done (")
     assert c.record("fix")["commit"]  # type: ignore[index]
     assert git(c.root, "branch", "--list", "cloud/fix").strip() == "cloud/fix"
+    assert git(c.root, "branch", "--list", "claude/*").strip() == ""  # the teleported branch, tidied
     assert not list((c.root / ".worktrees").glob("_cloud-*"))  # the teleport trees are gone
     out = c.wf.ok("orch", "post", "cloud", "--no-pick")
     assert "ask: awaiting" in out and "fix: done as " in out
@@ -425,3 +426,25 @@ def test_the_task_is_claimed_while_its_session_is_created(c: Cloud) -> None:
     assert c.wf.ok("orch", "pick", "opus").startswith("stop lane opus: no runner-ready task")
     out, err = send.communicate(timeout=30)
     assert "to cloud session" in out, err
+
+
+def test_after_the_batch_the_sidecar_ends_at_the_stop_file_or_its_time(c: Cloud) -> None:
+    from wf import project as projectmod
+    from wf.cloud import sidecar
+
+    c.setup(task("slow", "opus", "cloud: polls 1000"))
+    c.wf.ok("cloud", "send")
+    proj = projectmod.load(c.root)
+    stop = threading.Event()
+    stop.set()
+    lines: list[str] = []
+    assert sidecar(proj, stop, interval=0.05, linger=0.3, on_line=lines.append) >= 1
+    assert lines[-1].startswith("cloud: gave up after 0s; sessions left: slow"), lines
+    assert all("slow: running (" in ln for ln in lines[:-1])
+    (c.root / "out").mkdir(exist_ok=True)
+    (c.root / "out" / "wf-batch.stop").write_text("")
+    lines.clear()
+    sidecar(proj, stop, interval=0.05, linger=60, on_line=lines.append)
+    assert lines == ["cloud: the stop file is set; sessions left: slow"]
+    r = c.wf("cloud", "pull", "--watch", "--interval", "1s", "--for", "5s")
+    assert r.code == 4 and "stop file is set" in r.out

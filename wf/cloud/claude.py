@@ -299,16 +299,22 @@ class ClaudeBackend:
         """After ``state``: the teleport checked the session's branch out in ``workdir``;
         ``branch`` is pointed at it and ``workdir`` goes back to main, detached."""
         tip = gitops.rev(workdir, "HEAD")
+        teleported = gitops.current_branch(workdir)
         main = gitops.rev(repo, "HEAD")
         if main is None:
             return None
+        own = False
         try:
-            if tip is None or gitops.is_ancestor(repo, tip, main):
-                return None  # no commits of its own
-            gitops.run(repo, "branch", "--force", "--no-track", branch, tip)
-            return tip
+            own = tip is not None and not gitops.is_ancestor(repo, tip, main)
+            if own and tip is not None:
+                gitops.run(repo, "branch", "--force", "--no-track", branch, tip)
         finally:
             gitops.detach(workdir, main)
+        if tip is not None and teleported and teleported not in (branch, gitops.current_branch(repo)):
+            # the session's own branch, whose commit main or cloud/<id> now holds: dropped
+            # only if it still points exactly there (compare-and-swap), so nothing is lost
+            gitops.run(repo, "update-ref", "-d", f"refs/heads/{teleported}", tip, ok=(0, 1, 128))
+        return tip if own else None
 
     def cost(self, status: SessionStatus) -> float | None:
         from wf import usage
