@@ -49,6 +49,7 @@ class Config(NamedTuple):
     gate: str | None = None
     cloud: bool = False
     lock_timeout: float = 10.0
+    backup_days: float = 14.0
     lanes: tuple[Lane, ...] = (Lane("haiku", "haiku"), Lane("sonnet", "sonnet"), Lane("opus", "opus"))
     warnings: tuple[str, ...] = ()
 
@@ -77,6 +78,7 @@ isolation = "worktree"    # "worktree" (.worktrees/<lane>) or "clone" (throwaway
 gate = ""                 # command run after each merge, e.g. "pytest -q" (no shell)
 cloud = false             # use the cloud lane
 lock_timeout = 10         # seconds to wait for the project lock before giving up
+backup_days = 14          # wf wt prune deletes merge backup refs older than this (once main holds them)
 
 # One lane per model by default; a lane runs at most max_parallel workers.
 [lanes.haiku]
@@ -104,6 +106,7 @@ _TOP_KEYS = {
     "gate",
     "cloud",
     "lock_timeout",
+    "backup_days",
     "lanes",
 }
 
@@ -149,6 +152,11 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
         if v < 0:
             raise ConfigError(where, "lock_timeout must be >= 0")
         kw["lock_timeout"] = v
+    if "backup_days" in data:
+        v = float(_typed(data, "backup_days", (int, float), where))
+        if v < 0:
+            raise ConfigError(where, "backup_days must be >= 0")
+        kw["backup_days"] = v
     if "isolation" in data:
         v = _typed(data, "isolation", str, where)
         if v not in ISOLATIONS:

@@ -14,7 +14,7 @@ from wf.errors import WfError
 
 @cli.group(cls=_Group)
 def wt() -> None:
-    """Lane worktrees (or clones) in .worktrees/: add, list, prune."""
+    """Lane worktrees (or clones) in .worktrees/: add, list, rm, prune."""
 
 
 @wt.command("add")
@@ -52,9 +52,9 @@ def wt_add(ctx: click.Context, lane: str, task_id: str, as_json: bool) -> None:
 def wt_list(ctx: click.Context, as_json: bool) -> None:
     """Each tree: name, branch, task, free or busy (and by whom), dirty paths,
     commits behind main, size on disk."""
-    from wf import worktrees
+    from wf import treeadmin
 
-    rows = worktrees.listing(_project(ctx))
+    rows = treeadmin.listing(_project(ctx))
     if as_json:
         _echo_json(rows)
         return
@@ -90,15 +90,39 @@ def _size(n: int) -> str:
     return f"{n}B"
 
 
+@wt.command("rm")
+@click.argument("name")
+@click.pass_context
+def wt_rm(ctx: click.Context, name: str) -> None:
+    """Remove the free tree .worktrees/NAME (and its record).
+
+    \b
+    Refused, saying why, when the tree is busy (a task in progress holds it, a
+    process runs in it, a Claude Code session points into it), has uncommitted
+    changes, or has commits not in the main branch. The branch of an archived,
+    merged task goes with it; any other branch is kept.
+    Example: wf wt rm sonnet-2
+    """
+    from wf import treeadmin
+
+    click.echo(treeadmin.remove(_project(ctx), name))
+
+
 @wt.command("prune")
 @click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
 @click.pass_context
 def wt_prune(ctx: click.Context, dry_run: bool) -> None:
-    """Remove free, clean trees whose HEAD is already in main, and stale git
-    registrations. Never a tree with uncommitted or unmerged work."""
-    from wf import worktrees
+    """Remove free, clean trees whose HEAD is already in main, stale git
+    registrations, and backup refs (refs/wf/backup/) older than backup_days
+    (wf.toml, default 14) whose commits main holds. Never a tree with
+    uncommitted or unmerged work, never a backup main lacks.
 
-    done = worktrees.prune(_project(ctx), dry_run=dry_run)
+    \b
+    Example: wf wt prune --dry-run
+    """
+    from wf import treeadmin
+
+    done = treeadmin.prune(_project(ctx), dry_run=dry_run)
     for line in done or ["nothing to prune"]:
         click.echo(("would " if dry_run and done else "") + line)
 
