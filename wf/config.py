@@ -119,7 +119,13 @@ def load(path: Path) -> Config:
         return Config()
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(str(path.name), f"not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(path.name, _not_utf8(e)) from None
     return from_dict(data, path.name)
+
+
+def _not_utf8(e: UnicodeDecodeError) -> str:
+    return f"not UTF-8 (byte {e.object[e.start]:#04x} at offset {e.start}); TOML files are UTF-8"
 
 
 def _typed(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -254,7 +260,10 @@ def set_value(path: Path, dotted: str, raw: str) -> Config:
     if not all(parts):
         raise WfError(f"bad key {dotted!r}")
     data = read_bytes(path)
-    doc = tomlkit.parse(data.decode("utf-8") if data else "")
+    try:
+        doc = tomlkit.parse(data.decode("utf-8") if data else "")
+    except UnicodeDecodeError as e:
+        raise ConfigError(path.name, _not_utf8(e)) from None
     try:
         value: Any = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:

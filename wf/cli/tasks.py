@@ -388,12 +388,31 @@ def edit(ctx: click.Context, task_id: str) -> None:
 
     from wf import ops
 
-    editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+    var = "VISUAL" if os.environ.get("VISUAL") else "EDITOR"
+    try:
+        editor = shlex.split(os.environ.get(var) or "vi")
+    except ValueError as e:
+        raise WfError(f"${var} is not a command line wf can split ({e}): {os.environ.get(var)!r}") from None
+    if not editor:
+        editor = ["vi"]
 
     def run_editor(path: Path) -> None:
-        code = subprocess.call([*editor, str(path)])
+        try:
+            code = subprocess.call([*editor, str(path)])
+        except OSError as e:
+            raise WfError(
+                f"cannot start the editor {editor[0]!r} (from ${var}): {e.strerror}; "
+                f"set VISUAL or EDITOR to an editor's command; nothing was changed"
+            ) from None
         if code != 0:
             raise WfError(f"the editor {editor[0]} exited {code}; nothing was changed (draft: {path})")
+        try:
+            path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise WfError(
+                f"the editor saved {path} in another encoding than UTF-8 (byte {e.object[e.start]:#04x} "
+                f"at offset {e.start}); nothing was changed: save it as UTF-8 and edit again"
+            ) from None
 
     changed = ops.edit_task(_project(ctx), task_id, run_editor, on_wait=_on_wait)
     click.echo(f"{task_id}: {'edited' if changed else 'unchanged'}")
