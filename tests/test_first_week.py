@@ -4,6 +4,8 @@ Each ends with a clear message and exit 1 (an expected error) or 2 (a usage erro
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -58,3 +60,121 @@ def test_wf_toml_that_is_not_utf8(wf: WfRunner) -> None:
         r = wf(*args)
         assert r.code == 1, (args, r.err)
         assert "wf.toml: not UTF-8 (byte 0xe9 at offset 11)" in r.err, (args, r.err)
+
+
+# ------------------------------------------------------------------ the usage report
+
+
+def _cost_line(project: Path, ts: str, name: str = "app") -> None:
+    log = project / "out" / "wf-cost.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as f:
+        f.write(
+            f"ts={ts} project={name} id=t agent=a kind=subagent lane=sonnet model=m effort=- done=1 "
+            "turns=1 dur_s=1 in=1 out=1 est=0 cw5m=0 cw1h=0 cr=0 usd=1.0000 usd_rep=1.0000\n"
+        )
+
+
+@pytest.fixture
+def logged(wf: WfRunner) -> WfRunner:
+    from wf import costlog
+
+    for day in ("2026-03-01", "2026-03-02", "2026-03-03"):
+        _cost_line(wf.root, f"{day}T10:00:00Z")
+    costlog.remember(wf.root)
+    return wf
+
+
+def test_report_since_takes_only_the_documented_forms(logged: WfRunner) -> None:
+    for bad in ("last week", "2026-13-01", "2026-3-1", "-7d", "7"):
+        r = logged("usage", "--report", "--since", bad)
+        assert r.code == 2, (bad, r.err)
+        assert "YYYY-MM-DD, today, yesterday, or Nd" in r.err
+    rows = json.loads(logged.ok("usage", "--report", "--json", "--since", "2026-03-02"))
+    assert rows[0]["n"] == 2
+    for word in ("today", "yesterday", "3d"):  # relative to now: none of the 2026-03 lines
+        assert logged.ok("usage", "--report", "--since", word).startswith("no cost lines since 20")
+
+
+def test_since_dates() -> None:
+    from wf import costlog
+
+    now = 1_780_000_000.0  # 2026-05-28T20:26:40Z
+    assert costlog.since_date("today", now) == "2026-05-28"
+    assert costlog.since_date("Yesterday", now) == "2026-05-27"
+    assert costlog.since_date("7d", now) == "2026-05-21"
+    assert costlog.since_date("2026-02-28", now) == "2026-02-28"
+    with pytest.raises(ValueError):
+        costlog.since_date("2026-02-30", now)
+
+
+def test_an_empty_report_says_what_it_filtered(logged: WfRunner) -> None:
+    out = logged.ok("usage", "--report", "--since", "2030-01-01")
+    assert (
+        out
+        == "no cost lines since 2030-01-01 (the logs have 3, from 2026-03-01 to 2026-03-03; projects: app)\n"
+    )
+    out = logged.ok("usage", "--report", "--project", "nosuch")
+    assert out.startswith("no cost lines for project nosuch (the logs have 3,")
+    r = logged("usage", "--since", "2026-01-01", "--file", "x")
+    assert r.code == 2 and "--since and --project go with --report" in r.err
+
+
+def test_no_log_at_all_is_still_no_cost_lines_yet(wf: WfRunner) -> None:
+    assert wf.ok("usage", "--report", "--since", "2030-01-01").startswith("no cost lines yet")
+
+
+def test_a_session_whose_subagent_ran_on_another_model_is_reported_per_model(
+    wf: WfRunner, sealed_env: Path
+) -> None:
+    from tests.test_usage import asst, tokens, user, write
+
+    sonnet, opus = "claude-sonnet-4-5-20250929", "claude-opus-4-6"
+    proj = sealed_env / ".claude" / "projects" / "-work-app"
+    write(
+        proj / "s1.jsonl",
+        user("go", ts="2026-03-01T10:00:00.000Z"),
+        asst(tokens(1_000_000, 0), mid="m1", rid="r1", model=sonnet, ts="2026-03-01T10:00:01.000Z"),
+    )
+    write(
+        proj / "s1" / "subagents" / "agent-x1.jsonl",
+        asst(tokens(1_000_000, 0), mid="m2", rid="r2", model=opus, ts="2026-03-01T10:00:02.000Z", side=True),
+    )
+    one = json.loads(wf.ok("usage", "--session", "s1", "--json", "--log", "--id", "t", "--lane", "sonnet"))
+    # $3 of sonnet input, $5 of opus input (per million tokens)
+    assert one["models"] == f"{opus}:5.0000,{sonnet}:3.0000"
+    assert one["usd"] == 8.0
+    text = wf.ok("usage", "--session", "s1")
+    assert f"by model: {opus} 1 turns usd 5.0000, {sonnet} 1 turns usd 3.0000" in text
+    [row] = json.loads(wf.ok("usage", "--report", "--json"))
+    assert row["total_usd"] == 8.0 and row["models"] == {opus: 5.0, sonnet: 3.0}
+    assert f"$ by model: {opus} 5.00, {sonnet} 3.00" in wf.ok("usage", "--report")
+    # a single-model transcript has no breakdown
+    write(proj / "s2.jsonl", asst(tokens(10, 1), model=sonnet))
+    assert "models" not in json.loads(wf.ok("usage", "--session", "s2", "--json"))
+
+
+CORPUS = os.environ.get("WF_CORPUS")
+
+
+@pytest.mark.skipif(not CORPUS, reason="WF_CORPUS is not set")
+def test_corpus_session_per_model_matches_the_reference(
+    wf: WfRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wf import usage
+
+    assert CORPUS is not None
+    data = json.loads((Path(CORPUS) / "expected.json").read_text("utf-8"))
+    session = "ae4a77f8-aedd-4bc1-888f-c94edc91af04"
+    refs = {Path(k).stem: v["totalCost"] for k, v in data["claude"].items() if session in k}
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(Path(CORPUS) / "claude"))
+    c = usage.claude_cost(usage.session_files(session))
+    by = {m: (turns, rep) for m, turns, _, rep in c.by_model}
+    assert set(by) == {"claude-opus-4-6", "claude-haiku-4-5-20251001", "claude-sonnet-4-5-20250929"}
+    # the sonnet subagent is the only sonnet in the session: its share is ccusage's figure for it
+    assert abs(by["claude-sonnet-4-5-20250929"][1] - refs["agent-aac57f5"]) < 1e-6
+    # the shares add up to ccusage's figures for the three files, and to wf's total
+    assert abs(sum(rep for _, rep in by.values()) - sum(refs.values())) < 1e-6
+    assert sum(t for t, _ in by.values()) == c.turns
+    logged = json.loads(wf.ok("usage", "--session", session, "--json"))
+    assert logged["models"].startswith("claude-opus-4-6:")
