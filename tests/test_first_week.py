@@ -178,3 +178,111 @@ def test_corpus_session_per_model_matches_the_reference(
     assert sum(t for t, _ in by.values()) == c.turns
     logged = json.loads(wf.ok("usage", "--session", session, "--json"))
     assert logged["models"].startswith("claude-opus-4-6:")
+
+
+# ------------------------------------------------------------------ wf.toml and wf config
+
+
+def test_config_shows_a_table_as_toml_lines(wf: WfRunner) -> None:
+    out = wf.ok("config", "lanes.sonnet")
+    assert out.splitlines()[:3] == [
+        'lanes.sonnet.model = "sonnet"',
+        'lanes.sonnet.adapter = "claude"',
+        "lanes.sonnet.max_parallel = 1",
+    ]
+    assert "# lanes.sonnet.effort: not set" in out and "{" not in out and "(" not in out
+    assert json.loads(wf.ok("config", "lanes.sonnet", "--json"))["allowed_tools"][0] == "Bash"
+
+
+def test_main_empty_and_unset_are_the_same(wf: WfRunner) -> None:
+    toml = wf.root / "wf.toml"
+    assert wf.ok("config", "main") == "# main: not set\n"
+    toml.write_text('main = ""\n' + toml.read_text())
+    assert wf.ok("config", "main") == "# main: not set\n"
+    assert wf.ok("config", "main", "") == "# main: not set\n"
+    assert not any(ln.startswith("main") for ln in toml.read_text().splitlines())
+    r = wf("config", "main", "null")
+    assert r.code == 1 and "TOML has no null: to remove main, run wf config --unset main" in r.err
+    assert wf.ok("config", "main", "trunk") == 'main = "trunk"\n'
+    assert wf.ok("config", "--unset", "main") == "main: back to its default\n"
+
+
+def test_a_cmd_lane_can_be_set_before_its_cmd(wf: WfRunner) -> None:
+    r = wf("config", "lanes.sonnet.adapter", "cmd")
+    assert r.code == 0, r.err
+    assert "the lane cannot run until it is set: wf config lanes.sonnet.cmd" in r.err
+    assert "adapter cmd has no cmd yet" in wf("check").out
+    r = wf("config", "lanes.sonnet.cmd", '["python3", "-c", "pass"]')
+    assert r.code == 0 and r.err == ""
+
+
+def test_a_lane_can_be_removed(wf: WfRunner) -> None:
+    assert wf.ok("config", "--unset", "lanes.haiku") == "removed lanes.haiku\n"
+    assert "[lanes.haiku]" not in (wf.root / "wf.toml").read_text()
+    assert [r["lane"] for r in json.loads(wf.ok("lanes", "--json"))] == ["sonnet", "opus"]
+    assert wf("config", "--unset", "lanes.haiku").code == 1
+    wf.ok("config", "--unset", "lanes.opus")
+    r = wf("config", "--unset", "lanes.sonnet")
+    assert r.code == 1 and "the last lane" in r.err
+    r = wf("config", "--unset")
+    assert r.code == 2
+
+
+def test_removing_a_default_lane_keeps_the_others(wf: WfRunner) -> None:
+    (wf.root / "wf.toml").write_text("# no lanes here: the defaults\n")
+    wf.ok("config", "--unset", "lanes.opus")
+    assert [r["lane"] for r in json.loads(wf.ok("lanes", "--json"))] == ["haiku", "sonnet"]
+    assert (wf.root / "wf.toml").read_text().startswith("# no lanes here: the defaults\n")
+
+
+def test_type_errors_read_as_english(wf: WfRunner) -> None:
+    for key, value, want in (
+        ("slice_above", "x", "slice_above must be a number, not 'x'"),
+        ("cloud", "3", "cloud must be true or false, not 3"),
+        ("gate", "3", "gate must be a string, not 3"),
+    ):
+        r = wf("config", key, value)
+        assert r.code == 1 and want in r.err, r.err
+
+
+# ------------------------------------------------------------------ tasks and runs
+
+
+def test_show_names_the_bad_field_and_its_line(wf: WfRunner) -> None:
+    with open(wf.root / "TASKS.md", "a") as f:
+        f.write("\n## z: Bad one\nModel: sonnet\nDone: true\nPrio: 9\n")
+    line = (wf.root / "TASKS.md").read_text().splitlines().index("Prio: 9") + 1
+    out = wf.ok("show", "z")
+    assert f"TASKS.md:{line}: error: bad Prio '9'" in out
+    assert json.loads(wf.ok("show", "z", "--json"))["errors"] == [
+        f"TASKS.md:{line}: error: bad Prio '9': expected 0, 1, 2 or 3 (0 is most urgent)"
+    ]
+
+
+def test_duplicate_long_titles_get_ids_cut_at_a_word(wf: WfRunner) -> None:
+    title = "Refactor the configuration loader to support multiple profiles and environments"
+    assert wf.ok("add", title) == "refactor-the-configuration-loader\n"
+    assert wf.ok("add", title) == "refactor-the-configuration-loader-2\n"
+    long_id = "a" * 20 + "-" + "b" * 27
+    wf.ok("add", "x", "--id", long_id)
+    from wf.ops import _fresh_id
+
+    assert _fresh_id(long_id, {long_id}) == "a" * 20 + "-2"
+
+
+def test_bad_effort_is_a_usage_error_like_a_bad_prio(wf: WfRunner) -> None:
+    for args in (("add", "x", "--effort", "abc"), ("add", "x", "--effort", "0"), ("add", "x", "-p", "9")):
+        r = wf(*args)
+        assert r.code == 2, (args, r.err)
+    assert "expected a positive number, not 'abc'" in wf("add", "x", "--effort", "abc").err
+    wf.ok("add", "Task a", "--id", "a", "--effort", "2.5")
+    wf.ok("set", "a", "--effort", "")
+    assert "Effort" not in wf.ok("show", "a")
+
+
+def test_run_with_no_units_is_a_usage_error(wf: WfRunner, tmp_path: Path) -> None:
+    m = tmp_path / "empty.json"
+    m.write_text('{"units": []}')
+    r = wf("run", str(m))
+    assert r.code == 2 and "has no units" in r.err
+    assert not (wf.root / ".wf" / "runs").exists()

@@ -131,8 +131,9 @@ def _not_utf8(e: UnicodeDecodeError) -> str:
 def _typed(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     value = data[key]
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise ConfigError(where, f"{key} must be a {names}, not {value!r}")
+        names = {str: "a string", bool: "true or false", dict: "a table", int: "a whole number"}
+        what = names.get(kind, "a number") if isinstance(kind, type) else "a number"
+        raise ConfigError(where, f"{key} must be {what}, not {value!r}")
     return value
 
 
@@ -221,7 +222,10 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
                 where, f"lanes.{name}.cmd must be a list of strings (an argv, run without a shell)"
             )
         if adapter == "cmd" and not cmd:
-            raise ConfigError(where, f'lanes.{name}: adapter cmd needs cmd = ["program", "arg", ...]')
+            warnings.append(
+                f"{w}: adapter cmd has no cmd yet, so the lane cannot run until it is set: "
+                f'wf config lanes.{name}.cmd \'["program", "arg"]\''
+            )
         mode = spec.get("permission_mode", "acceptEdits")
         if mode not in ("acceptEdits", "auto", "bypassPermissions", "dontAsk", "plan", "default"):
             raise ConfigError(where, f"lanes.{name}.permission_mode {mode!r} is not a claude permission mode")
@@ -264,6 +268,8 @@ def set_value(path: Path, dotted: str, raw: str) -> Config:
         doc = tomlkit.parse(data.decode("utf-8") if data else "")
     except UnicodeDecodeError as e:
         raise ConfigError(path.name, _not_utf8(e)) from None
+    if raw.strip().lower() in ("null", "none", "nil"):
+        raise WfError(f"TOML has no {raw.strip()}: to remove {dotted}, run wf config --unset {dotted}")
     try:
         value: Any = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
@@ -276,6 +282,43 @@ def set_value(path: Path, dotted: str, raw: str) -> Config:
         if not isinstance(table, dict):
             raise WfError(f"{dotted}: {part} is not a table")
     table[parts[-1]] = value
+    text = tomlkit.dumps(doc)
+    config = from_dict(tomllib.loads(text), path.name)
+    atomic_write(path, text.encode("utf-8"))
+    return config
+
+
+def unset_value(path: Path, dotted: str) -> Config:
+    """Remove one key (``gate``, ``lanes.sonnet.effort``) or a whole lane (``lanes.x``)
+    from wf.toml, keeping comments and layout. With no [lanes] table in the file, the
+    default lanes are written out first, so removing one keeps the others."""
+    import tomlkit
+
+    from wf.fsutil import atomic_write, read_bytes
+
+    parts = dotted.split(".")
+    lane_table = len(parts) == 2 and parts[0] == "lanes" and valid_id(parts[1])
+    if not lane_table:
+        check_key(dotted)
+    data = read_bytes(path)
+    try:
+        doc = tomlkit.parse(data.decode("utf-8") if data else "")
+    except UnicodeDecodeError as e:
+        raise ConfigError(path.name, _not_utf8(e)) from None
+    if parts[0] == "lanes" and "lanes" not in doc:
+        lanes = tomlkit.table(is_super_table=True)
+        for ln in Config().lanes:
+            lanes[ln.name] = {"model": ln.model, "adapter": ln.adapter, "max_parallel": ln.max_parallel}
+        doc["lanes"] = lanes
+    table: Any = doc
+    for part in parts[:-1]:
+        table = table.get(part) if isinstance(table, dict) else None
+    if not isinstance(table, dict) or parts[-1] not in table:
+        what = f"no lane {parts[1]!r}" if lane_table else f"{dotted} is not set"
+        raise WfError(f"{what} in {path.name} (wf config lists the settings)")
+    if lane_table and len(table) == 1:
+        raise WfError(f"lanes.{parts[1]} is the last lane; a project needs one (add another first)")
+    del table[parts[-1]]
     text = tomlkit.dumps(doc)
     config = from_dict(tomllib.loads(text), path.name)
     atomic_write(path, text.encode("utf-8"))
