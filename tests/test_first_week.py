@@ -138,17 +138,27 @@ def test_a_session_whose_subagent_ran_on_another_model_is_reported_per_model(
     )
     write(
         proj / "s1" / "subagents" / "agent-x1.jsonl",
-        asst(tokens(1_000_000, 0), mid="m2", rid="r2", model=opus, ts="2026-03-01T10:00:02.000Z", side=True),
+        # unfinished: 3000 visible characters estimate 1000 output tokens ($0.025 on opus)
+        asst(
+            tokens(1_000_000, 0),
+            mid="m2",
+            rid="r2",
+            model=opus,
+            ts="2026-03-01T10:00:02.000Z",
+            side=True,
+            stop=None,
+            content=[{"type": "text", "text": "x" * 3000}],
+        ),
     )
     one = json.loads(wf.ok("usage", "--session", "s1", "--json", "--log", "--id", "t", "--lane", "sonnet"))
-    # $3 of sonnet input, $5 of opus input (per million tokens)
-    assert one["models"] == f"{opus}:5.0000,{sonnet}:3.0000"
-    assert one["usd"] == 8.0
+    # $3 of sonnet input, $5 of opus input (per million tokens), and the estimate
+    assert one["models"] == f"{opus}:5.0250,{sonnet}:3.0000"
+    assert (one["usd"], one["usd_rep"]) == (8.025, 8.0)
     text = wf.ok("usage", "--session", "s1")
-    assert f"by model: {opus} 1 turns usd 5.0000, {sonnet} 1 turns usd 3.0000" in text
+    assert f"by model: {opus} 1 turns usd ~5.0250, {sonnet} 1 turns usd ~3.0000" in text
     [row] = json.loads(wf.ok("usage", "--report", "--json"))
-    assert row["total_usd"] == 8.0 and row["models"] == {opus: 5.0, sonnet: 3.0}
-    assert f"$ by model: {opus} 5.00, {sonnet} 3.00" in wf.ok("usage", "--report")
+    assert row["total_usd"] == 8.025 and row["models"] == {opus: 5.025, sonnet: 3.0}
+    assert f"$ by model: {opus} ~5.03, {sonnet} ~3.00" in wf.ok("usage", "--report")
     # a single-model transcript has no breakdown
     write(proj / "s2.jsonl", asst(tokens(10, 1), model=sonnet))
     assert "models" not in json.loads(wf.ok("usage", "--session", "s2", "--json"))
@@ -176,6 +186,7 @@ def test_corpus_session_per_model_matches_the_reference(
     # the shares add up to ccusage's figures for the three files, and to wf's total
     assert abs(sum(rep for _, rep in by.values()) - sum(refs.values())) < 1e-6
     assert sum(t for t, _ in by.values()) == c.turns
+    assert abs(sum(usd for _, _, usd, _ in c.by_model) - c.usd) < 1e-9
     logged = json.loads(wf.ok("usage", "--session", session, "--json"))
     assert logged["models"].startswith("claude-opus-4-6:")
 

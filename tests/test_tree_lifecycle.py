@@ -193,3 +193,61 @@ def test_backup_days_setting(proj: WfRunner) -> None:
     assert proj.ok("wt", "prune") == "nothing to prune\n"
     r = proj("config", "--", "backup_days", "-1")
     assert r.code == 1 and "backup_days must be >= 0" in r.err
+
+
+def test_a_task_hidden_by_an_error_keeps_its_tree(proj: WfRunner) -> None:
+    proj.ok("status", "a", "progress", "me")
+    tree_of(proj, "a")
+    tasks = proj.root / "TASKS.md"
+    tasks.write_text(tasks.read_text().replace("## a: Task a", "## a Task a"))
+    assert rows(proj)["sonnet"]["state"] == "busy"  # wf cannot tell: the record is believed
+    tasks.unlink()
+    assert rows(proj)["sonnet"]["state"] == "busy"
+
+
+def test_wt_rm_keeps_the_branch_of_an_open_task(proj: WfRunner) -> None:
+    proj.ok("status", "a", "progress", "me")
+    tree_of(proj, "a")
+    proj.ok("status", "a", "pending")
+    proj.ok("wt", "rm", "sonnet")
+    assert "sonnet/a" in branches(proj)  # no commits of its own, but its task is still open
+
+
+def test_wt_rm_never_removes_the_tree_it_runs_in(proj: WfRunner) -> None:
+    proj.ok("status", "a", "progress", "me")
+    wt = proj.root / ".worktrees" / tree_of(proj, "a")
+    proj.ok("done", "a")
+    r = proj.proc("wt", "rm", "sonnet", cwd=wt)
+    assert r.code == 1 and "holds the folder you run wf from" in r.err, r.err
+    assert wt.exists()
+
+
+def test_doctor_fix_releases_a_tree_whose_task_went_awaiting(proj: WfRunner) -> None:
+    proj.ok("status", "a", "progress", "me")
+    tree_of(proj, "a")
+    proj.ok("status", "a", "awaiting", "which API?")
+    r = proj("doctor")
+    assert r.code == 1 and "record: sonnet: names task a, which is awaiting, no longer claimed" in r.out
+    assert "record: sonnet:" in proj("doctor", "--fix").out
+    r = proj("doctor")
+    assert r.code == 0 and "record:" not in r.out, r.out
+    assert json.loads((proj.root / ".wf" / "wt" / "sonnet.json").read_text())["task"] is None
+
+
+def test_an_archived_tasks_branch_main_lacks_is_never_deleted(proj: WfRunner) -> None:
+    """git's own 'branch -d' would delete it (the main checkout's HEAD holds it): wf's
+    check against the main branch alone must keep it."""
+    (proj.root / "wf.toml").write_text('main = "main"\n' + (proj.root / "wf.toml").read_text())
+    commit_all(proj.root, "main is main")
+    proj.ok("status", "a", "progress", "me")
+    wt = proj.root / ".worktrees" / tree_of(proj, "a")
+    (wt / "w.txt").write_text("w\n")
+    tip = commit_all(wt, "work main lacks")
+    git(wt, "switch", "-q", "--detach", "main")
+    proj.ok("done", "a")
+    commit_all(proj.root, "a done")
+    git(proj.root, "switch", "-qc", "side")
+    git(proj.root, "merge", "-q", "--no-edit", tip)
+    r = proj("doctor", "--fix")
+    assert "branch: sonnet/a: task archived but the branch has commits not in main" in r.out
+    assert git(proj.root, "rev-parse", "sonnet/a").strip() == tip
