@@ -14,7 +14,11 @@ from wf.errors import WfError
 
 @cli.group(cls=_Group)
 def wt() -> None:
-    """Lane worktrees (or clones) in .worktrees/: add, list, rm, prune."""
+    """Lane worktrees (or clones) in .worktrees/: add, list, rm, prune.
+
+    \b
+    Example: wf wt list
+    """
 
 
 @wt.command("add")
@@ -30,6 +34,11 @@ def wt_add(ctx: click.Context, lane: str, task_id: str, as_json: bool) -> None:
     LANE-3, ... A tree is busy while a task holds it, a live process has its cwd
     in it, a Claude Code session points into it, or it has uncommitted changes.
     Asking again for the same task gives the same tree (never a second one).
+    The tree is free again once its task is archived, set awaiting, blocked, wip
+    or pending again (its branch stays while it has commits main lacks).
+
+    \b
+    Example: wf status fetch-retry progress me && wf wt add sonnet fetch-retry
     """
     from wf import backlog, worktrees
     from wf.taskfile import check_id
@@ -51,7 +60,11 @@ def wt_add(ctx: click.Context, lane: str, task_id: str, as_json: bool) -> None:
 @click.pass_context
 def wt_list(ctx: click.Context, as_json: bool) -> None:
     """Each tree: name, branch, task, free or busy (and by whom), dirty paths,
-    commits behind main, size on disk."""
+    commits behind main, size on disk.
+
+    \b
+    Example: wf wt list --json
+    """
     from wf import treeadmin
 
     rows = treeadmin.listing(_project(ctx))
@@ -144,6 +157,9 @@ def merge_cmd(ctx: click.Context, target: str | None, as_json: bool) -> None:
     - the worktree left detached at the new main commit, the branch deleted
       (git branch -d: never unmerged work).
     Running it again after success, failure or a kill finishes what is left.
+    Examples:
+      wf merge fetch-retry
+      cd .worktrees/sonnet && wf merge
     """
     from wf import merge
 
@@ -165,7 +181,14 @@ def merge_cmd(ctx: click.Context, target: str | None, as_json: bool) -> None:
 def doctor(ctx: click.Context, fix: bool, as_json: bool) -> int:
     """Reconcile tree records, worktrees, LANE/* branches, live pids and stale git
     lock files; one line per disagreement, repaired with --fix. Exit 1 if anything
-    needs attention and was not fixed."""
+    needs attention and was not fixed.
+
+    \b
+    --fix never removes work: it releases trees whose task let go, deletes the
+    merged branches of archived tasks, forgets registrations whose folder is gone
+    and removes stale git locks; what it leaves says why.
+    Example: wf doctor --fix
+    """
     from wf import doctor as doctormod
 
     findings = doctormod.run(_project(ctx), fix=fix)
