@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from wf import backlog as backlogmod
 from wf import gitops, procs, treeadmin, worktrees
 from wf.backlog import Backlog
+from wf.lock import project_lock
 from wf.project import Project
 
 STALE_LOCK_AGE = 60.0
@@ -101,13 +102,19 @@ def _free_branch(project: Project, branch: str, user: Path | None, bl: Backlog) 
     first detached at its tip, if nothing holds that tree (free and clean)."""
     if user is not None:
         wt_dir = project.worktrees_dir.resolve()
-        if user.parent != wt_dir or worktrees.inspect(project, user.name, bl).kind != "free":
+        if user.parent != wt_dir:
             return False
-        worktrees.release(project, user.name)
-        tip = gitops.rev(user, "HEAD")
-        if tip is None:
-            return False
-        gitops.detach(user, tip)
+        # under the allocators' lock: a tree found free must not be taken meanwhile
+        with project_lock(project.wf_dir, worktrees.WT_LOCK_TIMEOUT, None, name="wt.lock"):
+            if worktrees.inspect(project, user.name, bl).kind != "free":
+                return False
+            if gitops.current_branch(user) != branch:
+                return False
+            worktrees.release(project, user.name)
+            tip = gitops.rev(user, "HEAD")
+            if tip is None:
+                return False
+            gitops.detach(user, tip)
     return worktrees.drop_done_branch(project, branch, bl)
 
 

@@ -154,11 +154,11 @@ def retire(project: Project, name: str, bl: Backlog | None = None) -> str | None
     task's branch if the task is archived and main has all of it (the tree is first
     detached at the branch's tip, if it is clean and on it). None if there is nothing
     to do; else what was done."""
-    rec = load_record(project, name)
-    if rec is None or rec.task is None or holder(project, rec, bl).holds:
-        return None
     path = project.worktrees_dir / name
     with project_lock(project.wf_dir, WT_LOCK_TIMEOUT, None, name="wt.lock"):
+        rec = load_record(project, name)  # read under the lock: an allocation may have come first
+        if rec is None or rec.task is None or holder(project, rec, bl).holds:
+            return None
         release(project, name)
         branch = rec.branch
         if branch and (path / ".git").is_file() and gitops.current_branch(path) == branch:

@@ -2,11 +2,11 @@
 
 A lane's worker works in ``.worktrees/<lane>``, reused from task to task; when that one
 is in use, the next free of ``<lane>-2``, ``<lane>-3``, ... A tree is in use when its
-record in ``.wf/wt/<name>.json`` names a task that still holds it (see ``holds``), a
+record in ``.wf/wt/<name>.json`` names a task that still holds it (see ``holder``), a
 live process has its cwd inside it, a Claude Code session file points into it, or it
-has uncommitted changes. Allocation runs
-under ``.wf/wt.lock`` (not the project lock: making a worktree can take seconds), so
-concurrent allocators never pick the same tree and never race on git's own locks.
+has uncommitted changes. Allocation runs under ``.wf/wt.lock`` (not the project lock:
+making a worktree can take seconds), so concurrent allocators never pick the same tree
+and never race on git's own locks.
 """
 
 from __future__ import annotations
