@@ -297,3 +297,9 @@ def test_run_with_no_units_is_a_usage_error(wf: WfRunner, tmp_path: Path) -> Non
     r = wf("run", str(m))
     assert r.code == 2 and "has no units" in r.err
     assert not (wf.root / ".wf" / "runs").exists()
+
+
+def test_show_lists_only_its_own_errors(wf: WfRunner) -> None:
+    (wf.root / "TASKS.md").write_text("# T\n\n## a: A\nPrio: 9\n## b: B\nModel: sonnet\n")
+    assert "bad Prio" not in wf.ok("show", "b")
+    assert "TASKS.md:4: error: bad Prio '9'" in wf.ok("show", "a")

@@ -216,7 +216,7 @@ def show(bl: Backlog, task_id: str) -> dict[str, Any]:
     rec["archived"] = False
     rec["text"] = bl.doc.text_of(task)
     rec["path"] = bl.doc.path
-    rec["errors"] = [str(i) for i in bl.doc.issues if i.level == "error" and task.start <= i.line <= task.end]
+    rec["errors"] = [str(i) for i in bl.doc.issues if i.level == "error" and task.start < i.line <= task.end]
     return rec
 
 
