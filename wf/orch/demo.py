@@ -156,6 +156,9 @@ def _run(root: Path, echo: Callable[[str], None], *, keep: bool) -> int:
     except OSError:
         pass
     echo("")
+    if code == 4:  # by design: storage awaits an answer and clock was handed back
+        echo("The loop exited 4: a person is needed (an awaiting task, a handed-back one), as planned.")
+        code = 0
     if not keep:
         echo(f"Done in {time.monotonic() - start:.1f}s.")
         return code
@@ -163,7 +166,4 @@ def _run(root: Path, echo: Callable[[str], None], *, keep: bool) -> int:
     echo(f"  cd {root} && git log --oneline --graph   # the merges, one per task")
     echo(f"  wf -C {root} list; wf -C {root} show clock  # the handed-back task and its note")
     echo(f"  ls {root}/.wf/runs/                       # every worker's prompt, log and answer")
-    if code == 4:  # by design: storage awaits an answer and clock was handed back
-        echo("The loop exited 4: a person is needed (an awaiting task, a handed-back one), as planned.")
-        return 0
     return code
