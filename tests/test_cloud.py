@@ -152,13 +152,16 @@ def test_the_backend_itself_refuses_without_a_github_remote(c: Cloud) -> None:
 
 
 def test_not_logged_in_releases_the_claim(c: Cloud) -> None:
-    c.setup(task("big", "opus"))
+    c.setup(task("big", "opus") + task("said", "opus", extra="Status: pending\nPrio: 3"))
     c.creds.unlink()
+    before = (c.root / "TASKS.md").read_bytes()
     r = c.wf("cloud", "send")
     assert r.code == 1, r.out + r.err
     assert "not logged in: Cloud sessions need a claude.ai sign-in" in r.out
     assert c.status("big") == "pending" and c.record("big") is None
-    assert "Status:" not in (c.root / "TASKS.md").read_text()
+    r = c.wf("cloud", "send", "said")  # a Status line of its own comes back as it was
+    assert r.code == 1 and c.record("said") is None
+    assert (c.root / "TASKS.md").read_bytes() == before
 
 
 def test_max_parallel_and_the_cloud_lane_off(c: Cloud) -> None:

@@ -120,6 +120,7 @@ def orch_post(
     done, gate red        -> P0 fix task added, and it is the next pick
     awaiting / handback / wip / post-check red -> stop the lane, saying why
     crashed (no report)   -> one recovery pick in the same tree; twice -> blocked
+    LANE cloud (cloud = true): posts the sessions 'wf cloud pull' saw end; no --result
 
     \b
     Example:
