@@ -130,6 +130,17 @@ def test_post_check_the_task_is_archived(o: Orch) -> None:
     assert out.startswith("a1: post-check-red") and "no branch a/a1 and a1 is not archived" in out
 
 
+def test_post_check_the_task_is_archived_after_the_posts_merge(o: Orch) -> None:
+    """The worker reported done without merging and a person deleted the task meanwhile:
+    the post's merge lands the work but archives nothing, so the post is red, never done."""
+    commit = _worked(o, "nomerge")
+    text = (o.root / "TASKS.md").read_text()
+    (o.root / "TASKS.md").write_text(text[: text.index("\n## a1:")] + text[text.index("\n## a2:") :])
+    out = _post_done(o, commit)
+    assert out.startswith("a1: post-check-red") and "a1 is not in the archive" in out
+    assert o.archived() == []
+
+
 def test_all_post_checks_green_is_done(o: Orch) -> None:
     commit = _worked(o)
     assert _post_done(o, commit).startswith("a1: done as ")
