@@ -153,6 +153,29 @@ def test_a_killed_loop_is_taken_over_and_its_finished_report_posted(o: Orch) -> 
     assert outcomes == ["done"]
 
 
+@pytest.mark.timeout(120)
+def test_a_killed_loops_captured_report_is_posted_not_worked_again(o: Orch) -> None:
+    """kill -9 of wf orch run after its worker reported awaiting (nothing merged, so the
+    archive cannot tell): the next run posts the captured report; the task is not worked
+    again."""
+    o.setup(lanes_toml("a"), task("a1", "a", "awaiting Which colour?", "linger 30"))
+    p = _popen(o, "orch", "run", "a")
+    rec_path = o.root / ".wf" / "orch" / "a.json"
+    _wait_for(lambda: rec_path.exists() and json.loads(rec_path.read_text()).get("unit"), what="the record")
+    rec = json.loads(rec_path.read_text())
+    log = o.root / ".wf" / "runs" / rec["run"] / rec["unit"] / "worker.log"
+    _wait_for(lambda: log.exists() and "result: awaiting" in log.read_text(), what="the report")
+    os.kill(p.pid, signal.SIGKILL)
+    p.communicate(timeout=30)
+    r = o.proc("orch", "run", "a", timeout=90)
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "taking over a finished worker" in r.stdout
+    assert "start a1" not in r.stdout
+    assert "stop lane a: a1 awaits an answer: Which colour?" in r.stdout
+    assert o.status("a1") == "awaiting: Which colour?"
+    assert [e["outcome"] for e in o.orch_log()] == ["awaiting"]
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
