@@ -176,6 +176,30 @@ def test_a_killed_loops_captured_report_is_posted_not_worked_again(o: Orch) -> N
     assert [e["outcome"] for e in o.orch_log()] == ["awaiting"]
 
 
+@pytest.mark.timeout(120)
+def test_a_live_runs_worker_is_left_alone_by_a_second_run(o: Orch) -> None:
+    """A second wf orch run on a lane another live run works: it stops the lane as held
+    and never touches the first run's worker or record."""
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", "hang"))
+    first = _popen(o, "orch", "run", "a")
+    rec_path = o.root / ".wf" / "orch" / "a.json"
+    try:
+        _wait_for(
+            lambda: rec_path.exists() and json.loads(rec_path.read_text()).get("pid"), what="the worker"
+        )
+        before = rec_path.read_bytes()
+        worker = int(json.loads(before)["pid"])
+        r = o.proc("orch", "run", "a", timeout=90)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"stop lane a: a1 is held by wf orch run pid {first.pid}" in r.stdout
+        assert _alive(worker)
+        assert rec_path.read_bytes() == before
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=60)
+    assert "a1 ended without a report" not in _events(o)
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
