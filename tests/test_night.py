@@ -94,6 +94,38 @@ def test_a_tool_wide_failure_stops_every_lane_on_that_tool(o: Orch) -> None:
     assert infra_failure({"failure": "task"}) is None and infra_failure({}) is None
 
 
+def test_a_tool_wide_failure_stops_the_other_idle_lanes_on_that_tool(o: Orch) -> None:
+    """Lane a's worker met a not-logged-in tool: the claim is released, and lane b (same
+    tool, not started yet) stops with the same words instead of claiming b1. No adapter
+    of this version classifies a login failure (only 'tool': it cannot start), so the
+    failure is handed to the loop as the supervisor would record it."""
+    from types import SimpleNamespace
+
+    from wf import project
+    from wf.orch.loop import Loop
+    from wf.orch.pick import pick
+
+    o.setup(lanes_toml("a", "b"), task("a1", "a", "write a1.txt x") + task("b1", "b", "write b1.txt y"))
+    before = (o.root / "TASKS.md").read_bytes()
+    proj = project.load(o.root)
+    lines: list[str] = []
+    loop = Loop(proj, ["a", "b"], adapter=None, emit=lines.append)
+    p = pick(proj, "a", owner=loop.me)
+    assert p.record is not None
+    unit = SimpleNamespace(
+        status={"state": "failed", "failure": "auth", "reason": "Not logged in"},
+        adapter=SimpleNamespace(name="cmd"),
+    )
+    loop._ended("a", unit, p.record)  # type: ignore[arg-type]
+    stop = "cmd could not run (auth): Not logged in"
+    assert f"stop lane a: {stop}" in lines and f"stop lane b: {stop}" in lines
+    loop._pick("b")  # a later look at lane b (a wake, the next round) starts nothing
+    loop._wake()
+    assert not loop.units and (o.root / "TASKS.md").read_bytes() == before
+    assert o.wf.ok("orch", "status").strip() == "no active lanes"
+    assert loop.exit_code() == 1
+
+
 # ------------------------------------------------------------------ people editing TASKS.md
 
 
