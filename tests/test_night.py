@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,11 +24,32 @@ def o(wf: WfRunner) -> Orch:
     return Orch(wf)
 
 
+_STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _end_started_loops() -> Iterator[None]:
+    """A test that fails half-way never leaves its wf orch run behind (a --until-stop
+    loop would run on): SIGTERM, which stops its workers too."""
+    yield
+    while _STARTED:
+        p = _STARTED.pop()
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+
+
 def _popen(o: Orch, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    p = subprocess.Popen(
         [sys.executable, "-m", "wf", *args], cwd=o.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=o.env, stdin=subprocess.DEVNULL,
     )  # fmt: skip
+    _STARTED.append(p)
+    return p
 
 
 def _wait_for(pred: object, timeout: float = 60, what: str = "") -> None:
