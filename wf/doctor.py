@@ -157,6 +157,16 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
                 )
             )
 
+    from wf import records as recstore
+
+    for bad in worktrees.corrupt_records(project):
+        why = bad.why
+        if fix:
+            why += f"; moved to {recstore.move_aside(bad.path).name}"
+        out.append(Finding("record", bad.path.stem, f"tree record cannot be trusted: {why}", "problem", fix))
+    if not fix and worktrees.corrupt_records(project):
+        return out  # the checks below read every tree record: fix these first (wf doctor --fix)
+
     for name in worktrees.tree_names(project):
         path = project.worktrees_dir / name
         rec = worktrees.load_record(project, name)

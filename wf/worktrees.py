@@ -11,13 +11,14 @@ and never race on git's own locks.
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from wf import gitops, procs
+from wf import records as store
 from wf.errors import WfError
 from wf.fsutil import atomic_write_text
 from wf.lock import project_lock
@@ -30,7 +31,10 @@ if TYPE_CHECKING:
 WT_LOCK_TIMEOUT = 120.0
 
 
-class Record(NamedTuple):
+@dataclass(frozen=True)
+class Record:
+    """``.wf/wt/<name>.json``: a tree, and the task it was given (a typed record)."""
+
     name: str
     lane: str
     path: str
@@ -43,8 +47,11 @@ class Record(NamedTuple):
     # written before wf kept it, read as claimed
     claimed: bool | None = None
 
+    def _replace(self, **changes: Any) -> Record:
+        return replace(self, **changes)
+
     def as_dict(self) -> dict[str, Any]:
-        return self._asdict()
+        return store.as_dict(self)
 
 
 def branch_name(lane: str, task_id: str) -> str:
@@ -72,16 +79,29 @@ def _records_dir(project: Project) -> Path:
     return project.wf_dir / "wt"
 
 
+def record_path(project: Project, name: str) -> Path:
+    return _records_dir(project) / f"{name}.json"
+
+
 def load_record(project: Project, name: str) -> Record | None:
-    try:
-        data = json.loads((_records_dir(project) / f"{name}.json").read_text("utf-8"))
-        return Record(**{k: data.get(k) for k in Record._fields})
-    except (OSError, ValueError, TypeError):
-        return None
+    """The tree's record, None if it has none; CorruptRecord if it cannot be trusted."""
+    return store.load(Record, record_path(project, name))
 
 
 def save_record(project: Project, rec: Record) -> None:
-    atomic_write_text(_records_dir(project) / f"{rec.name}.json", json.dumps(rec.as_dict(), indent=1) + "\n")
+    store.save(record_path(project, rec.name), rec)
+
+
+def corrupt_records(project: Project) -> list[store.CorruptRecord]:
+    """Tree records that cannot be trusted (for wf doctor)."""
+    out = []
+    folder = _records_dir(project)
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            store.load(Record, f)
+        except store.CorruptRecord as e:
+            out.append(e)
+    return out
 
 
 def records(project: Project) -> list[Record]:
