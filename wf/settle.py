@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import json
 import os
 import tempfile
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from wf.errors import WfError
 from wf.fsutil import fsync_dir
@@ -219,59 +220,98 @@ def _wait_no_writer(fd: int, timeout: float) -> None:
         time.sleep(POLL)
 
 
+@functools.cache
+def _renameat2() -> Any:
+    try:
+        import ctypes
+
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    return fn
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2); False where that is not supported."""
+    fn = _renameat2()
+    if fn is None:
+        return False
+    import ctypes
+
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
 def replace_checked(
     path: Path, data: bytes, expect: bytes | None, timeout: float, marker: bytes = b"## "
 ) -> Stamp | None:
     """Replace ``path`` by ``data`` if it still holds ``expect`` (None: it must not
     exist), and nobody wrote into the replaced file around the rename. Returns the new
-    file's stamp, or None when the caller must read again and start over."""
+    file's stamp, or None when the caller must read again and start over.
+
+    On Linux the rename is an exchange: afterwards the temporary name holds exactly the
+    file that was replaced, so a save that slipped in (a rename, or a write into the old
+    file by a program that had it open) is seen, put back, and the caller starts over
+    from it. Elsewhere the old file is watched through a descriptor."""
     target = _target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _write_temp(target, data)
+    tmp = Path(_write_temp(target, data))
     try:
         try:
             old = os.open(target, os.O_RDONLY)
         except FileNotFoundError:
-            old = -1
-        if old < 0:
             if expect is not None:
-                os.unlink(tmp)
+                tmp.unlink()
                 return None
             os.link(tmp, target)  # fails if someone created it meanwhile
-            os.unlink(tmp)
-        else:
-            try:
-                if (
-                    _read_fd(old) != expect
-                    or being_written(old)
-                    or os.stat(target).st_ino != os.fstat(old).st_ino
-                ):
-                    os.unlink(tmp)
-                    return None
-                os.replace(tmp, target)
-                # A program that opened the old file before the rename writes into it now.
-                _wait_no_writer(old, timeout)
-                theirs = _read_fd(old)
-                if theirs != expect:
-                    _put_back(target, theirs, data, timeout)
-                    return None
-            finally:
+            tmp.unlink()
+            return _stamp(target, data, marker)
+        try:
+            if (
+                _read_fd(old) != expect
+                or being_written(old)
+                or os.stat(target).st_ino != os.fstat(old).st_ino
+            ):
+                tmp.unlink()
+                return None
+            if _exchange(tmp, target):
                 os.close(old)
+                old = os.open(tmp, os.O_RDONLY)  # exactly the file that was replaced
+                tmp.unlink()
+            else:
+                os.replace(tmp, target)
+            # A program that opened the old file before the rename may write into it now.
+            _wait_no_writer(old, timeout)
+            theirs = _read_fd(old)
+        finally:
+            os.close(old)
+        if theirs != expect:
+            _put_back(target, theirs, data)
+            return None
     except FileExistsError:
-        os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
         return None
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        tmp.unlink(missing_ok=True)
         raise
+    return _stamp(target, data, marker)
+
+
+def _stamp(target: Path, data: bytes, marker: bytes) -> Stamp:
     fsync_dir(target.parent)
     st = os.stat(target)
     return Stamp(st.st_ino, st.st_size, st.st_mtime_ns, units(data, marker))
 
 
-def _put_back(target: Path, theirs: bytes, ours: bytes, timeout: float) -> None:
+def _put_back(target: Path, theirs: bytes, ours: bytes) -> None:
     """Someone saved into the file wf just replaced: their save wins, wf starts over."""
     tmp = _write_temp(target, theirs)
     try:
