@@ -306,6 +306,9 @@ def set_status(
 
     def change(bl: Backlog) -> Change:
         task = bl.doc.task(task_id)
+        errors = bl.task_errors(task_id)
+        if errors:
+            raise TaskHasErrors(task_id, errors)
         if state == "progress" and not force:
             current = task.status
             if current.state == "progress":
