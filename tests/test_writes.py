@@ -271,3 +271,48 @@ def test_the_list_cache_answer_changes_with_wf_toml(wf: WfRunner) -> None:
     toml = wf.root / "wf.toml"
     toml.write_text(toml.read_text() + '\n[lanes.fast]\nmodel = "haiku"\n')
     assert [t["id"] for t in json.loads(wf.ok("list", "--runner", "--json"))] == ["a"]
+
+
+# ------------------------------------------------------------------ terminal safety
+
+EVIL = "Evil\x1b[2K\x08\x08rewritten\x9b31m\u202etext\x07"
+
+
+def test_task_text_is_shown_safely_and_carried_exactly_in_json(wf: WfRunner) -> None:
+    task_id = wf.ok("add", EVIL, "--id", "evil", "--body", "body \x1b]0;title\x07 end").strip()
+    assert task_id == "evil"
+    wf.ok("note", "evil", "note \x1b[31mred")
+    for args in (("list",), ("show", "evil"), ("ctx", "evil"), ("status", "evil", "blocked", "why\x1b[1m")):
+        out = wf.ok(*args)
+        assert "\x1b" not in out and "\r" not in out and "\x9b" not in out and "\u202e" not in out, args
+        assert "\x07" not in out
+    out = wf.ok("list")
+    assert "Evil^[[2K^H^Hrewritten\\x9b31m\\u202etext^G" in out
+    assert "body ^[]0;title^G end" in wf.ok("show", "evil")
+    assert json.loads(wf.ok("list", "--json"))[0]["title"] == EVIL
+    assert json.loads(wf.ok("show", "evil", "--json"))["notes"][0].endswith("note \x1b[31mred")
+    out = wf.ok("done", "evil")
+    assert "\x1b" not in out and "^[" in out
+    assert "\x1b" not in wf.ok("log")
+    r = wf("note", "evil", "x")  # an error message naming the id is safe too
+    assert r.code == 1
+
+
+def test_an_error_quoting_a_hostile_value_is_safe(wf: WfRunner) -> None:
+    (wf.root / "TASKS.md").write_text("# Tasks\n\n## a: A\nStatus: \x1b[2Jgone\n")
+    for args in (("check",), ("list",), ("note", "a", "x")):
+        r = wf(*args)
+        said = r.out + r.err
+        assert "\x1b" not in said and ("^[[2Jgone" in said or "\\x1b[2Jgone" in said), args
+
+
+def test_runs_status_and_output_are_safe(wf: WfRunner) -> None:
+    unit = wf.root / ".wf" / "runs" / "r1" / "u1"
+    unit.mkdir(parents=True)
+    (unit / "status.json").write_text(json.dumps({"unit": "u1", "state": "done", "exit_code": 0}))
+    (unit / "output.txt").write_bytes(b"answer \x1b[2J\x1b[H\x00\xff\xfe\r\nline two\n")
+    out = wf.ok("runs", "status", "r1")
+    assert "\x1b" not in out and "\x00" not in out and "answer ^[[2J^[[H^@" in out
+    out = wf.ok("runs", "output", "r1", "u1")
+    assert "\x1b" not in out and "\x00" not in out and "\r" not in out
+    assert out.startswith("answer ^[[2J^[[H^@\ufffd\ufffd\nline two\n")

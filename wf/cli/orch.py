@@ -11,6 +11,7 @@ import click
 
 from wf.cli.base import _echo_json, _Group, _on_wait, _project, cli
 from wf.errors import WfError
+from wf.text import safe, safe_line
 
 # ---------------------------------------------------------------- the orchestration loop
 
@@ -43,7 +44,7 @@ def _echo_pick(p: Any, as_json: bool) -> None:
             }
         )
     else:
-        click.echo(p.text(), nl=not p.text().endswith("\n"))
+        click.echo(safe(p.text()), nl=not p.text().endswith("\n"))
 
 
 @orch.command("pick")
@@ -167,7 +168,7 @@ def orch_post(
             }
         )
     else:
-        click.echo(posted.text(), nl=False)
+        click.echo(safe(posted.text()), nl=False)
 
 
 @orch.command("status")
@@ -190,8 +191,10 @@ def orch_status(ctx: click.Context, as_json: bool) -> None:
         alive = {True: "worker alive", False: "worker gone", None: "worker unknown"}[r["worker_alive"]]
         age = f"{r['age_s']}s" if r["age_s"] is not None else "-"
         click.echo(
-            f"{r['lane']}: {r['id']} {r['state']} {age} {alive} {r['worktree'] or '-'}"
-            + (f" recovery: {r['recovery']}" if r["recovery"] else "")
+            safe(
+                f"{r['lane']}: {r['id']} {r['state']} {age} {alive} {r['worktree'] or '-'}"
+                + (f" recovery: {r['recovery']}" if r["recovery"] else "")
+            )
         )
 
 
@@ -235,11 +238,11 @@ def orch_run(
     def emit(line: str) -> None:
         if tty:
             click.echo("\r\033[K", nl=False)
-        click.echo(f"{time.strftime('%H:%M:%S')} {line.rstrip()}")
+        click.echo(f"{time.strftime('%H:%M:%S')} {safe_line(line.rstrip())}")
 
     def tick(status: str) -> None:
         if tty:
-            click.echo(f"\r\033[K{status}", nl=False)
+            click.echo(f"\r\033[K{safe_line(status)}", nl=False)
 
     loop = orchrun.Loop(
         proj,

@@ -14,6 +14,7 @@ import click
 
 from wf.cli.base import _backlog, _echo_json, _n, _on_wait, _print, _project, _warn, cli
 from wf.errors import WfError
+from wf.text import safe
 
 # ---------------------------------------------------------------- init / config
 
@@ -68,7 +69,7 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, as_json: 
         if as_json:
             _echo_json(node)
         else:
-            click.echo(f"{key} = {_toml_value(node)}")
+            click.echo(safe(f"{key} = {_toml_value(node)}"))
         return
     if as_json:
         _echo_json(data)
@@ -77,9 +78,9 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, as_json: 
         if k == "lanes":
             for name, spec in v.items():
                 for a2, b2 in spec.items():
-                    click.echo(f"lanes.{name}.{a2} = {_toml_value(b2)}")
+                    click.echo(safe(f"lanes.{name}.{a2} = {_toml_value(b2)}"))
         else:
-            click.echo(f"{k} = {_toml_value(v)}")
+            click.echo(safe(f"{k} = {_toml_value(v)}"))
 
 
 def _toml_value(v: Any) -> str:
@@ -234,7 +235,7 @@ def log(ctx: click.Context, count: int, as_json: bool) -> None:
         _echo_json([e.as_dict() for e in entries])
         return
     for e in entries:
-        click.echo(e.raw)
+        click.echo(safe(e.raw))
 
 
 # ---------------------------------------------------------------- writes
@@ -358,7 +359,7 @@ def status(
     if as_json:
         _echo_json({"id": task_id, "state": st.state, "status": str(st)})
     else:
-        click.echo(f"{task_id}: {st}")
+        click.echo(safe(f"{task_id}: {st}"))
 
 
 @cli.command()
@@ -409,4 +410,4 @@ def done(ctx: click.Context, task_id: str, commit: str | None, as_json: bool) ->
     from wf import ops
 
     line = ops.done_task(_project(ctx), task_id, commit=commit, on_wait=_on_wait)
-    _echo_json({"id": task_id, "archived": line}) if as_json else click.echo(line)
+    _echo_json({"id": task_id, "archived": line}) if as_json else click.echo(safe(line))
