@@ -173,14 +173,16 @@ EDITOR = textwrap.dedent(
             base = path.read_bytes()
             if saves and f"human {saves - 1}\\n".encode() not in base:
                 problems.append(f"save {saves - 1} lost")
+            at_path, content = base, base + line
             for _ in range(100):
-                tmp.write_bytes(base + line)
+                tmp.write_bytes(content)
                 assert renameat2(-100, bytes(tmp), -100, bytes(path), 2) == 0
                 replaced = tmp.read_bytes()
                 tmp.unlink()
-                if replaced == base:
+                if replaced == at_path:
                     break
-                base = replaced  # someone saved in between: redo the edit on their file
+                # someone saved in between: redo the edit on their file
+                at_path, content = content, replaced + line
         saves += 1
     print("SAVES", saves, *problems, flush=True)
     """

@@ -117,6 +117,8 @@ def load(path: Path) -> Config:
         return Config()
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(str(path.name), f"not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(str(path.name), f"not UTF-8 text (byte {e.start})") from None
     return from_dict(data, path.name)
 
 

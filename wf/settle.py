@@ -64,20 +64,59 @@ def units(data: bytes, marker: bytes) -> int:
 # ------------------------------------------------------------------ who is writing
 
 
-def _lease_probe(fd: int) -> bool | None:
-    """True if some process has the file open for writing, False if none, None when
-    leases cannot tell (not the file's owner, a file system without leases)."""
+@functools.cache
+def _leases_usable() -> bool:
+    """Leases notify their holder with SIGIO, whose default action ends the process: wf
+    uses leases only where it can ignore SIGIO (the main thread of a process that does
+    not use SIGIO itself)."""
+    try:
+        import signal
+
+        if signal.getsignal(signal.SIGIO) == signal.SIG_DFL:
+            signal.signal(signal.SIGIO, signal.SIG_IGN)
+        return bool(signal.getsignal(signal.SIGIO) == signal.SIG_IGN)
+    except (ValueError, AttributeError, OSError):
+        return False
+
+
+def _take_lease(fd: int) -> bool | None:
+    """Take a read lease on ``fd`` (opened read-only): True if taken, False if some
+    process has the file open for writing, None when leases cannot tell (not the file's
+    owner, a file system without leases). While it is held, a program that opens the
+    file for writing waits (and wf sees it waiting in F_GETLEASE)."""
+    if not _leases_usable():
+        return None
     try:
         fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
     except OSError as e:
         if e.errno == errno.EAGAIN:
-            return True
+            return False
         return None
+    return True
+
+
+def _drop_lease(fd: int) -> None:
     try:
         fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
     except OSError:
         pass
-    return False
+
+
+def _lease_broken(fd: int) -> bool:
+    """Whether a program is waiting to open the leased file for writing."""
+    try:
+        return bool(fcntl.fcntl(fd, fcntl.F_GETLEASE) != fcntl.F_RDLCK)
+    except OSError:
+        return True
+
+
+def _lease_probe(fd: int) -> bool | None:
+    """True if some process has the file open for writing, False if none, None when
+    leases cannot tell."""
+    taken = _take_lease(fd)
+    if taken:
+        _drop_lease(fd)
+    return None if taken is None else not taken
 
 
 def _proc_writers(dev: int, ino: int) -> bool:
@@ -257,10 +296,13 @@ def replace_checked(
     exist), and nobody wrote into the replaced file around the rename. Returns the new
     file's stamp, or None when the caller must read again and start over.
 
-    On Linux the rename is an exchange: afterwards the temporary name holds exactly the
-    file that was replaced, so a save that slipped in (a rename, or a write into the old
-    file by a program that had it open) is seen, put back, and the caller starts over
-    from it. Elsewhere the old file is watched through a descriptor."""
+    A read lease on the old file is held from the check through the rename: a program
+    that opens it for writing meanwhile waits, and wf sees it waiting and swaps the old
+    file back before letting it go on. On Linux the rename is an exchange: afterwards
+    the temporary name holds exactly the file that was replaced, so a save that still
+    slipped in (a rename, or a write into the old file by a program that had it open) is
+    seen, put back, and the caller starts over from it. Elsewhere the old file is
+    watched through a descriptor."""
     target = _target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(_write_temp(target, data))
@@ -275,19 +317,39 @@ def replace_checked(
             tmp.unlink()
             return _stamp(target, data, marker)
         try:
+            lease = _take_lease(old)
             if (
-                _read_fd(old) != expect
-                or being_written(old)
+                lease is False
+                or _read_fd(old) != expect
                 or os.stat(target).st_ino != os.fstat(old).st_ino
+                or (lease is None and being_written(old))
             ):
+                if lease:
+                    _drop_lease(old)
                 tmp.unlink()
                 return None
+            ours = os.stat(tmp).st_ino
             if _exchange(tmp, target):
+                if os.stat(tmp).st_ino != os.fstat(old).st_ino or (lease and _lease_broken(old)):
+                    # A save slipped in (renamed over the file, or opening the old file
+                    # to write it, right now): swap back at once, so that the save stays
+                    # in place, and start over from it.
+                    _exchange(tmp, target)
+                    if lease:
+                        _drop_lease(old)
+                    if os.stat(tmp).st_ino != ours:  # and another one between the swaps
+                        _exchange(tmp, target)
+                    tmp.unlink()
+                    return None
+                if lease:
+                    _drop_lease(old)
                 os.close(old)
                 old = os.open(tmp, os.O_RDONLY)  # exactly the file that was replaced
                 tmp.unlink()
             else:
                 os.replace(tmp, target)
+                if lease:
+                    _drop_lease(old)
             # A program that opened the old file before the rename may write into it now.
             _wait_no_writer(old, timeout)
             theirs = _read_fd(old)
