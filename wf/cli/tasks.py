@@ -106,9 +106,12 @@ def _toml_value(v: Any) -> str:
 def check(ctx: click.Context, as_json: bool) -> int:
     """Check TASKS.md, the archive and wf.toml; exit 1 if there are errors.
 
-    Each problem is one line 'FILE:LINE: error|warning: what'. Errors (a malformed
-    heading, a duplicate or bad id, a bad field value, an unknown status, an After id
-    that does not exist, an After cycle) make every writing command refuse the file.
+    Each problem is one line 'FILE:LINE: error|warning: what'. Structural errors (a
+    malformed heading, a duplicate or bad id, an open fence hiding a heading, lone CR
+    line breaks) make every writing command refuse the file; an error inside one task
+    (a bad field value, an unknown status, an unknown After id, an After cycle, a Lane
+    wf.toml lacks) refuses only writes to that task and makes it not runner-ready.
+    Example: wf check --json
     """
     from wf import views
 
