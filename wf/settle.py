@@ -328,9 +328,9 @@ def replace_checked(
                     _drop_lease(old)
                 tmp.unlink()
                 return None
-            ours = os.stat(tmp).st_ino
+            ours, checked = os.stat(tmp).st_ino, os.fstat(old).st_ino
             if _exchange(tmp, target):
-                if os.stat(tmp).st_ino != os.fstat(old).st_ino or (lease and _lease_broken(old)):
+                if os.stat(tmp).st_ino != checked or (lease and _lease_broken(old)):
                     # A save slipped in (renamed over the file, or opening the old file
                     # to write it, right now): swap back at once, so that the save stays
                     # in place, and start over from it.

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wf.errors import ParseIssue, UnknownTask
-from wf.text import safe, safe_line
+from wf.text import safe_line
 
 if TYPE_CHECKING:  # kept out of the import path of a cached `wf list`
     from wf.backlog import Backlog
@@ -235,8 +235,8 @@ def show_text(rec: dict[str, Any]) -> list[str]:
         lines.append("runner-ready: no")
         lines.extend(f"  - {why}" for why in rec["blockers"])
     lines.append("")
-    lines.extend(safe(x.removesuffix("\r")) for x in rec["text"].rstrip("\r\n").split("\n"))
-    return [safe_line(x) for x in lines]
+    lines.extend(x.removesuffix("\r") for x in rec["text"].rstrip("\r\n").split("\n"))
+    return lines  # made safe for the terminal where they are printed
 
 
 def ctx(bl: Backlog, task_id: str, cwd: Path) -> dict[str, Any]:
@@ -291,5 +291,5 @@ def ctx_text(c: dict[str, Any]) -> list[str]:
             "This is a slice job: split it into tasks with 'Parent: " + c["id"] + "', do not implement it."
         )
     lines.append("")
-    lines.extend(safe(x.removesuffix("\r")) for x in c["text"].rstrip("\r\n").split("\n"))
-    return [safe_line(x) for x in lines]
+    lines.extend(x.removesuffix("\r") for x in c["text"].rstrip("\r\n").split("\n"))
+    return lines  # made safe for the terminal where they are printed
