@@ -73,8 +73,8 @@ def storm(pythonpath: str, mode: str, writers: int, count: int) -> dict[str, int
             "acked": len(acked),
             "lost_adds": sum(1 for a in acked if f": {a}\n" not in text),
             "saves": saves,
-            "lost_saves": words[2:].count("lost")
-            + sum(1 for k in range(saves) if f"human {k}\n" not in text),
+            "seen_missing": words[2:].count("lost"),  # a save not in the file at the next save
+            "lost_saves": sum(1 for k in range(saves) if f"human {k}\n" not in text),  # not in the end
             "refused": refused,
             "seconds": seconds,
         }
