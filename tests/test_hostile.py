@@ -115,6 +115,34 @@ def test_an_empty_file_that_held_tasks_is_never_taken_as_the_truth(wf: WfRunner)
     assert [t.id for t in taskfile.parse(path.read_bytes()).tasks] == ["agent-task"]
 
 
+@pytest.mark.timeout(60)
+def test_a_save_in_two_writes_that_lost_tasks_for_a_moment_is_waited_for(wf: WfRunner) -> None:
+    """A program that saves in two writes (truncate and write the first part, close,
+    then append the rest): between them the file has fewer tasks, and nobody holds it
+    open. wf waits for such a file to be still before taking it."""
+    path = wf.root / "TASKS.md"
+    for i in range(3):
+        wf.ok("add", f"Task {i}", "--id", f"t{i}")
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; d=open('TASKS.md','rb').read(); cut=d.index(b'## t2:'); "
+            "f=open('TASKS.md','wb'); f.write(d[:cut]); f.close(); print('half', flush=True); "
+            "time.sleep(0.2); f=open('TASKS.md','ab'); f.write(d[cut:]+b'human line\\n'); f.close()",
+        ],
+        cwd=wf.root,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None and writer.stdout.readline().strip() == "half"
+    wf.ok("add", "Agent task")
+    writer.wait(timeout=30)
+    doc = taskfile.parse(path.read_bytes())
+    assert [t.id for t in doc.tasks] == ["t0", "t1", "t2", "agent-task"]
+    assert "human line\n" in doc.text_of(doc.task("t2"))
+
+
 def test_a_person_deleting_a_task_is_kept_after_a_pause(wf: WfRunner) -> None:
     path = wf.root / "TASKS.md"
     wf.ok("add", "One")

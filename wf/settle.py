@@ -30,7 +30,7 @@ from wf.errors import WfError
 from wf.fsutil import fsync_dir
 
 QUIET = 0.02  # a file whose mtime is younger than this (and not wf's own write) is still moving
-LOST_QUIET = 0.5  # a file that lost tasks must have been still this long (a person's deletion)
+LOST_QUIET = 1.0  # a file that lost tasks must have been still this long (a person's deletion)
 POLL = 0.01
 
 
