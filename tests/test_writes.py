@@ -235,6 +235,13 @@ def test_a_typo_in_one_task_does_not_stop_writes_to_another(typo: WfRunner) -> N
     assert " a lane=sonnet" in (wf.root / "DONE.md").read_text()
 
 
+def test_wf_edit_can_fix_the_task_with_the_typo(typo: WfRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EDITOR", "sed -i s/three/1/")
+    assert typo.ok("edit", "b").strip() == "b: edited"
+    assert typo("check").code == 0
+    assert "Prio: 1" in (typo.root / "TASKS.md").read_text()
+
+
 def test_a_typo_in_one_task_does_not_stop_the_merge_of_another(typo: WfRunner) -> None:
     wf = typo
     rec = json.loads(wf.ok("wt", "add", "sonnet", "a", "--json"))
