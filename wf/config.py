@@ -7,6 +7,7 @@ comments and layout survive. No wf.toml at all is a valid setup with the default
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path, PurePosixPath
@@ -161,26 +162,40 @@ def _rel_path(value: str, key: str, where: str) -> str:
     return value
 
 
+# A branch name, as git check-ref-format allows it, minus what could be read as a
+# revision expression (HEAD~1, main^, @{u}, a:b) or an option (-x).
+_BRANCH_RE = re.compile(r"(?!-)(?!.*(?:\.\.|@\{|//|/\.|\.lock(?:/|$)))[A-Za-z0-9._/@+-]{1,200}(?<![./])")
+
+
+def check_branch(value: str, where: str = "wf.toml", key: str = "main") -> str:
+    if not _BRANCH_RE.fullmatch(value) or value in ("HEAD", "@") or value.startswith("."):
+        raise ConfigError(where, f"{key} must be a branch name (like main), not {value!r}")
+    return value
+
+
+def _number(data: dict[str, Any], key: str, where: str) -> float:
+    """A finite number >= 0 (nan, inf and negatives are refused)."""
+    v = float(_typed(data, key, (int, float), where))
+    if not math.isfinite(v) or v < 0:
+        raise ConfigError(where, f"{key} must be a finite number >= 0, not {data[key]!r}")
+    return v
+
+
 def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
     warnings = [f"{where}: unknown key {k!r} (ignored)" for k in data if k not in _TOP_KEYS]
     kw: dict[str, Any] = {}
     if "main" in data:
-        kw["main"] = _typed(data, "main", str, where) or None
+        main = _typed(data, "main", str, where)
+        kw["main"] = check_branch(main, where) if main else None
     for key in ("tasks", "archive"):
         if key in data:
             kw[key] = _rel_path(_typed(data, key, str, where), key, where)
     if "slice_above" in data:
-        kw["slice_above"] = float(_typed(data, "slice_above", (int, float), where))
+        kw["slice_above"] = _number(data, "slice_above", where)
     if "lock_timeout" in data:
-        v = float(_typed(data, "lock_timeout", (int, float), where))
-        if v < 0:
-            raise ConfigError(where, "lock_timeout must be >= 0")
-        kw["lock_timeout"] = v
+        kw["lock_timeout"] = _number(data, "lock_timeout", where)
     if "backup_days" in data:
-        v = float(_typed(data, "backup_days", (int, float), where))
-        if v < 0:
-            raise ConfigError(where, "backup_days must be >= 0")
-        kw["backup_days"] = v
+        kw["backup_days"] = _number(data, "backup_days", where)
     if "isolation" in data:
         v = _typed(data, "isolation", str, where)
         if v not in ISOLATIONS:
