@@ -109,10 +109,10 @@ def dispatch(
     if as_json:
         _echo_json(u.status)
     else:
-        click.echo(workers.end_line(u))
+        click.echo(f"{workers.end_line(u)}  {adapters.describe(u.status)}")
     if u.state == "interrupted":
         return 130
-    return 0 if u.state == "done" else 1
+    return 0 if u.state == "done" else 4
 
 
 @cli.command("run")
