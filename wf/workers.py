@@ -33,6 +33,7 @@ class UnitRequest(NamedTuple):
     resume_from: str | None = None
     cmd: tuple[str, ...] = ()
     permission_mode: str | None = None
+    access: dict[str, Any] = {}  # allowed_tools, sandbox, network, isolate_mcp, extra_args
 
 
 def _clone_for(project: Project, folder: Path) -> tuple[Path, str]:
@@ -110,6 +111,7 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
         resume=resume,
         cmd=req.cmd,
         permission_mode=req.permission_mode or "acceptEdits",
+        **adapters.access_fields(req.access),
     )
     return Unit(spec, adapter, timeout=req.timeout, stall=req.stall, meta=meta)
 
@@ -132,7 +134,7 @@ def dispatch(
 
 # ---------------------------------------------------------------- manifests
 
-_UNIT_KEYS = set(UnitRequest._fields) | {"prompt_file"}
+_UNIT_KEYS = (set(UnitRequest._fields) - {"access"}) | {"prompt_file", *adapters.ACCESS_KEYS}
 
 
 def load_manifest(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -203,6 +205,7 @@ def requests_from(path: Path, defaults: dict[str, Any], entries: list[dict[str, 
                 resume_from=merged.get("resume_from"),
                 cmd=tuple(cmd),
                 permission_mode=merged.get("permission_mode"),
+                access={k: merged[k] for k in adapters.ACCESS_KEYS if k in merged},
             )
         )
     return out

@@ -40,9 +40,11 @@ __all__ = [
     "Parsed",
     "Problem",
     "Spec",
+    "access_fields",
     "choose",
     "describe",
     "get",
+    "lane_access",
     "lane_model_for",
     "lane_problems",
     "parse_line",
@@ -162,6 +164,37 @@ def lane_problems(lane_cfg: Any) -> list[Problem]:
         Problem(Failure.tool, why, "fix the lane's tool access") for why in get(adapter).access_problems(spec)
     ]
     return out
+
+
+ACCESS_KEYS = ("allowed_tools", "sandbox", "network", "isolate_mcp", "extra_args")
+
+
+def access_fields(given: dict[str, Any]) -> dict[str, Any]:
+    """A unit's tool access from a manifest entry (keys of ACCESS_KEYS), validated, as
+    Spec keyword arguments."""
+    out: dict[str, Any] = {}
+    for key in ("allowed_tools", "extra_args"):
+        if key in given:
+            v = given[key]
+            if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+                raise WfError(f"{key} must be a list of strings")
+            out[key] = tuple(v)
+    if "sandbox" in given:
+        if given["sandbox"] not in SANDBOXES:
+            raise WfError(f"sandbox must be one of {', '.join(SANDBOXES)}, not {given['sandbox']!r}")
+        out["sandbox"] = given["sandbox"]
+    for key in ("network", "isolate_mcp"):
+        if key in given:
+            if not isinstance(given[key], bool):
+                raise WfError(f"{key} must be true or false")
+            out[key] = given[key]
+    return out
+
+
+def lane_access(lane_cfg: Any) -> dict[str, Any]:
+    """A lane's tool access as Spec keyword arguments (for the loop that builds its Spec)."""
+    spec = access_spec(lane_cfg)
+    return {k: getattr(spec, k) for k in ("permission_mode", *ACCESS_KEYS)}
 
 
 def access_spec(lane_cfg: Any) -> Spec:
