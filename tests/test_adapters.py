@@ -88,14 +88,14 @@ def test_claude_offline_is_network_and_its_retries_are_not_progress() -> None:
 
 
 def test_claude_unknown_session_is_tool_with_errors_text() -> None:
-    parsed, failure, reason = classify("claude", CLAUDE, "unknown-session")
+    _, failure, reason = classify("claude", CLAUDE, "unknown-session")
     assert failure is Failure.tool
     assert reason == "No conversation found with session ID: 22222222-3333-4444-8555-666666666666"
 
 
 def test_claude_bad_model_and_effort_still_say_not_logged_in() -> None:
     for name in ("nologin-bad-model", "nologin-bad-effort"):
-        parsed, failure, _ = classify("claude", CLAUDE, name)
+        _, failure, _ = classify("claude", CLAUDE, name)
         assert failure is Failure.auth, name
     assert "Unknown --effort value 'bogus'" in case(CLAUDE, "nologin-bad-effort")[1]
 
@@ -213,12 +213,12 @@ def test_opencode_unknown_session_is_tool() -> None:
 
 
 def test_opencode_bad_model_is_model_from_its_log() -> None:
-    parsed, failure, reason = classify("opencode", OPENCODE, "bad-model-logs")
+    _, failure, reason = classify("opencode", OPENCODE, "bad-model-logs")
     assert failure is Failure.model and reason == "ProviderModelNotFoundError: Model not found: sonnet/."
 
 
 def test_opencode_hosted_default_offline_is_network() -> None:
-    parsed, failure, reason = classify("opencode", OPENCODE, "no-provider")
+    _, failure, reason = classify("opencode", OPENCODE, "no-provider")
     assert failure is Failure.network and reason is not None and reason.startswith("APIError: Cannot connect")
 
 
@@ -363,7 +363,7 @@ def test_lane_access_settings_are_validated() -> None:
     assert adapters.lane_access(ro)["sandbox"] == "read-only"
     for bad in ({"sandbox": "none"}, {"network": "yes"}, {"extra_args": "--x"}, {"models": {"gemini": "x"}},
                 {"stall": 0}):  # fmt: skip
-        with pytest.raises(Exception, match="lanes.l"):
+        with pytest.raises(Exception, match=r"lanes\.l"):
             config.from_dict({"lanes": {"l": {"model": "sonnet", **bad}}})
 
 
@@ -397,3 +397,11 @@ def test_cmd_failures() -> None:
     assert cmd.classify(p, 127, "", "sh: nope: not found")[0] is Failure.tool
     assert cmd.classify(p, 126, "", "")[0] is Failure.tool
     assert cmd.classify(p, 1, "", "boom\n") == (Failure.task, "boom")
+
+
+def test_access_the_tool_cannot_honour_is_a_lane_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = config.from_dict({"lanes": {"oc": {"model": "a/b", "adapter": "opencode", "sandbox": "read-only"}}})
+    [p] = adapters.lane_problems(cfg.lane("oc"))
+    assert p.failure is Failure.tool and "not enforced" in p.message
+    cfg = config.from_dict({"lanes": {"oc": {"model": "a/b", "adapter": "opencode"}}})
+    assert adapters.lane_problems(cfg.lane("oc")) == []

@@ -33,7 +33,7 @@ class UnitRequest(NamedTuple):
     resume_from: str | None = None
     cmd: tuple[str, ...] = ()
     permission_mode: str | None = None
-    access: dict[str, Any] = {}  # allowed_tools, sandbox, network, isolate_mcp, extra_args
+    access: dict[str, Any] = {}  # noqa: RUF012 - never mutated; allowed_tools, sandbox, network, isolate_mcp, extra_args
 
 
 def _clone_for(project: Project, folder: Path) -> tuple[Path, str]:

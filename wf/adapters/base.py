@@ -156,7 +156,8 @@ _WORDS: tuple[tuple[Failure, re.Pattern[str]], ...] = tuple(
         (Failure.model, r"model .*(?:not found|does not exist|not supported|not available|unknown)|"
          r"(?:unknown|invalid|unsupported|unrecognized) model|issue with the selected model|"
          r"model_not_found|ProviderModelNotFound"),
-        (Failure.network, r"can't reach|cannot reach|cannot connect|unable to connect|connection (?:failed|refused|reset|error)|"
+        (Failure.network, r"can't reach|cannot reach|cannot connect|unable to connect|"
+         r"connection (?:failed|refused|reset|error)|"
          r"connection_failed|network|dns|enotfound|econnrefused|econnreset|etimedout|"
          r"stream disconnected|error sending request|failed to lookup address|name does not resolve|"
          r"timed out|socket hang up|fetch failed|\b50[234]\b|server_error"),

@@ -10,6 +10,7 @@ exit 1. ``system/api_retry`` events are retries: neither failure nor progress.
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from typing import Any
@@ -162,6 +163,16 @@ class Claude(Adapter):
             parsed.fail(Failure.tool, words)  # --resume of a session this tool does not have
         else:
             parsed.fail(Failure.task, words)
+
+    def access_problems(self, spec: Spec) -> list[str]:
+        out = super().access_problems(spec)
+        if (
+            spec.permission_mode == "bypassPermissions"
+            and os.geteuid() == 0
+            and os.environ.get("IS_SANDBOX") != "1"
+        ):
+            out.append("claude refuses bypassPermissions as root unless IS_SANDBOX=1")
+        return out
 
     # ------------------------------------------------------------ vocabulary and login
     def model_problem(self, model: str | None) -> str | None:

@@ -135,6 +135,14 @@ class Opencode(Adapter):
             return classify_words(words) or Failure.tool, words or f"exit {code} before its first event"
         return super().classify(parsed, code, stdout, stderr)
 
+    def access_problems(self, spec: Spec) -> list[str]:
+        out = super().access_problems(spec)
+        if spec.sandbox != "workspace-write" or spec.network or spec.isolate_mcp:
+            out.append(
+                "opencode has no sandbox, network or MCP switch: those settings are not enforced"
+            )
+        return out
+
     def model_problem(self, model: str | None) -> str | None:
         why = super().model_problem(model)
         if why:
