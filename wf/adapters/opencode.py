@@ -138,9 +138,7 @@ class Opencode(Adapter):
     def access_problems(self, spec: Spec) -> list[str]:
         out = super().access_problems(spec)
         if spec.sandbox != "workspace-write" or spec.network or spec.isolate_mcp:
-            out.append(
-                "opencode has no sandbox, network or MCP switch: those settings are not enforced"
-            )
+            out.append("opencode has no sandbox, network or MCP switch: those settings are not enforced")
         return out
 
     def model_problem(self, model: str | None) -> str | None:
