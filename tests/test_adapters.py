@@ -81,6 +81,15 @@ def test_claude_not_logged_in_is_auth_with_its_words() -> None:
     assert parsed.finished and parsed.answer is None
 
 
+def test_claude_synthetic_messages_never_set_the_model() -> None:
+    """An assistant message from no model (an interruption notice) says <synthetic>."""
+    init, assistant, _ = case(CLAUDE, "nologin")[0].splitlines()
+    event = json.loads(assistant)
+    del event["error"]
+    parsed = replay("claude", init + "\n" + json.dumps(event))
+    assert parsed.model == "claude-opus-5-5" and parsed.failure is None
+
+
 def test_claude_offline_is_network_and_its_retries_are_not_progress() -> None:
     parsed, failure, reason = classify("claude", CLAUDE, "offline")
     assert failure is Failure.network and reason is not None and "Can't reach the API server" in reason
@@ -271,6 +280,7 @@ def test_help_options_are_exact_tokens() -> None:
     )
     assert {"--allowedTools", "--allowed-tools", "-m", "--model", "--effortless"} <= listed
     assert "--effort" not in listed  # a substring of another option is not the option
+    assert help_options("[possible values: read-only, workspace-write, danger-full-access]") == set()
 
 
 @pytest.mark.parametrize(

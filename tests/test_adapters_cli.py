@@ -249,13 +249,14 @@ def test_doctor_finds_a_flag_missing_from_a_subcommand_help(
     wf: WfRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A codex whose `exec resume --help` lacks --output-last-message is reported, though
-    `exec --help` lists it."""
+    `exec --help` lists it and the resume help has a longer option that contains it."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "codex"
     fake.write_text(
         "#!/bin/sh\n"
-        'if [ "$2" = resume ]; then echo "  --json  -m, --model  -c, --config  --skip-git-repo-check"; exit 0; fi\n'
+        'if [ "$2" = resume ]; then echo "  --json  -m, --model  -c, --config  --skip-git-repo-check"; '
+        'echo "  --output-last-message-file <F>"; exit 0; fi\n'
         f'exec {FAKES / "codex"} "$@"\n'
     )
     fake.chmod(0o755)
