@@ -104,11 +104,24 @@ def test_unknown_sessions_are_tool_failures(w: Workers) -> None:
     assert (st["failure"], st["reason"]) == ("tool", "Error: Session not found")
 
 
-def test_opencode_bad_model_is_model(w: Workers) -> None:
-    r = w.run("dispatch", "r1", "m1", "--adapter", "opencode", "--model", "sonnet", "--prompt", "x")
-    assert r.returncode == 4
-    st = w.status("r1", "m1")
-    assert (st["failure"], st["reason"]) == ("model", "ProviderModelNotFoundError: Model not found: sonnet/.")
+def test_opencode_bad_model_through_the_fake_is_model(tmp_path: Path) -> None:
+    """wf refuses such a model before it starts; a tool that gets one anyway (the fake,
+    as the real 1.18.33 does) fails with an opaque error and the real one in its log."""
+    import subprocess
+
+    spec = adapters.Spec("r", "u", tmp_path, tmp_path, "x", model="sonnet")
+    a = adapters.get("opencode")
+    argv = [str(FAKES / "opencode"), *a.argv(spec)[1:]]
+    p = subprocess.run(argv, input="x", capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    parsed = adapters.Parsed()
+    for line in p.stdout.splitlines():
+        event = adapters.parse_line(line)
+        if event is not None:
+            a.feed(parsed, event)
+    assert a.classify(parsed, p.returncode, p.stdout, p.stderr) == (
+        Failure.model,
+        "ProviderModelNotFoundError: Model not found: sonnet/.",
+    )
 
 
 def test_cmd_that_cannot_start_or_import_is_tool(w: Workers, tmp_path: Path) -> None:
@@ -264,3 +277,15 @@ def test_doctor_finds_a_flag_missing_from_a_subcommand_help(
     r = wf("doctor")
     assert "`codex exec resume --help` lacks --output-last-message" in r.out
     assert "`codex exec --help` lacks" not in r.out
+
+
+def test_dispatch_refuses_a_model_or_effort_the_tool_does_not_take(w: Workers) -> None:
+    r = w.run("dispatch", "r1", "m1", "--adapter", "opencode", "--prompt", "x")
+    assert r.returncode == 1 and "opencode needs a provider/model" in r.stderr
+    r = w.run("dispatch", "r1", "m2", "--adapter", "codex", "--model", "sonnet", "--prompt", "x")
+    assert r.returncode == 1 and "'sonnet' is not a codex (OpenAI) model name" in r.stderr
+    r = w.run("dispatch", "r1", "m3", "--adapter", "claude", "--effort", "bogus", "--prompt", "x")
+    assert r.returncode == 1 and "effort 'bogus' is not one of claude's" in r.stderr
+    r = w.run("dispatch", "r1", "m4", "--adapter", "claude", "--model", "<synthetic>", "--prompt", "x")
+    assert r.returncode == 1 and "placeholder" in r.stderr
+    assert w.argv_calls() == []  # nothing started

@@ -136,7 +136,17 @@ def test_codex_answer_and_resume(w: Workers) -> None:
 
 
 def test_opencode_answer(w: Workers) -> None:
-    r = w.run("dispatch", "r1", "o1", "--adapter", "opencode", "--prompt", "tidy up")
+    r = w.run(
+        "dispatch",
+        "r1",
+        "o1",
+        "--adapter",
+        "opencode",
+        "--model",
+        "anthropic/claude-sonnet-4-5",
+        "--prompt",
+        "tidy up",
+    )
     assert r.returncode == 0, r.stderr
     assert w.output("r1", "o1") == "ok: tidy up"
     st = w.status("r1", "o1")
@@ -226,7 +236,16 @@ def test_crash_gets_a_fallback_answer(w: Workers) -> None:
 
 def test_no_answer_gets_a_fallback(w: Workers) -> None:
     for adapter in ("claude", "codex", "opencode"):
-        r = w.run("dispatch", "r1", f"n-{adapter}", "--adapter", adapter, "--prompt", "NOANSWER")
+        model = (
+            "anthropic/claude-sonnet-4-5"
+            if adapter == "opencode"
+            else "sonnet"
+            if adapter == "claude"
+            else "o3"
+        )
+        r = w.run(
+            "dispatch", "r1", f"n-{adapter}", "--adapter", adapter, "--model", model, "--prompt", "NOANSWER"
+        )
         assert r.returncode == 4, adapter
         st = w.status("r1", f"n-{adapter}")
         assert st["fallback"] is True and st["answer"] == "fallback", adapter
@@ -403,7 +422,7 @@ def test_doctor_lists_adapters(w: Workers) -> None:
     bare = w.run("doctor", PATH=str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin")
     assert bare.returncode == 1
     assert "adapter: claude: not installed (lanes haiku, opus, sonnet use it)" in bare.stdout
-    assert "adapter: codex: not installed (info)\n" in bare.stdout
+    assert "adapter: codex: not installed; install: npm install -g @openai/codex (info)\n" in bare.stdout
 
 
 def test_status_records_the_transcript_cost(w: Workers) -> None:

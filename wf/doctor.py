@@ -84,6 +84,7 @@ def adapter_findings(project: Project) -> list[Finding]:
         if path is None:
             level = "problem" if a.name in used else "info"
             why = f"not installed (lanes {', '.join(users)} use it)" if users else "not installed"
+            why += f"; install: {a.install}"
             out.append(Finding("adapter", a.name, why, level))
             continue
         version = tool_version(a) or "version unknown"
@@ -101,7 +102,10 @@ def adapter_findings(project: Project) -> list[Finding]:
                 missing.append(f"`{' '.join(argv)}` lacks {' '.join(lacks)}")
         limits = f"stall {a.default_stall:g}s, timeout {a.default_timeout:g}s"
         if missing:
-            out.append(Finding("adapter", a.name, f"{version} at {path}; {'; '.join(missing)}", "problem"))
+            fix = f"update it: {a.install}@latest"
+            out.append(
+                Finding("adapter", a.name, f"{version} at {path}; {'; '.join(missing)}; {fix}", "problem")
+            )
         else:
             out.append(Finding("adapter", a.name, f"{version} at {path} ({limits})", "info"))
         if users:

@@ -336,9 +336,9 @@ class Unit:
     def _record_cost(self) -> None:
         """The unit's cost line from its transcript (the same function wf usage --log and
         the orchestration loop use), cross-checked with the cost its own events reported."""
-        from wf import costlog, usage
+        from wf import costlog
 
-        found = usage.for_session(self.adapter.name, self.session_id)
+        found = self.adapter.cost(self.session_id)
         if found is None:
             return
         cost, kind = found

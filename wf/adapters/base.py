@@ -198,6 +198,12 @@ class Adapter:
     help_probes: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
     login_argv: tuple[str, ...] = ()
     login_fix = ""
+    install = ""  # how to install or update it
+
+    def cost(self, session_id: str | None) -> tuple[Any, str] | None:
+        """The unit's cost from where this tool keeps its sessions: (wf.usage.Cost, kind),
+        or None when nothing is found."""
+        return None
 
     def argv(self, spec: Spec) -> list[str]:
         raise NotImplementedError

@@ -64,6 +64,17 @@ class Claude(Adapter):
     )
     login_argv = ("claude", "auth", "status")
     login_fix = "run `claude` once and /login (or `claude setup-token`; or set ANTHROPIC_API_KEY)"
+    install = "npm install -g @anthropic-ai/claude-code"
+
+    def cost(self, session_id: str | None) -> tuple[Any, str] | None:
+        from wf import usage
+
+        if not session_id:
+            return None
+        try:
+            return usage.claude_cost(usage.session_files(session_id)), "session"
+        except (WfError, OSError):
+            return None
 
     def first_session_id(self, spec: Spec) -> str | None:
         return spec.session_id or str(uuid.uuid4())

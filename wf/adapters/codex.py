@@ -38,6 +38,17 @@ class Codex(Adapter):
     )
     login_argv = ("codex", "login", "status")
     login_fix = "run `codex login` (or `codex login --with-api-key` with OPENAI_API_KEY on stdin)"
+    install = "npm install -g @openai/codex"
+
+    def cost(self, session_id: str | None) -> tuple[Any, str] | None:
+        from wf import usage
+
+        if not session_id:
+            return None
+        try:
+            return usage.codex_cost(usage.thread_file(session_id)), "codex"
+        except (WfError, OSError):
+            return None
 
     def argv(self, spec: Spec) -> list[str]:
         argv = ["codex", "exec", "--json", "-o", str(spec.folder / "output.txt"), "--color", "never"]

@@ -70,6 +70,17 @@ class Opencode(Adapter):
         ),
     )
     login_fix = "run `opencode auth login` for the model's provider (or set its API key variable)"
+    install = "npm install -g opencode-ai"
+
+    def cost(self, session_id: str | None) -> tuple[Any, str] | None:
+        from wf import usage
+
+        if not session_id:
+            return None
+        try:
+            return usage.opencode_cost(session_id), "opencode"
+        except (WfError, OSError):
+            return None
 
     def argv(self, spec: Spec) -> list[str]:
         argv = ["opencode", "run", "--format", "json", "--auto", "--dir", str(spec.cwd)]
