@@ -172,6 +172,16 @@ def test_codex_offline_stream_is_transient_only() -> None:
         assert parsed.transient_failure is Failure.network
 
 
+def test_a_retry_counts_only_until_the_next_progress() -> None:
+    """A unit that recovered from a reconnect and then went quiet stalled; it was not offline."""
+    recorded = case(CODEX, "offline")[0].splitlines()[:7]
+    parsed = replay("codex", "\n".join(recorded))
+    assert parsed.retrying() == (Failure.network, parsed.transient)
+    item = {"type": "item.completed", "item": {"id": "item_1", "type": "reasoning", "text": "thinking"}}
+    parsed = replay("codex", "\n".join([*recorded, json.dumps(item)]))
+    assert parsed.retrying() is None
+
+
 def test_codex_reconnect_then_answer_is_a_success() -> None:
     recorded = case(CODEX, "offline")[0].splitlines()[:7]  # thread, turn, reconnects, the fallback item
     answer = [

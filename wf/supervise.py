@@ -320,8 +320,9 @@ class Unit:
         if state == "timeout":
             return F.timeout, f"still running after {self.timeout:g}s (timeout)"
         if state == "stalled":
-            if p.transient and p.transient_failure is not None:
-                return p.transient_failure, p.transient  # it was retrying, e.g. offline
+            retrying = p.retrying()
+            if retrying is not None:
+                return retrying  # it was retrying, e.g. offline, since its last progress
             return F.stall, f"no model event for {self.stall:g}s"
         if state != "failed":
             return None, None  # interrupted, killed: someone stopped it

@@ -118,6 +118,7 @@ class Parsed:
         self.progress = 0  # model events (text, tool use, turn): what stall detection watches
         self.transient: str | None = None  # the last retry notice (neither failure nor progress)
         self.transient_failure: Failure | None = None
+        self._transient_at = -1  # the progress count when it came
         self.step: list[str] = []  # opencode: the text parts of the current step
 
     def note(self, text: str) -> None:
@@ -125,6 +126,18 @@ class Parsed:
         if text:
             self.snippets.append(text)
             del self.snippets[:-20]
+
+    def retry(self, words: Any, failure: Failure) -> None:
+        """A retry notice: neither a failure nor progress."""
+        self.transient = one_line(words)
+        self.transient_failure = failure
+        self._transient_at = self.progress
+
+    def retrying(self) -> tuple[Failure, str] | None:
+        """What the tool was retrying when nothing has progressed since its last notice."""
+        if self.transient and self.transient_failure is not None and self._transient_at == self.progress:
+            return self.transient_failure, self.transient
+        return None
 
     def set_model(self, model: Any) -> None:
         if isinstance(model, str) and model.strip() not in PLACEHOLDER_MODELS:

@@ -113,11 +113,11 @@ class Claude(Adapter):
             if event.get("subtype") == "init":
                 parsed.set_model(event.get("model"))
             elif event.get("subtype") == "api_retry":
-                parsed.transient = one_line(
+                parsed.retry(
                     f"API retry {event.get('attempt')}/{event.get('max_retries')}: "
-                    f"{event.get('error') or ''} {event.get('error_status') or ''}"
+                    f"{event.get('error') or ''} {event.get('error_status') or ''}",
+                    _API_ERRORS.get(str(event.get("error"))) or Failure.network,
                 )
-                parsed.transient_failure = _API_ERRORS.get(str(event.get("error"))) or Failure.network
         elif kind == "assistant":
             msg = event.get("message") or {}
             if event.get("error"):  # an API error shown as a message (model <synthetic>)

@@ -92,7 +92,6 @@ class Codex(Adapter):
         elif kind == "turn.completed":
             parsed.progress += 1
             parsed.finished = True
-            parsed.transient = None
             usage = event.get("usage") or {}
             parsed.usage = {
                 "in": usage.get("input_tokens"),
@@ -105,8 +104,7 @@ class Codex(Adapter):
         elif kind == "error":
             message = str(event.get("message") or "error")
             if transient(message):
-                parsed.transient = one_line(message)
-                parsed.transient_failure = classify_words(message) or Failure.network
+                parsed.retry(message, classify_words(message) or Failure.network)
             else:
                 parsed.fail(classify_words(message) or Failure.task, message)
 
