@@ -323,14 +323,18 @@ class Unit:
             retrying = p.retrying()
             if retrying is not None:
                 return retrying  # it was retrying, e.g. offline, since its last progress
-            return F.stall, f"no model event for {self.stall:g}s"
+            what = "output" if self.adapter.progress_by_bytes else "model event"
+            return F.stall, f"no {what} for {self.stall:g}s"
         if state != "failed":
             return None, None  # interrupted, killed: someone stopped it
         return self.adapter.classify(p, code, self._read("worker.log"), self._read("worker.err"))
 
-    def _read(self, name: str) -> str:
+    def _read(self, name: str, tail: int = 65536) -> str:
+        """The last ``tail`` bytes of one of the worker's files."""
         try:
-            return (self.folder / name).read_text("utf-8", errors="replace")[-65536:]
+            with open(self.folder / name, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
+                return f.read().decode("utf-8", errors="replace")
         except OSError:
             return ""
 
