@@ -104,7 +104,12 @@ def adapter_findings(project: Project) -> list[Finding]:
         if missing:
             fix = f"update it: {a.install}@latest"
             out.append(
-                Finding("adapter", a.name, f"{version} at {path}; {'; '.join(missing)}; {fix}", "problem")
+                Finding(
+                    "adapter",
+                    a.name,
+                    f"{version} at {path} ({limits}); {'; '.join(missing)}; {fix}",
+                    "problem",
+                )
             )
         else:
             out.append(Finding("adapter", a.name, f"{version} at {path} ({limits})", "info"))
