@@ -425,3 +425,38 @@ def test_access_the_tool_cannot_honour_is_a_lane_problem(monkeypatch: pytest.Mon
     assert p.failure is Failure.tool and "not enforced" in p.message
     cfg = config.from_dict({"lanes": {"oc": {"model": "a/b", "adapter": "opencode"}}})
     assert adapters.lane_problems(cfg.lane("oc")) == []
+
+
+def rollout_shape(path: Path) -> dict[str, set[str]]:
+    """Per line kind (type, or type/payload.type), the keys its lines have."""
+    shape: dict[str, set[str]] = {}
+    for line in path.read_text().splitlines():
+        rec = json.loads(line)
+        payload = rec["payload"]
+        kind = rec["type"] + (f"/{payload['type']}" if rec["type"] == "event_msg" else "")
+        shape.setdefault(kind, set()).update({*rec, *(f"payload.{k}" for k in payload)})
+    return shape
+
+
+def test_the_fake_codex_rollout_has_the_real_lines_wf_reads(tmp_path: Path) -> None:
+    """0.171 numbers its lines and writes world_state; the lines wf usage reads
+    (session_meta, turn_context, token_count) carry the keys it reads, in both."""
+    import os
+    import subprocess
+
+    real = CODEX / "offline-model.rollout.jsonl"
+    assert usage.codex_cost(real).model == "gpt-5.5" and usage.codex_cost(real).malformed == 0
+    env = {**os.environ, "CODEX_HOME": str(tmp_path / "codex")}
+    fake = Path(__file__).parent / "fakes" / "codex"
+    subprocess.run([str(fake), "exec", "--json", "--skip-git-repo-check", "-m", "gpt-5.5", "-"], input="hi",
+                   env=env, cwd=tmp_path, capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
+    [made] = (tmp_path / "codex" / "sessions").rglob("rollout-*.jsonl")
+    real_shape, fake_shape = rollout_shape(real), rollout_shape(made)
+    for kind in ("session_meta", "turn_context", "world_state", "event_msg/task_started"):
+        assert kind in real_shape and kind in fake_shape, kind
+    for key in ("timestamp", "ordinal", "type", "payload"):
+        assert key in real_shape["session_meta"] and key in fake_shape["session_meta"]
+    for key in ("payload.model", "payload.effort", "payload.approval_policy", "payload.sandbox_policy"):
+        assert key in real_shape["turn_context"] and key in fake_shape["turn_context"], key
+    for key in ("payload.id", "payload.cwd", "payload.cli_version", "payload.originator"):
+        assert key in real_shape["session_meta"] and key in fake_shape["session_meta"], key
