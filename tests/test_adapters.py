@@ -236,6 +236,14 @@ def test_opencode_bad_model_is_model_from_its_log() -> None:
     assert failure is Failure.model and reason == "ProviderModelNotFoundError: Model not found: sonnet/."
 
 
+def test_opencode_provider_without_key_offline_says_model_not_found() -> None:
+    """Offline, opencode cannot list the provider's models: it says the model is not
+    found (preflight finds the missing key first)."""
+    _, failure, reason = classify("opencode", OPENCODE, "provider-nokey")
+    assert failure is Failure.model and reason is not None
+    assert reason.startswith("ProviderModelNotFoundError: Model not found: anthropic/claude-sonnet-4-5.")
+
+
 def test_opencode_hosted_default_offline_is_network() -> None:
     _, failure, reason = classify("opencode", OPENCODE, "no-provider")
     assert failure is Failure.network and reason is not None and reason.startswith("APIError: Cannot connect")

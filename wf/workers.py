@@ -99,8 +99,9 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
         meta["cmd"] = list(req.cmd)
     elif adapter.executable() is None:
         raise WfError(f"{adapter.binary} is not installed (not on PATH); wf doctor lists the adapters")
-    for problem in adapters.vocabulary_problems(adapter.name, req.model, req.effort):
-        raise WfError(f"unit {req.id}: {problem.message} ({problem.fix})")
+    problems = adapters.vocabulary_problems(adapter.name, req.model, req.effort)
+    if problems:  # e.g. codex asked for "sonnet", opencode with no provider/model
+        raise WfError(f"unit {req.id}: {problems[0].message} ({problems[0].fix})")
     spec = adapters.Spec(
         run=run,
         unit=req.id,
