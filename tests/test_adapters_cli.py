@@ -261,21 +261,21 @@ def test_doctor_reports_login_lanes_and_limits(
 def test_doctor_finds_a_flag_missing_from_a_subcommand_help(
     wf: WfRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A codex whose `exec resume --help` lacks --output-last-message is reported, though
-    `exec --help` lists it and the resume help has a longer option that contains it."""
+    """A codex whose `exec resume --help` lacks -o is reported, though `exec --help` lists
+    it and the resume help has a longer option that contains it."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "codex"
     fake.write_text(
         "#!/bin/sh\n"
         'if [ "$2" = resume ]; then echo "  --json  -m, --model  -c, --config  --skip-git-repo-check"; '
-        'echo "  --output-last-message-file <F>"; exit 0; fi\n'
+        'echo "  --output-last-message <F>  -oo"; exit 0; fi\n'
         f'exec {FAKES / "codex"} "$@"\n'
     )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{FAKES}{os.pathsep}{os.environ['PATH']}")
     r = wf("doctor")
-    assert "`codex exec resume --help` lacks --output-last-message" in r.out
+    assert "`codex exec resume --help` lacks -o;" in r.out
     assert "`codex exec --help` lacks" not in r.out
 
 

@@ -47,8 +47,8 @@ class Claude(Adapter):
     help_probes = (
         (
             ("claude", "--help"),
-            (
-                "--print",
+            (  # the option tokens exactly as wf passes them
+                "-p",
                 "--output-format",
                 "--verbose",
                 "--session-id",

@@ -31,9 +31,10 @@ class Codex(Adapter):
     name = "codex"
     binary = "codex"
     efforts = ("none", "minimal", "low", "medium", "high", "xhigh")
-    _RUN_FLAGS = ("--json", "--output-last-message", "--skip-git-repo-check", "--model", "--config")
+    # the option tokens exactly as wf passes them (-s and -C go before `resume`)
+    _RUN_FLAGS = ("--json", "-o", "--skip-git-repo-check", "-m", "-c")
     help_probes = (
-        (("codex", "exec", "--help"), (*_RUN_FLAGS, "--color", "--sandbox", "--cd", "--ignore-user-config")),
+        (("codex", "exec", "--help"), (*_RUN_FLAGS, "--color", "-s", "-C", "--ignore-user-config")),
         (("codex", "exec", "resume", "--help"), _RUN_FLAGS),
     )
     login_argv = ("codex", "login", "status")
