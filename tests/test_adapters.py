@@ -249,7 +249,9 @@ def test_opencode_hosted_default_offline_is_network() -> None:
     assert failure is Failure.network and reason is not None and reason.startswith("APIError: Cannot connect")
 
 
-def test_opencode_cost_reads_a_store_the_real_binary_made(tmp_path: Path) -> None:
+def test_opencode_cost_reads_a_store_the_real_binary_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = OPENCODE / "no-provider.opencode.db"
     sid = json.loads(case(OPENCODE, "no-provider")[0].splitlines()[0])["sessionID"]
     cost = usage.opencode_cost(sid, db)
@@ -272,6 +274,12 @@ def test_opencode_cost_reads_a_store_the_real_binary_made(tmp_path: Path) -> Non
     assert (cost.inp, cost.out, cost.cr, cost.cw5m, cost.usd, cost.usd_rep) == (100, 25, 7, 3, 0.25, 0.25)
     with pytest.raises(Exception, match="no opencode session"):
         usage.opencode_cost("ses_unknown", copy)
+    # where opencode keeps it: $XDG_DATA_HOME/opencode/opencode.db (wf orch post reads it so)
+    (tmp_path / "opencode").mkdir()
+    copy.rename(tmp_path / "opencode" / "opencode.db")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    found = usage.for_session("opencode", sid)
+    assert found is not None and found[1] == "opencode" and found[0].usd == 0.25
 
 
 # ---------------------------------------------------------------- help and vocabulary
