@@ -144,10 +144,14 @@ def check(ctx: click.Context, as_json: bool) -> int:
     wf.toml lacks) refuses only writes to that task and makes it not runner-ready.
     Example: wf check --json
     """
-    from wf import views
+    from wf import adapters, views
+    from wf.errors import ParseIssue
 
     bl = _backlog(ctx)
     issues = bl.check()
+    for lane in bl.config.lanes:  # a lane whose model, effort or access does not fit its tool
+        for p in adapters.lane_problems(lane):
+            issues.append(ParseIssue("wf.toml", 0, "error", f"lanes.{lane.name}: {p.message}; {p.fix}"))
     summary = views.check_summary(bl, issues)
     if as_json:
         _echo_json(summary)
