@@ -18,6 +18,7 @@ from wf.usage import Cost
 KEYS = (
     "ts", "project", "id", "agent", "kind", "lane", "model", "effort", "done", "turns", "dur_s",
     "in", "out", "est", "cw5m", "cw1h", "cr", "usd", "usd_rep", "unpriced",
+    "run", "unit", "check", "tool_usd",
 )  # fmt: skip
 
 
