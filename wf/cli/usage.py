@@ -28,6 +28,13 @@ from wf.errors import WfError
 @click.option("--since", metavar="DATE", help="With --report: only lines from this date (YYYY-MM-DD) on.")
 @click.option("--project", metavar="P", help="With --report: only this project (name or path).")
 @click.option(
+    "--by",
+    type=click.Choice(["lane", "model", "run"]),
+    default="lane",
+    show_default=True,
+    help="With --report: group by lane (and model, effort), by model, or by fan-out run.",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="One JSON object (the log line's keys), or the report rows."
 )
 @click.pass_context
@@ -46,6 +53,7 @@ def usage_cmd(
     report: bool,
     since: str | None,
     project: str | None,
+    by: str,
     as_json: bool,
 ) -> int:
     """What a worker really spent, from its own transcript; or --report.
@@ -56,20 +64,27 @@ def usage_cmd(
     ~/.config/wf/prices.toml. An unknown model costs 0 and is named (unpriced=...).
 
     \b
-    The report groups every known project's out/wf-cost.log by lane, model and effort:
-    n, done, median and total $, $ per done task, median turns and duration.
+    The report groups every known project's out/wf-cost.log by lane, model and effort
+    (--by model, --by run: fan-out units of wf run/dispatch): n, done, median and total $,
+    $ per done task, median turns and duration; then the lines whose tool-reported cost
+    and transcript cost disagree (cost_check).
+
+    \b
+    wf usage --report --by run --since 2026-01-01
     """
     from wf import costlog, usage
 
     if report:
         recs, bad = costlog.records(since, project)
-        rows = costlog.report(recs)
+        rows = costlog.report(recs, by)
         if as_json:
             _echo_json(rows)
         else:
-            for line in costlog.report_text(rows) or [
-                "no cost lines yet (wf usage --log, wf orch post --agent)"
+            for line in costlog.report_text(rows, by) or [
+                "no cost lines yet (wf usage --log, wf orch post --agent, wf run)"
             ]:
+                click.echo(line)
+            for line in costlog.disagreements(recs):
                 click.echo(line)
         if bad:
             _warn(f"{bad} unreadable line(s) in cost logs were skipped")

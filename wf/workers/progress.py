@@ -28,9 +28,10 @@ class ProgressLine:
 
     def _width(self) -> int:
         try:
-            return os.get_terminal_size(self.stream.fileno()).columns
+            columns = os.get_terminal_size(self.stream.fileno()).columns
         except (OSError, ValueError, AttributeError):
-            return shutil.get_terminal_size().columns
+            columns = 0
+        return columns if columns > 0 else shutil.get_terminal_size().columns
 
     def update(self, text: str, *, force: bool = False) -> None:
         if not self.enabled:
