@@ -308,7 +308,7 @@ def test_monitor_running_waits_on_what_still_runs(w: Workers, tmp_path: Path) ->
             "bad failed",
         )
         r = w.run("monitor", "mon", "--timeout", "30")
-        assert r.returncode == 4 and r.stdout.startswith("monitor mon: watching bad, slow\n")
+        assert r.returncode == 4 and r.stdout.startswith("monitor mon: watching every unit (bad, slow)\n")
         assert "bad: failed" in r.stdout
         again = w.run("monitor", "mon", "--timeout", "30")
         assert again.returncode == 4  # without --running it wakes at once: bad still failed
@@ -616,3 +616,40 @@ def test_units_that_stall_together_are_stopped_together(w: Workers, tmp_path: Pa
     # each needs ~1 s of stall and ~4 s of grace before SIGKILL; one after the other
     # the last would end after ~15 s
     assert max(durations) < 9, durations
+
+
+@pytest.mark.timeout(120)
+def test_the_coordinators_loop_from_the_readme(w: Workers, tmp_path: Path) -> None:
+    """runs new, run in the background, monitor (waits for the units to appear), a
+    failure, monitor --running, retry, gather."""
+    mark = tmp_path / "second"
+    flaky = (
+        f"import os, sys; first = not os.path.exists({str(mark)!r}); sys.exit(1) if first else print('fixed')"
+    )
+    m = manifest(
+        tmp_path / "m.json",
+        [
+            {"id": "parser", "prompt": "x", "cmd": py(flaky)},
+            {"id": "docs", "prompt": "x", "cmd": py("import time; time.sleep(2); print('docs')")},
+        ],
+        adapter="cmd",
+    )
+    run = Path(w.run("runs", "new", "review").stdout.strip()).name
+    mon = w.start("monitor", run, "--timeout", "60")
+    time.sleep(1.0)  # the monitor is waiting on a run with no unit yet
+    sup = w.start("run", str(m), "--run", run)
+    out, _ = mon.communicate(timeout=60)
+    assert mon.returncode == 4 and "parser: failed" in out and "docs: running" in out, out
+    status = w.run("runs", "status", run).stdout
+    assert "parser: failed: exit 1" in status
+    again = w.run("monitor", run, "--running", "--timeout", "60")
+    assert again.returncode == 0 and again.stdout.startswith("monitor " + run + ": watching docs\n")
+    sup.communicate(timeout=60)
+    assert sup.returncode == 4
+    mark.touch()
+    r = w.run("runs", "retry", run, "--failed")
+    assert r.returncode == 0 and "parser-r1: done" in r.stdout, r.stdout
+    g = w.run("gather", run, "--quiet", "0.2")
+    assert "DONE parser-r1 done" in g.stdout and "== parser-r1 (done)\nfixed" in g.stdout
+    assert g.returncode == 0 and "== parser (" not in g.stdout  # the retry replaced it
+    assert w.run("monitor", run, "--timeout", "5").returncode == 0

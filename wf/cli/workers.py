@@ -498,7 +498,11 @@ def monitor(
     watched = watch.watch_set(proj, run, list(units), running)
     live = _Live(as_json)
     if not as_json:
-        what = ", ".join(watched) if watched else "nothing (no unit is running)"
+        if watched is None:
+            names = [str(st["unit"]) for st in runsmod.units(proj, run)]
+            what = f"every unit ({', '.join(names) if names else 'none yet'})"
+        else:
+            what = ", ".join(watched) if watched else "nothing (no unit is running)"
         click.echo(f"monitor {run}: watching {what}")
     result = watch.monitor(
         proj, run, watched, timeout=timeout, on_tick=lambda sts: live.tick_statuses(proj, run, sts)

@@ -55,10 +55,19 @@ def repair_lost(project: Project, run: str) -> list[str]:
     return marked
 
 
+def superseded(found: list[dict[str, Any]]) -> set[str]:
+    """Attempts that a later attempt of the same unit (a retry) replaced."""
+    from wf.workers.retry import families
+
+    return {str(st["unit"]) for attempts in families(found).values() for st in attempts[:-1]}
+
+
 def statuses(project: Project, run: str, only: list[str] | None = None) -> list[dict[str, Any]]:
+    """The units named, else every unit of the run but the attempts retries replaced."""
     found = runs.units(project, run)
     if only is None:
-        return found
+        old = superseded(found)
+        return [st for st in found if str(st.get("unit")) not in old]
     by_id = {str(st.get("unit")): st for st in found}
     missing = [u for u in only if u not in by_id]
     if missing:
@@ -73,38 +82,42 @@ class Watch(NamedTuple):
     lost: list[str]  # units this reader marked lost
 
 
-def watch_set(project: Project, run: str, units: list[str] | None, running: bool) -> list[str]:
+def watch_set(project: Project, run: str, units: list[str] | None, running: bool) -> list[str] | None:
     """What a monitor watches: the units named, else (with ``running``) those still
-    running or queued, else every unit of the run."""
+    running or queued now, else None: every unit of the run, as they appear."""
     repair_lost(project, run)
     found = statuses(project, run, units or None)
+    if units:
+        return [str(st["unit"]) for st in found]
     if running:
         return [str(st["unit"]) for st in found if st.get("state") in runs.LIVE]
-    return [str(st["unit"]) for st in found]
+    return None
 
 
 def monitor(
     project: Project,
     run: str,
-    watched: list[str],
+    watched: list[str] | None,
     *,
     timeout: float | None = DEFAULT_TIMEOUT,
     interval: float = 1.0,
     on_tick: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> Watch:
-    """Wait for the first thing among ``watched`` that needs attention (4), or for all of
-    them to end well (0), or for ``timeout`` (5)."""
+    """Wait for the first thing among ``watched`` (None: every unit of the run, waiting
+    for the first to appear) that needs attention (4), or for all of them to end well
+    (0), or for ``timeout`` (5)."""
     start = time.monotonic()
     lost: list[str] = []
     while True:
         lost += repair_lost(project, run)
-        found = statuses(project, run, watched) if watched else []
+        found = statuses(project, run, watched) if watched != [] else []
+        names = [str(st.get("unit")) for st in found]
         if any(st.get("state") in runs.ATTENTION for st in found):
-            return Watch(ATTENTION, watched, found, lost)
-        if all(st.get("state") in runs.FINAL for st in found):
-            return Watch(OK, watched, found, lost)
+            return Watch(ATTENTION, names, found, lost)
+        if (found or watched == []) and all(st.get("state") in runs.FINAL for st in found):
+            return Watch(OK, names, found, lost)
         if timeout is not None and time.monotonic() - start >= timeout:
-            return Watch(GAVE_UP, watched, found, lost)
+            return Watch(GAVE_UP, names, found, lost)
         if on_tick:
             on_tick(found)
         time.sleep(interval)
@@ -134,7 +147,7 @@ def gather(
 ) -> Watch:
     """Wait until every unit has ended (``lost`` counts) and its files stayed unchanged
     for ``quiet`` seconds, calling ``on_landed`` as each one lands; 0 if all are done,
-    4 if any is not, 5 on ``timeout``."""
+    4 if any is not, 5 on ``timeout``. An attempt a retry replaced is left out."""
     start = time.monotonic()
     sigs: dict[str, tuple[Any, ...]] = {}
     since: dict[str, float] = {}
