@@ -363,7 +363,9 @@ def test_runs_views(w: Workers) -> None:
     assert '"type":"result"' in w.run("runs", "output", "r1", "u1", "--log").stdout.replace(" ", "")
     g = w.run("gather", "r1", "--quiet", "0.2")
     assert (
-        g.returncode == 4 and "== u1 (done)\nok: alpha" in g.stdout and "== u2 (failed, FALLBACK)" in g.stdout
+        g.returncode == 4
+        and "== u1 (done)\nok: alpha" in g.stdout
+        and "== u2 (failed: fake crash, exit 1, FALLBACK)" in g.stdout
     )
 
 

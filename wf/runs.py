@@ -51,10 +51,11 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def write_file(path: Path, data: bytes, *, durable: bool) -> None:
+def write_file(path: Path, data: bytes, *, durable: bool, dir_sync: bool | None = None) -> None:
     """Temporary file in the same folder, then rename: readers see the old or the new
     file, never half of one. ``durable`` adds the fsyncs (file, then folder) that make it
-    survive a crash of the machine; intermediate bookkeeping skips them."""
+    survive a crash of the machine; intermediate bookkeeping skips them. ``dir_sync=False``
+    leaves the folder's fsync to a durable write that follows in the same folder."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
@@ -70,8 +71,15 @@ def write_file(path: Path, data: bytes, *, durable: bool) -> None:
         except FileNotFoundError:
             pass
         raise
-    if durable:
+    if durable if dir_sync is None else dir_sync:
         sync_dir(path.parent)
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """A file of a unit nobody can see yet (its status.json, written after it, is what
+    makes a unit visible): written in place, no temporary file, no rename."""
+    with open(path, "wb") as f:
+        f.write(data)
 
 
 def sync_dir(folder: Path) -> None:

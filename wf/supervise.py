@@ -121,9 +121,9 @@ class Unit:
 
     def queue(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        runs.write_file(self.folder / "prompt.txt", self.spec.prompt.encode("utf-8"), durable=False)
+        runs.write_new(self.folder / "prompt.txt", self.spec.prompt.encode("utf-8"))
         if self.session_id:
-            runs.write_file(self.folder / "session.txt", f"{self.session_id}\n".encode(), durable=False)
+            runs.write_new(self.folder / "session.txt", f"{self.session_id}\n".encode())
         self.save()
 
     # ---------------------------------------------------------------- lifecycle
@@ -250,11 +250,13 @@ class Unit:
 
     def stop(self, why: str) -> None:
         if self.proc is not None and self.state == "running":
+            began = time.time()
             procs.kill_tree(self.proc.pid, self.token)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+            self.status["stopped_between"] = [round(began, 3), round(time.time(), 3)]  # epoch seconds
         self._finish(why)
 
     def skip(self, why: str) -> None:
@@ -367,7 +369,6 @@ class Unit:
             if _has_text(written):
                 _sync_file(written)
                 os.replace(written, out)
-                runs.sync_dir(self.folder)
                 self.status["answer"] = "output_file"
                 return True
             log = self.folder / "worker.log"
@@ -377,7 +378,8 @@ class Unit:
                 return True
             return False
         if self.parsed.answer is not None and self.parsed.answer.strip():
-            runs.write_file(out, self.parsed.answer.encode("utf-8"), durable=True)
+            # the final status.json, written durably next, syncs the folder for both
+            runs.write_file(out, self.parsed.answer.encode("utf-8"), durable=True, dir_sync=False)
             self.status["answer"] = "result"
             return True
         return False
@@ -411,7 +413,8 @@ def _sync_file(path: Path) -> None:
 
 def _link_or_copy(src: Path, dest: Path) -> None:
     """``dest`` becomes the same bytes as ``src`` without reading them into memory: a
-    hard link where the file system allows one, else a streamed copy; durable."""
+    hard link where the file system allows one, else a streamed copy; its data synced
+    (the folder is synced by the final status.json)."""
     import shutil
 
     tmp = dest.with_name(f".{dest.name}.link")
@@ -422,7 +425,6 @@ def _link_or_copy(src: Path, dest: Path) -> None:
         shutil.copyfile(src, tmp)
     _sync_file(tmp)
     os.replace(tmp, dest)
-    runs.sync_dir(dest.parent)
 
 
 def salvage(folder: Path, status: dict[str, Any], snippets: list[str], code: int | None) -> None:
@@ -439,7 +441,7 @@ def salvage(folder: Path, status: dict[str, Any], snippets: list[str], code: int
     header = f"FALLBACK: unit {status.get('unit')} ended without an answer ({how})."
     header += " The last things it printed:"
     text = header + "\n\n" + "\n".join(lines[-FALLBACK_LINES:]) + "\n"
-    runs.write_file(out, text.encode("utf-8"), durable=True)
+    runs.write_file(out, text.encode("utf-8"), durable=True, dir_sync=False)  # status.json follows
     status["answer"] = "fallback"
     status["fallback"] = True
 

@@ -560,13 +560,13 @@ def gather(
     wf gather r1 --json | jq -r '.units[].output'
     """
     from wf import runs as runsmod
-    from wf.workers import watch
+    from wf.workers import report, watch
 
     proj = _project(ctx)
     live = _Live(as_json)
 
     def landed(st: dict[str, Any]) -> None:
-        live.echo(f"DONE {st['unit']} {st['state']}{' FALLBACK' if st.get('fallback') else ''}")
+        live.echo(f"DONE {st['unit']} {report.describe(st)}{' FALLBACK' if st.get('fallback') else ''}")
 
     result = watch.gather(
         proj,
@@ -596,6 +596,6 @@ def gather(
         click.echo(f"gather {run}: gave up after {timeout:g}s; not every unit has landed")
         return result.code
     for st in result.units:
-        click.echo(f"== {st['unit']} ({st['state']}{', FALLBACK' if st.get('fallback') else ''})")
+        click.echo(f"== {st['unit']} ({report.describe(st)}{', FALLBACK' if st.get('fallback') else ''})")
         click.echo(outputs[str(st["unit"])].rstrip("\n"))
     return result.code
