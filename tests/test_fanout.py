@@ -298,10 +298,12 @@ def test_monitor_and_gather_find_a_lost_unit_themselves(w: Workers, tmp_path: Pa
 
 @pytest.mark.timeout(120)
 def test_monitor_running_waits_on_what_still_runs(w: Workers, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    slow = py(f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)\nprint('slow')")
     m = manifest(
         tmp_path / "m.json",
-        [{"id": "bad", "prompt": "CRASH"}, {"id": "slow", "prompt": "SLEEP 3"}],
-        adapter="codex",
+        [{"id": "bad", "prompt": "CRASH", "adapter": "codex"}, {"id": "slow", "prompt": "x", "cmd": slow}],
+        adapter="cmd",
     )
     p = w.start("run", str(m), "--run", "mon")
     try:
@@ -314,15 +316,19 @@ def test_monitor_running_waits_on_what_still_runs(w: Workers, tmp_path: Path) ->
         )
         r = w.run("monitor", "mon", "--timeout", "30")
         assert r.returncode == 4 and r.stdout.startswith("monitor mon: watching every unit (bad, slow)\n")
-        assert "bad: failed" in r.stdout
+        assert "bad: failed" in r.stdout and "slow: running" in r.stdout
         again = w.run("monitor", "mon", "--timeout", "30")
         assert again.returncode == 4  # without --running it wakes at once: bad still failed
-        r = w.run("monitor", "mon", "--running", "--timeout", "60")
-        assert r.stdout.startswith("monitor mon: watching slow\n"), r.stdout
-        assert r.returncode == 0 and "slow: done" in r.stdout
+        waiting = w.start("monitor", "mon", "--running", "--timeout", "60")
+        time.sleep(1.0)
+        go.touch()
+        out, _ = waiting.communicate(timeout=60)
+        assert out.startswith("monitor mon: watching slow\n"), out
+        assert waiting.returncode == 0 and "slow: done" in out
         r = w.run("monitor", "mon", "--running", "--timeout", "5")
         assert r.returncode == 0 and "watching nothing" in r.stdout
     finally:
+        go.touch()
         p.communicate(timeout=60)
     assert p.returncode == 4
 
@@ -629,7 +635,7 @@ def test_units_that_stall_together_are_stopped_together(w: Workers, tmp_path: Pa
 def test_the_coordinators_loop_from_the_readme(w: Workers, tmp_path: Path) -> None:
     """runs new, run in the background, monitor (waits for the units to appear), a
     failure, monitor --running, retry, gather."""
-    mark = tmp_path / "second"
+    mark, go = tmp_path / "second", tmp_path / "go"
     flaky = (
         f"import os, sys; first = not os.path.exists({str(mark)!r}); sys.exit(1) if first else print('fixed')"
     )
@@ -637,7 +643,13 @@ def test_the_coordinators_loop_from_the_readme(w: Workers, tmp_path: Path) -> No
         tmp_path / "m.json",
         [
             {"id": "parser", "prompt": "x", "cmd": py(flaky)},
-            {"id": "docs", "prompt": "x", "cmd": py("import time; time.sleep(2); print('docs')")},
+            {
+                "id": "docs",
+                "prompt": "x",
+                "cmd": py(
+                    f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)\nprint('docs')"
+                ),
+            },
         ],
         adapter="cmd",
     )
@@ -649,8 +661,11 @@ def test_the_coordinators_loop_from_the_readme(w: Workers, tmp_path: Path) -> No
     assert mon.returncode == 4 and "parser: failed" in out and "docs: running" in out, out
     status = w.run("runs", "status", run).stdout
     assert "parser: failed: exit 1" in status
-    again = w.run("monitor", run, "--running", "--timeout", "60")
-    assert again.returncode == 0 and again.stdout.startswith("monitor " + run + ": watching docs\n")
+    waiting = w.start("monitor", run, "--running", "--timeout", "60")
+    time.sleep(1.0)
+    go.touch()  # docs ends now, while the monitor waits on it
+    out, _ = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0 and out.startswith("monitor " + run + ": watching docs\n"), out
     sup.communicate(timeout=60)
     assert sup.returncode == 4
     mark.touch()
@@ -660,3 +675,15 @@ def test_the_coordinators_loop_from_the_readme(w: Workers, tmp_path: Path) -> No
     assert "DONE parser-r1 done" in g.stdout and "== parser-r1 (done)\nfixed" in g.stdout
     assert g.returncode == 0 and "== parser (" not in g.stdout  # the retry replaced it
     assert w.run("monitor", run, "--timeout", "5").returncode == 0
+
+
+def test_retry_never_starts_a_second_attempt_beside_a_live_one(w: Workers, tmp_path: Path) -> None:
+    p = w.start("dispatch", "r1", "s1", "--adapter", "claude", "--prompt", "SLEEP 30")
+    try:
+        wait_for(lambda: running(w, "r1", "s1"), "s1 running")
+        r = w.run("runs", "retry", "r1", "s1")
+        assert r.returncode == 4 and "s1: skipped: still running (s1)" in r.stdout
+        assert not w.unit("r1", "s1-r1").exists()
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=60)
