@@ -492,6 +492,8 @@ def test_the_report_shows_cost_check_disagreements(w: Workers) -> None:
             "tool_usd": 2.5,
         },
     )
+    rows = json.loads(w.run("usage", "--report", "--by", "run", "--json").stdout)
+    assert [(r["run"], r["cost_check_differs"]) for r in rows] == [("r9", 1)]
     out = w.run("usage", "--report", "--by", "run").stdout
     assert "cost_check differs: run r9 unit u9 (m): the tool reported $2.5, the transcript gives $1.0" in out
 

@@ -181,9 +181,11 @@ def report(recs: list[dict[str, str]], by: str = "lane") -> list[dict[str, Any]]
                 "median_dur_s": statistics.median(durs) if durs else None,
                 "estimated": any((_num(r.get("est")) or 0) > 0 for r in rs),
                 "unpriced": sorted({r["unpriced"] for r in rs if r.get("unpriced")}),
-                "cost_check_differs": sum(1 for r in rs if r.get("check") == "differs"),
             }
         )
+        differs = sum(1 for r in rs if r.get("check") == "differs")
+        if differs:  # only then: the rows keep their shape for every other log
+            rows[-1]["cost_check_differs"] = differs
     return rows
 
 

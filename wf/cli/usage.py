@@ -81,7 +81,7 @@ def usage_cmd(
             _echo_json(rows)
         else:
             for line in costlog.report_text(rows, by) or [
-                "no cost lines yet (wf usage --log, wf orch post --agent, wf run)"
+                "no cost lines yet (wf usage --log, wf orch post --agent)"
             ]:
                 click.echo(line)
             for line in costlog.disagreements(recs):
