@@ -426,9 +426,10 @@ def test_progress_line_on_a_terminal_only(w: Workers, tmp_path: Path) -> None:
     assert b"\r1 running, 0 done, 0 failed" in out and b"\x1b[K" in out
     frames = [f.split(b"\x1b[K")[0] for f in out.split(b"\r") if b"running," in f]
     assert frames and all(len(f) <= 40 for f in frames)
-    code, out = _pty_run(["run", str(m), "--run", "dumb"], {**env, "TERM": "dumb"}, w.root)
+    quick = manifest(tmp_path / "q.json", [{"id": "p1", "prompt": "SLEEP 1"}], adapter="codex")
+    code, out = _pty_run(["run", str(quick), "--run", "dumb"], {**env, "TERM": "dumb"}, w.root)
     assert code == 0 and b"running," not in out and b"\x1b[K" not in out
-    piped = w.run("run", str(m), "--run", "pipe", TERM="xterm")
+    piped = w.run("run", str(quick), "--run", "pipe", TERM="xterm")
     assert "running," not in piped.stdout and "\r" not in piped.stdout
 
 
@@ -689,3 +690,50 @@ def test_retry_never_starts_a_second_attempt_beside_a_live_one(w: Workers, tmp_p
     finally:
         p.send_signal(signal.SIGINT)
         p.communicate(timeout=60)
+
+
+RSS_SPY = """
+import os, resource, runpy, sys
+sys.argv = ["wf", *sys.argv[1:]]
+try:
+    runpy.run_module("wf", run_name="__main__")
+finally:
+    with open(os.environ["RSS_LOG"], "w") as f:
+        f.write(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))  # KiB, wf alone
+"""
+
+
+@pytest.mark.timeout(120)
+def test_a_big_stream_does_not_grow_wf(w: Workers, tmp_path: Path) -> None:
+    """80 MB of output: wf reads it in bounded chunks and links output.txt to it; its own
+    peak memory stays near that of a unit that prints one line."""
+    peaks = {}
+    for unit, mb in (("small", 0), ("big", 80)):
+        # one write: the whole stream lands between two polls
+        code = f"import sys; sys.stdout.buffer.write((b'y' * 1023 + b'\\\\n') * ({mb} * 1024)); print('end')"
+        log = tmp_path / f"{unit}.rss"
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                RSS_SPY,
+                "dispatch",
+                "r1",
+                unit,
+                "--adapter",
+                "cmd",
+                "--cmd",
+                f'{sys.executable} -c "{code}"',
+                "--prompt",
+                "x",
+            ],
+            cwd=w.root,
+            env={**w.env, "RSS_LOG": str(log)},
+            capture_output=True,
+            text=True,
+            timeout=100,
+        )
+        assert p.returncode == 0, p.stderr
+        peaks[unit] = int(log.read_text()) / 1024
+    assert (w.unit("r1", "big") / "worker.log").stat().st_size == 80 * 1024 * 1024 + 4
+    assert peaks["big"] < peaks["small"] + 10, peaks  # MB

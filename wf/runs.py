@@ -96,7 +96,7 @@ def sync_dir(folder: Path) -> None:
 
 
 def write_status(folder: Path, status: dict[str, Any], *, durable: bool = False) -> None:
-    data = json.dumps(status, indent=1, sort_keys=False) + "\n"
+    data = json.dumps(status) + "\n"  # no indent: the C encoder, 10x faster
     write_file(folder / "status.json", data.encode("utf-8"), durable=durable)
 
 

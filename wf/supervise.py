@@ -37,6 +37,8 @@ from wf.adapters import Adapter, Parsed, Spec
 POLL = 0.1
 RESULT_GRACE = float(os.environ.get("WF_RESULT_GRACE", "5"))
 FALLBACK_LINES = 40
+READ_CHUNK = 1 << 20
+MAX_LINE = 64 << 20  # a claude result event carries the whole answer on one line
 INLINE_STDIN = 32 * 1024  # a prompt this small fits the fresh pipe: written without a thread
 
 _versions: dict[str, str | None] = {}
@@ -187,21 +189,16 @@ class Unit:
         if size == self._size:
             return False
         self._size = size
+        before = self.parsed.session_id
         try:
             with open(path, "rb") as f:
                 f.seek(self._offset)
-                chunk = f.read()
+                # in bounded chunks: a worker may print 100 MB between two polls
+                while chunk := f.read(READ_CHUNK):
+                    self._offset += len(chunk)
+                    self._feed_lines(chunk)
         except OSError:
             return True
-        self._offset += len(chunk)
-        data = self._partial + chunk
-        lines = data.split(b"\n")
-        self._partial = lines.pop()  # the last line may still be being written
-        before = self.parsed.session_id
-        for raw in lines:
-            event = adapters.parse_line(raw.decode("utf-8", "replace"))
-            if event is not None:
-                self.adapter.feed(self.parsed, event)
         if self.parsed.finished and self.finished_at is None and self.adapter.name == "claude":
             self.finished_at = time.monotonic()
         if (
@@ -214,6 +211,17 @@ class Unit:
             self.status["session_id"] = self.session_id
             self.save()
         return True
+
+    def _feed_lines(self, chunk: bytes) -> None:
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()  # the last line may still be being written
+        if len(self._partial) > MAX_LINE:
+            self._partial = b""  # no event is this long; never hold a line without end
+        for raw in lines:
+            if raw.lstrip().startswith(b"{"):
+                event = adapters.parse_line(raw.decode("utf-8", "replace"))
+                if event is not None:
+                    self.adapter.feed(self.parsed, event)
 
     def poll(self, now: float) -> bool:
         """Check on the unit; True once it has ended (its status is final)."""
