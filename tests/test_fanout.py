@@ -426,6 +426,8 @@ def test_progress_line_on_a_terminal_only(w: Workers, tmp_path: Path) -> None:
     assert b"\r1 running, 0 done, 0 failed" in out and b"\x1b[K" in out
     frames = [f.split(b"\x1b[K")[0] for f in out.split(b"\r") if b"running," in f]
     assert frames and all(len(f) <= 40 for f in frames)
+    code, out = _pty_run(["gather", "tty", "--quiet", "1.5"], env, w.root)  # waits 1.5 s: ticks
+    assert code == 0 and b"\r0 running, 1 done, 0 failed" in out and out.rstrip().endswith(b"ok: SLEEP 2")
     quick = manifest(tmp_path / "q.json", [{"id": "p1", "prompt": "SLEEP 1"}], adapter="codex")
     code, out = _pty_run(["run", str(quick), "--run", "dumb"], {**env, "TERM": "dumb"}, w.root)
     assert code == 0 and b"running," not in out and b"\x1b[K" not in out
