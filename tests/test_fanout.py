@@ -739,3 +739,30 @@ def test_a_big_stream_does_not_grow_wf(w: Workers, tmp_path: Path) -> None:
         peaks[unit] = int(log.read_text()) / 1024
     assert (w.unit("r1", "big") / "worker.log").stat().st_size == 80 * 1024 * 1024 + 4
     assert peaks["big"] < peaks["small"] + 10, peaks  # MB
+
+
+def test_a_reader_never_signals_a_recorded_pid_that_is_not_the_units(w: Workers, tmp_path: Path) -> None:
+    """A lost unit's recorded pid may belong to another process by now: only processes
+    carrying the unit's token are ended."""
+    bystander = subprocess.Popen(["sleep", "60"])
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    try:
+        folder = w.unit("old", "u1")
+        folder.mkdir(parents=True)
+        status = {
+            "run": "old",
+            "unit": "u1",
+            "state": "running",
+            "pid": bystander.pid,
+            "supervisor": gone.pid,
+            "token": "0" * 32,
+            "started": "2026-01-01T00:00:00Z",
+        }
+        (folder / "status.json").write_text(json.dumps(status))
+        r = w.run("runs", "status", "old")
+        assert "u1: lost" in r.stdout and "it never started" not in r.stdout
+        assert alive(bystander.pid)
+    finally:
+        bystander.kill()
+        bystander.wait()

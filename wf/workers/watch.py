@@ -38,7 +38,9 @@ def repair_lost(project: Project, run: str) -> list[str]:
         if fresh is None or not _orphaned(fresh):
             continue
         token = fresh.get("token")
-        killed = procs.kill_tree(fresh.get("pid") if token else None, token, grace=1.0) if token else []
+        # by the token only, never by the recorded pid: that worker may be long gone and
+        # its pid reused by a process that is none of wf's business
+        killed = procs.kill_tree(None, str(token), grace=1.0) if token else []
         fresh.update(
             state="lost",
             ended=runs.now_iso(),
