@@ -766,3 +766,24 @@ def test_a_reader_never_signals_a_recorded_pid_that_is_not_the_units(w: Workers,
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_a_supervisor_pid_reused_by_another_process_is_a_lost_supervisor(w: Workers) -> None:
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        folder = w.unit("old", "u1")
+        folder.mkdir(parents=True)
+        status = {
+            "run": "old",
+            "unit": "u1",
+            "state": "running",
+            "supervisor": other.pid,
+            "supervisor_start": 1,
+            "token": "1" * 32,
+        }
+        (folder / "status.json").write_text(json.dumps(status))
+        assert "u1: lost" in w.run("runs", "status", "old").stdout
+        assert alive(other.pid)
+    finally:
+        other.kill()
+        other.wait()

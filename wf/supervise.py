@@ -42,6 +42,7 @@ MAX_LINE = 64 << 20  # a claude result event carries the whole answer on one lin
 INLINE_STDIN = 32 * 1024  # a prompt this small fits the fresh pipe: written without a thread
 
 _versions: dict[str, str | None] = {}
+_MY_START = runs.proc_start(os.getpid())  # with the pid, names this supervisor for the readers
 
 
 def tool_version(adapter: Adapter) -> str | None:
@@ -113,6 +114,7 @@ class Unit:
             "timeout_s": timeout,
             "stall_s": self.stall,
             "supervisor": os.getpid(),
+            "supervisor_start": _MY_START,
             "token": self.token,
             **(meta or {}),
         }

@@ -23,7 +23,15 @@ OK, ATTENTION, GAVE_UP = 0, 4, 5
 
 
 def _orphaned(st: dict[str, Any]) -> bool:
-    return st.get("state") in runs.LIVE and not procs.alive(st.get("supervisor"))
+    """A unit that says it runs, but whose supervisor is gone (or its pid now names
+    another process)."""
+    if st.get("state") not in runs.LIVE:
+        return False
+    sup = st.get("supervisor")
+    if not procs.alive(sup):
+        return True
+    started = st.get("supervisor_start")
+    return started is not None and runs.proc_start(sup) != started
 
 
 def repair_lost(project: Project, run: str) -> list[str]:
