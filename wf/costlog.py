@@ -18,6 +18,7 @@ from wf.usage import Cost
 KEYS = (
     "ts", "project", "id", "agent", "kind", "lane", "model", "effort", "done", "turns", "dur_s",
     "in", "out", "est", "cw5m", "cw1h", "cr", "usd", "usd_rep", "models", "unpriced",
+    "run", "unit", "check", "tool_usd",
 )  # fmt: skip
 
 
@@ -185,13 +186,23 @@ def records(since: str | None = None, project: str | None = None) -> tuple[list[
     return out, bad
 
 
-def report(recs: list[dict[str, str]]) -> list[dict[str, Any]]:
-    groups: dict[tuple[str, str, str], list[dict[str, str]]] = {}
+GROUPINGS: dict[str, tuple[str, ...]] = {
+    "lane": ("lane", "model", "effort"),
+    "model": ("model",),
+    "run": ("run",),
+}
+
+
+def report(recs: list[dict[str, str]], by: str = "lane") -> list[dict[str, Any]]:
+    """Rows grouped ``by`` lane (with model and effort), model, or run (fan-out units;
+    other lines under run "-")."""
+    fields = GROUPINGS[by]
+    groups: dict[tuple[str, ...], list[dict[str, str]]] = {}
     for r in recs:
-        key = (r.get("lane", "-"), r.get("model", "-"), r.get("effort", "-"))
+        key = tuple(r.get(f, "-") for f in fields)
         groups.setdefault(key, []).append(r)
-    rows = []
-    for (lane, model, effort), rs in sorted(groups.items()):
+    rows: list[dict[str, Any]] = []
+    for key, rs in sorted(groups.items()):
         usd = [x for x in (_num(r.get("usd")) for r in rs) if x is not None]
         turns = [x for x in (_num(r.get("turns")) for r in rs) if x is not None]
         durs = [x for x in (_num(r.get("dur_s")) for r in rs) if x is not None]
@@ -203,9 +214,7 @@ def report(recs: list[dict[str, str]]) -> list[dict[str, Any]]:
                 by_model[m] = by_model.get(m, 0.0) + v
         rows.append(
             {
-                "lane": lane,
-                "model": model,
-                "effort": effort,
+                **dict(zip(fields, key, strict=True)),
                 "n": len(rs),
                 "done": done,
                 "median_usd": round(statistics.median(usd), 4) if usd else None,
@@ -219,26 +228,44 @@ def report(recs: list[dict[str, str]]) -> list[dict[str, Any]]:
         )
         if len(by_model) > 1:  # subagents on other models: $ per model, largest first
             rows[-1]["models"] = {m: round(v, 4) for m, v in sorted(by_model.items(), key=lambda x: -x[1])}
+        differs = sum(1 for r in rs if r.get("check") == "differs")
+        if differs:  # only then: the rows keep their shape for every other log
+            rows[-1]["cost_check_differs"] = differs
     return rows
 
 
-def report_text(rows: list[dict[str, Any]]) -> list[str]:
+def disagreements(recs: list[dict[str, str]]) -> list[str]:
+    """Lines whose tool-reported cost and transcript cost disagree (cost_check)."""
+    out = []
+    for r in recs:
+        if r.get("check") != "differs":
+            continue
+        where = (
+            f"run {r.get('run', '-')} unit {r.get('unit', '-')}" if r.get("run") else f"id {r.get('id', '-')}"
+        )
+        out.append(
+            f"cost_check differs: {where} ({r.get('model', '-')}): the tool reported "
+            f"${r.get('tool_usd', '?')}, the transcript gives ${r.get('usd_rep', '?')}"
+        )
+    return out
+
+
+def report_text(rows: list[dict[str, Any]], by: str = "lane") -> list[str]:
     from wf.views import _table
 
     if not rows:
         return []
+    fields = GROUPINGS[by]
 
     def money(v: float | None, est: bool) -> str:
         return "-" if v is None else f"{'~' if est else ''}{v:.2f}"
 
-    table = [["lane", "model", "effort", "n", "done", "median $", "total $", "$/done", "turns", "dur"]]
+    table = [[*fields, "n", "done", "median $", "total $", "$/done", "turns", "dur"]]
     for r in rows:
         e = r["estimated"]
         table.append(
             [
-                r["lane"],
-                r["model"],
-                r["effort"],
+                *(str(r[f]) for f in fields),
                 str(r["n"]),
                 str(r["done"]),
                 money(r["median_usd"], e),

@@ -7,42 +7,110 @@
 | worker.err | its standard error |
 | output.txt | the clean final answer (or a FALLBACK made from the log's tail) |
 | session.txt | the session id, as soon as it is known |
-| status.json | unit, adapter, model, state, exit code, times, session, lineage, cwd, pid, usage |
+| status.json | unit, adapter, model, mode, state, failure, times, session, lineage, cwd, pid, usage, cost |
+| scratch/ | where a unit of mode scratch (the default) runs |
 
-Every file wf writes here is written atomically, so a run folder can be read while the
-run goes on.
+``.wf/runs/<run>/manifest.json`` keeps the requests of a ``wf run`` (for ``--missing``).
+
+Every file wf writes here is written atomically (temporary file, rename), so a run folder
+can be read while the run goes on. Only what must survive a crash is also fsynced: the
+final status.json and the answer (or its FALLBACK); intermediate updates are not.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from wf.errors import WfError
-from wf.fsutil import atomic_write_text
 from wf.project import Project
 from wf.taskfile import check_id
 
-FINAL = ("done", "failed", "stalled", "timeout", "interrupted", "killed")
-ATTENTION = ("failed", "stalled", "timeout", "interrupted", "killed")
+FINAL = ("done", "failed", "stalled", "timeout", "interrupted", "killed", "lost")
+ATTENTION = ("failed", "stalled", "timeout", "interrupted", "killed", "lost")
+LIVE = ("queued", "running")
 
 
 def runs_dir(project: Project) -> Path:
     return project.wf_dir / "runs"
 
 
+def run_dir(project: Project, run: str) -> Path:
+    return runs_dir(project) / check_id(run, "run id")
+
+
 def unit_dir(project: Project, run: str, unit: str) -> Path:
-    return runs_dir(project) / check_id(run, "run id") / check_id(unit, "unit id")
+    return run_dir(project, run) / check_id(unit, "unit id")
 
 
 def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def write_status(folder: Path, status: dict[str, Any]) -> None:
-    atomic_write_text(folder / "status.json", json.dumps(status, indent=1, sort_keys=False) + "\n")
+def proc_start(pid: Any) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, from /proc), or None if it
+    does not exist: with the pid, it names one process even after the pid is reused."""
+    if not isinstance(pid, int) or pid <= 0:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])  # field 22 of proc(5); the text after ")" starts at field 3
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def write_file(path: Path, data: bytes, *, durable: bool, dir_sync: bool | None = None) -> None:
+    """Temporary file in the same folder, then rename: readers see the old or the new
+    file, never half of one. ``durable`` adds the fsyncs (file, then folder) that make it
+    survive a crash of the machine; intermediate bookkeeping skips them. ``dir_sync=False``
+    leaves the folder's fsync to a durable write that follows in the same folder."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    if durable if dir_sync is None else dir_sync:
+        sync_dir(path.parent)
+
+
+def write_new(path: Path, data: bytes) -> None:
+    """A file of a unit nobody can see yet (its status.json, written after it, is what
+    makes a unit visible): written in place, no temporary file, no rename."""
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def sync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_status(folder: Path, status: dict[str, Any], *, durable: bool = False) -> None:
+    data = json.dumps(status) + "\n"  # no indent: the C encoder, 10x faster
+    write_file(folder / "status.json", data.encode("utf-8"), durable=durable)
 
 
 def read_status(folder: Path) -> dict[str, Any] | None:
@@ -54,7 +122,7 @@ def read_status(folder: Path) -> dict[str, Any] | None:
 
 
 def units(project: Project, run: str) -> list[dict[str, Any]]:
-    folder = runs_dir(project) / check_id(run, "run id")
+    folder = run_dir(project, run)
     if not folder.is_dir():
         raise WfError(f"no run {run!r} (wf runs lists them)")
     out = []
@@ -83,3 +151,19 @@ def read_output(folder: Path) -> str:
         return (folder / "output.txt").read_text("utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def tail(path: Path, limit: int = 64 * 1024) -> str:
+    """The last ``limit`` bytes of a file as text (a log may be huge: never read it all)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - limit))
+            data = f.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    if size > limit:
+        text = text.partition("\n")[2]  # the first line was cut
+    return text

@@ -8,31 +8,41 @@ notes the session id as early as it shows, and stops the unit's whole process tr
 grown for the stall window, when the timeout passes, or on Ctrl-C. It is a child
 subreaper and gives each unit a token in its environment, so grandchildren that
 detached are still found and ended when the unit ends. A unit that ends without an
-answer gets a FALLBACK answer from the tail of its log; an answer the worker wrote is
-never overwritten.
+answer (or with an empty one) gets a FALLBACK answer from the tail of its log; an answer
+the worker wrote is never overwritten.
+
+The supervisor wakes when a child exits (SIGCHLD), not only on its poll, and units that
+must be stopped in one pass are stopped together, so a stall or a timeout takes effect
+on time however many units reach it at once. Only the final status.json and the answer
+are fsynced; the intermediate writes are atomic renames.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from wf import adapters, procs, runs
 from wf.adapters import Adapter, Parsed, Spec
-from wf.fsutil import atomic_write_text
 
 POLL = 0.1
 RESULT_GRACE = float(os.environ.get("WF_RESULT_GRACE", "5"))
 FALLBACK_LINES = 40
+READ_CHUNK = 1 << 20
+MAX_LINE = 64 << 20  # a claude result event carries the whole answer on one line
+INLINE_STDIN = 32 * 1024  # a prompt this small fits the fresh pipe: written without a thread
 
 _versions: dict[str, str | None] = {}
+_MY_START = runs.proc_start(os.getpid())  # with the pid, names this supervisor for the readers
 
 
 def tool_version(adapter: Adapter) -> str | None:
@@ -108,18 +118,20 @@ class Unit:
             "stall_s": self.stall,
             "supervisor": os.getpid(),
             "access": spec.access(),
+            "supervisor_start": _MY_START,
+            "token": self.token,
             **(meta or {}),
         }
 
     # ---------------------------------------------------------------- files
-    def save(self) -> None:
-        runs.write_status(self.folder, self.status)
+    def save(self, *, durable: bool = False) -> None:
+        runs.write_status(self.folder, self.status, durable=durable)
 
     def queue(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(self.folder / "prompt.txt", self.spec.prompt)
+        runs.write_new(self.folder / "prompt.txt", self.spec.prompt.encode("utf-8"))
         if self.session_id:
-            atomic_write_text(self.folder / "session.txt", self.session_id + "\n")
+            runs.write_new(self.folder / "session.txt", f"{self.session_id}\n".encode())
         self.save()
 
     # ---------------------------------------------------------------- lifecycle
@@ -153,12 +165,14 @@ class Unit:
             self.status["ended"] = runs.now_iso()
             self.state = "failed"
             self._salvage()
-            self.save()
+            self.save(durable=True)
             return
         procs.own_child(self.proc.pid)
-        threading.Thread(
-            target=self._feed_stdin, args=(self.proc, self.adapter.stdin(spec)), daemon=True
-        ).start()
+        data = self.adapter.stdin(spec)
+        if len(data) <= INLINE_STDIN:
+            self._feed_stdin(self.proc, data)
+        else:
+            threading.Thread(target=self._feed_stdin, args=(self.proc, data), daemon=True).start()
         self.started = self.last_growth = time.monotonic()
         self.state = "running"
         self.status.update(state="running", started=runs.now_iso(), pid=self.proc.pid, argv=argv)
@@ -184,21 +198,16 @@ class Unit:
         if size == self._size:
             return False
         self._size = size
+        before = self.parsed.session_id
         try:
             with open(path, "rb") as f:
                 f.seek(self._offset)
-                chunk = f.read()
+                # in bounded chunks: a worker may print 100 MB between two polls
+                while chunk := f.read(READ_CHUNK):
+                    self._offset += len(chunk)
+                    self._feed_lines(chunk)
         except OSError:
             return True
-        self._offset += len(chunk)
-        data = self._partial + chunk
-        lines = data.split(b"\n")
-        self._partial = lines.pop()  # the last line may still be being written
-        before = self.parsed.session_id
-        for raw in lines:
-            event = adapters.parse_line(raw.decode("utf-8", "replace"))
-            if event is not None:
-                self.adapter.feed(self.parsed, event)
         if self.parsed.finished and self.finished_at is None and self.adapter.name == "claude":
             self.finished_at = time.monotonic()
         if (
@@ -207,48 +216,73 @@ class Unit:
             and self.parsed.session_id != self.session_id
         ):
             self.session_id = self.parsed.session_id
-            atomic_write_text(self.folder / "session.txt", self.session_id + "\n")
+            runs.write_file(self.folder / "session.txt", f"{self.session_id}\n".encode(), durable=False)
             self.status["session_id"] = self.session_id
             self.save()
         return True
+
+    def _feed_lines(self, chunk: bytes) -> None:
+        lines = (self._partial + chunk).split(b"\n")
+        self._partial = lines.pop()  # the last line may still be being written
+        if len(self._partial) > MAX_LINE:
+            self._partial = b""  # no event is this long; never hold a line without end
+        for raw in lines:
+            if raw.lstrip().startswith(b"{"):
+                event = adapters.parse_line(raw.decode("utf-8", "replace"))
+                if event is not None:
+                    self.adapter.feed(self.parsed, event)
 
     def poll(self, now: float) -> bool:
         """Check on the unit; True once it has ended (its status is final)."""
         if self.state != "running" or self.proc is None:
             return self.state != "queued"
+        why = self.due(now)
+        if why is None:
+            return False
+        self.settle(why)
+        return True
+
+    def due(self, now: float) -> str | None:
+        """What must happen to a running unit now: None (nothing), "exited" (its worker
+        ended), or the reason to stop it ("done", "stalled", "timeout")."""
+        assert self.proc is not None
         grew = self._read_new()
         if (grew and self.adapter.progress_by_bytes) or self.parsed.progress != self._progress:
             self.last_growth = now  # retry notices make bytes, not progress
             self._progress = self.parsed.progress
-        code = self.proc.poll()
-        if code is not None:
-            self._finish(None)
-            return True
+        if self.proc.poll() is not None:
+            return "exited"
         if self.finished_at is not None and now - self.finished_at >= RESULT_GRACE:
-            self.stop("done")  # claude printed its result; what follows is background noise
-            return True
+            return "done"  # claude printed its result; what follows is background noise
         if self.stall and now - self.last_growth >= self.stall:
-            self.stop("stalled")
-            return True
+            return "stalled"
         if self.timeout and now - self.started >= self.timeout:
-            self.stop("timeout")
-            return True
-        return False
+            return "timeout"
+        return None
+
+    def settle(self, why: str) -> None:
+        """End the unit for ``why`` (from due()); its status is final afterwards."""
+        if why == "exited":
+            self._finish(None)
+        else:
+            self.stop(why)
 
     def stop(self, why: str) -> None:
         if self.proc is not None and self.state == "running":
+            began = time.time()
             procs.kill_tree(self.proc.pid, self.token)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+            self.status["stopped_between"] = [round(began, 3), round(time.time(), 3)]  # epoch seconds
         self._finish(why)
 
     def skip(self, why: str) -> None:
         """A queued unit that will not run (the run was interrupted)."""
         self.state = why
         self.status.update(state=why, ended=runs.now_iso(), error="not started")
-        self.save()
+        self.save(durable=True)
 
     def _close_files(self) -> None:
         for f in self._files:
@@ -309,7 +343,7 @@ class Unit:
             leftovers_killed=len(leftovers),
         )
         self._record_cost()
-        self.save()
+        self.save(durable=True)
 
     def _failure(self, state: str, code: int | None) -> tuple[adapters.Failure | None, str | None]:
         """The failure class of an ended unit and the tool's own words (one line)."""
@@ -350,7 +384,7 @@ class Unit:
         self.status["cost"] = costlog.line_for(
             cost,
             ts=str(self.status.get("ended")),
-            project=self.spec.cwd.name,
+            project=str(self.status.get("project") or self.spec.cwd.name),
             task_id=self.spec.unit,
             agent=self.session_id,
             kind=kind,
@@ -368,58 +402,159 @@ class Unit:
             )
 
     def _stderr_tail(self) -> str | None:
-        try:
-            text = (self.folder / "worker.err").read_text("utf-8", errors="replace").strip()
-        except OSError:
-            return None
+        text = runs.tail(self.folder / "worker.err", 4096).strip()
         return text.splitlines()[-1][:300] if text else None
 
     def _land_answer(self, code: int | None) -> bool:
-        """Put the answer in output.txt; True if the unit gave one."""
+        """Put the answer in output.txt, durably; True if the unit gave one. An empty
+        answer is no answer (the unit gets a FALLBACK)."""
         out = self.folder / "output.txt"
-        if out.exists() and out.stat().st_size > 0:  # the worker wrote it (codex -o)
+        if _has_text(out):  # the worker wrote it (codex -o)
+            _sync_file(out)
             self.status["answer"] = "output_file"
             return True
         if self.adapter.name == "cmd":
             written = self.folder / "answer.out"
-            if written.exists() and written.stat().st_size > 0:
+            if _has_text(written):
+                _sync_file(written)
                 os.replace(written, out)
                 self.status["answer"] = "output_file"
                 return True
-            if code == 0:
-                atomic_write_text(out, (self.folder / "worker.log").read_text("utf-8", errors="replace"))
+            log = self.folder / "worker.log"
+            if code == 0 and _has_text(log):
+                _link_or_copy(log, out)  # the answer is the stream: never a second copy in memory
                 self.status["answer"] = "stdout"
                 return True
             return False
-        if self.parsed.answer is not None:
-            atomic_write_text(out, self.parsed.answer)
+        if self.parsed.answer is not None and self.parsed.answer.strip():
+            # the final status.json, written durably next, syncs the folder for both
+            runs.write_file(out, self.parsed.answer.encode("utf-8"), durable=True, dir_sync=False)
             self.status["answer"] = "result"
             return True
         return False
 
     def _salvage(self) -> None:
-        """A FALLBACK answer from what the worker showed last; marked as such."""
-        out = self.folder / "output.txt"
-        if out.exists() and out.stat().st_size > 0:
+        salvage(self.folder, self.status, self.parsed.snippets, self.proc.returncode if self.proc else None)
+
+
+def _has_text(path: Path) -> bool:
+    """A file with something in it other than white space (read from its start only)."""
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(65536):
+                if chunk.strip():
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def _sync_file(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    """``dest`` becomes the same bytes as ``src`` without reading them into memory: a
+    hard link where the file system allows one, else a streamed copy; its data synced
+    (the folder is synced by the final status.json)."""
+    import shutil
+
+    tmp = dest.with_name(f".{dest.name}.link")
+    try:
+        tmp.unlink(missing_ok=True)
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    _sync_file(tmp)
+    os.replace(tmp, dest)
+
+
+def salvage(folder: Path, status: dict[str, Any], snippets: list[str], code: int | None) -> None:
+    """A FALLBACK answer from what the worker showed last (its text messages, else the
+    tail of its log), marked as such in ``status``; an answer already there is kept."""
+    out = folder / "output.txt"
+    if _has_text(out):
+        return
+    lines: list[str] = snippets[-10:]
+    if not lines:
+        for name in ("worker.log", "worker.err"):
+            lines += runs.tail(folder / name).splitlines()[-FALLBACK_LINES:]
+    how = f"state {status.get('state')}" + (f", exit {code}" if code is not None else "")
+    header = f"FALLBACK: unit {status.get('unit')} ended without an answer ({how})."
+    header += " The last things it printed:"
+    text = header + "\n\n" + "\n".join(lines[-FALLBACK_LINES:]) + "\n"
+    runs.write_file(out, text.encode("utf-8"), durable=True, dir_sync=False)  # status.json follows
+    status["answer"] = "fallback"
+    status["fallback"] = True
+
+
+def settle_all(ending: list[tuple[Unit, str]]) -> None:
+    """Settle units together (each stop waits out its grace periods): one thread each
+    when there are several, so none waits for another's tree to die."""
+    if len(ending) == 1:
+        ending[0][0].settle(ending[0][1])
+        return
+    errors: list[BaseException] = []
+
+    def one(u: Unit, why: str) -> None:
+        try:
+            u.settle(why)
+        except BaseException as e:  # re-raised below, in the supervisor's thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=pair) for pair in ending]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+class _Waker:
+    """Sleeps until the poll interval passes or a signal arrives (SIGCHLD: a worker
+    ended; SIGINT/SIGTERM), through Python's wakeup fd. Main thread only; elsewhere it
+    just sleeps."""
+
+    def __init__(self) -> None:
+        self.rfd = self.wfd = -1
+        self.old_fd: int | None = None
+        self.old_chld: Any = None
+        if threading.current_thread() is not threading.main_thread():
             return
-        lines: list[str] = []
-        if self.parsed.snippets:
-            lines = self.parsed.snippets[-10:]
-        else:
-            for name in ("worker.log", "worker.err"):
-                try:
-                    text = (self.folder / name).read_text("utf-8", errors="replace")
-                except OSError:
-                    continue
-                lines += text.splitlines()[-FALLBACK_LINES:]
-        code = self.proc.returncode if self.proc else None
-        header = (
-            f"FALLBACK: unit {self.spec.unit} ended without an answer "
-            f"(state {self.status.get('state')}, exit {code}). The last things it printed:"
-        )
-        atomic_write_text(out, header + "\n\n" + "\n".join(lines[-FALLBACK_LINES:]) + "\n")
-        self.status["answer"] = "fallback"
-        self.status["fallback"] = True
+        self.rfd, self.wfd = os.pipe()
+        os.set_blocking(self.rfd, False)
+        os.set_blocking(self.wfd, False)
+        self.old_chld = signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        self.old_fd = signal.set_wakeup_fd(self.wfd, warn_on_full_buffer=False)
+
+    def wait(self, seconds: float) -> None:
+        if self.rfd < 0:
+            time.sleep(seconds)
+            return
+        ready, _, _ = select.select([self.rfd], [], [], seconds)
+        if ready:
+            try:
+                while os.read(self.rfd, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def close(self) -> None:
+        if self.rfd < 0:
+            return
+        signal.set_wakeup_fd(self.old_fd if self.old_fd is not None else -1)
+        signal.signal(signal.SIGCHLD, self.old_chld)
+        os.close(self.rfd)
+        os.close(self.wfd)
+        self.rfd = self.wfd = -1
 
 
 def supervise(
@@ -427,9 +562,11 @@ def supervise(
     max_parallel: int,
     on_end: Callable[[Unit], None] | None = None,
     on_start: Callable[[Unit], None] | None = None,
+    on_tick: Callable[[], None] | None = None,
 ) -> bool:
     """Run units, at most ``max_parallel`` at once, until all have ended. Ctrl-C (or
-    SIGTERM) stops every running unit and marks the rest; returns False then."""
+    SIGTERM) stops every running unit and marks the rest; returns False then.
+    ``on_tick`` is called after every pass (for a progress line)."""
     procs.become_subreaper()
     for u in units:
         u.queue()
@@ -439,6 +576,7 @@ def supervise(
         interrupted.set()
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    waker = _Waker()
     pending = list(units)
     running: list[Unit] = []
     try:
@@ -453,17 +591,22 @@ def supervise(
                 elif on_end:
                     on_end(u)
             now = time.monotonic()
-            for u in list(running):
-                if u.poll(now):
+            ending = [(u, why) for u in running for why in [u.due(now)] if why is not None]
+            if ending:
+                settle_all(ending)
+                for u, _why in ending:
                     running.remove(u)
                     if on_end:
                         on_end(u)
             procs.reap_orphans()
-            if running:
-                time.sleep(POLL)
+            if on_tick:
+                on_tick()
+            if running and not ending:
+                waker.wait(POLL)
         if interrupted.is_set():
+            if running:
+                settle_all([(u, "interrupted") for u in running])
             for u in running:
-                u.stop("interrupted")
                 if on_end:
                     on_end(u)
             for u in pending:
@@ -471,6 +614,7 @@ def supervise(
             return False
         return True
     finally:
+        waker.close()
         procs.kill_descendants()  # e.g. a grandchild that cleared its environment and detached
         for s, h in old.items():
             signal.signal(s, h)

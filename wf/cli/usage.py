@@ -32,6 +32,13 @@ from wf.errors import WfError
 )
 @click.option("--project", metavar="P", help="With --report: only this project (name or path).")
 @click.option(
+    "--by",
+    type=click.Choice(["lane", "model", "run"]),
+    default="lane",
+    show_default=True,
+    help="With --report: group by lane (and model, effort), by model, or by fan-out run.",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="One JSON object (the log line's keys), or the report rows."
 )
 @click.pass_context
@@ -50,6 +57,7 @@ def usage_cmd(
     report: bool,
     since: str | None,
     project: str | None,
+    by: str,
     as_json: bool,
 ) -> int:
     """What a worker really spent, from its own transcript; or --report.
@@ -60,15 +68,18 @@ def usage_cmd(
     ~/.config/wf/prices.toml. An unknown model costs 0 and is named (unpriced=...).
 
     \b
-    The report groups every known project's out/wf-cost.log by lane, model and effort:
-    n, done, median and total $, $ per done task, median turns and duration; a group
-    whose sessions ran subagents on other models also gets its $ per model.
-    --since takes YYYY-MM-DD, today, yesterday or Nd (N days ago, UTC).
+    The report groups every known project's out/wf-cost.log by lane, model and effort
+    (--by model, --by run: fan-out units of wf run/dispatch): n, done, median and total $,
+    $ per done task, median turns and duration; a group whose sessions ran subagents on
+    other models also gets its $ per model; then the lines whose tool-reported cost and
+    transcript cost disagree (cost_check). --since takes YYYY-MM-DD, today, yesterday or
+    Nd (N days ago, UTC).
 
     \b
     Examples:
       wf usage --session 3f1c... --json
       wf usage --report --since 7d --project app
+      wf usage --report --by run --since 2026-01-01
     """
     from wf import costlog, usage
 
@@ -82,11 +93,13 @@ def usage_cmd(
             except ValueError as e:
                 raise click.BadParameter(str(e), param_hint="--since") from None
         recs, bad = costlog.records(first_day, project)
-        rows = costlog.report(recs)
+        rows = costlog.report(recs, by)
         if as_json:
             _echo_json(rows)
         else:
-            for line in costlog.report_text(rows) or [_nothing_found(first_day, project)]:
+            for line in costlog.report_text(rows, by) or [_nothing_found(first_day, project)]:
+                click.echo(line)
+            for line in costlog.disagreements(recs):
                 click.echo(line)
         if bad:
             _warn(f"{bad} unreadable line(s) in cost logs were skipped")

@@ -1,9 +1,16 @@
-"""Headless workers: dispatch, run, runs, monitor, gather."""
+"""Headless workers: dispatch, run, runs, monitor, gather.
+
+Exit codes (shared/conventions.md): 0 every unit done; 4 a unit needs attention (failed,
+stalled, timed out, interrupted, lost); 5 a waiting command gave up (--timeout);
+130 interrupted.
+"""
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -11,31 +18,81 @@ from wf.cli.base import _echo_json, _Group, _project, cli
 from wf.errors import WfError
 from wf.text import safe, safe_line
 
-# ---------------------------------------------------------------- headless workers
+ADAPTER_CHOICE = click.Choice(["claude", "codex", "opencode", "cmd", "auto"])
 
 
-def _prompt_text(prompt: str | None, prompt_file: str | None, dash: bool) -> str:
-    given = [x for x in (prompt is not None, prompt_file is not None, dash) if x]
+def _prompt_text(prompt: str | None, prompt_file: str | None, positional: str | None) -> str:
+    given = [x for x in (prompt, prompt_file, positional) if x is not None]
     if len(given) != 1:
-        raise click.UsageError("give exactly one of --prompt TEXT, --prompt-file F or - (stdin)")
+        raise click.UsageError(
+            "give exactly one of --prompt TEXT, --prompt-file F, a prompt file or - (stdin)"
+        )
     if prompt is not None:
         return prompt
-    if prompt_file is not None:
-        try:
-            return Path(prompt_file).read_text("utf-8")
-        except OSError as e:
-            raise WfError(f"cannot read {prompt_file}: {e.strerror}") from None
-    return sys.stdin.read()
+    path = prompt_file if prompt_file is not None else positional
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(str(path)).read_text("utf-8")
+    except OSError as e:
+        raise WfError(f"cannot read {path}: {e.strerror}") from None
+
+
+class _Live:
+    """The live status line of a command that waits on units, and the ordinary lines
+    printed around it."""
+
+    def __init__(self, as_json: bool) -> None:
+        from wf.workers.progress import ProgressLine
+
+        self.as_json = as_json
+        self.line = ProgressLine()
+        self.started = time.monotonic()
+
+    def echo(self, text: str) -> None:
+        if self.as_json:
+            return
+        self.line.clear()
+        click.echo(text)
+
+    def tick_units(self, units: list[Any]) -> None:
+        if self.as_json or not self.line.enabled:
+            return
+        from wf.workers import report
+
+        self.line.update(
+            report.progress_text(
+                [u.status for u in units], {u.spec.unit: u.folder for u in units}, self.started
+            )
+        )
+
+    def tick_statuses(self, proj: Any, run: str, statuses: list[dict[str, Any]]) -> None:
+        if self.as_json or not self.line.enabled:
+            return
+        from wf import runs
+        from wf.workers import report
+
+        folders = {str(st["unit"]): runs.unit_dir(proj, run, str(st["unit"])) for st in statuses}
+        self.line.update(report.progress_text(statuses, folders, self.started))
+
+    def done(self) -> None:
+        self.line.clear()
+
+
+def _end_code(outcome: Any) -> int:
+    if not outcome.completed:
+        return 130
+    return 0 if all(u.state == "done" for u in outcome.units) else 4
 
 
 @cli.command()
 @click.argument("run")
 @click.argument("unit")
-@click.argument("dash", metavar="[-]", required=False, type=click.Choice(["-"]))
+@click.argument("prompt_arg", metavar="[PROMPT_FILE | -]", required=False)
 @click.option(
     "--adapter",
-    type=click.Choice(["claude", "codex", "opencode", "cmd"]),
-    help="The tool (default: $WF_ADAPTER, else claude; a resume keeps the earlier one).",
+    type=ADAPTER_CHOICE,
+    help="The tool (default: $WF_ADAPTER, else claude; auto: the first installed).",
 )
 @click.option("--model", help="Model to ask for.")
 @click.option("--effort", help="Reasoning effort (claude --effort, codex model_reasoning_effort).")
@@ -45,14 +102,28 @@ def _prompt_text(prompt: str | None, prompt_file: str | None, dash: bool) -> str
     metavar="LINE",
     help="The program for the cmd adapter, split like shell words (no shell).",
 )
-@click.option("--cwd", "cwd", metavar="DIR", help="Where the worker runs (default: the main checkout).")
 @click.option(
-    "--clone", is_flag=True, help="Run in a throwaway clone of the repository (no remote, hooks off)."
+    "--scratch",
+    "mode",
+    flag_value="scratch",
+    help="Run in an empty folder inside the unit's run folder (the default).",
 )
+@click.option(
+    "--clone",
+    "mode",
+    flag_value="clone",
+    help="Run in a throwaway clone of the repository (no remote, hooks off).",
+)
+@click.option("--cwd", "cwd", metavar="DIR", help="Run in DIR, a folder the unit does not own (mode cwd).")
 @click.option("--prompt", help="The prompt text.")
 @click.option("--prompt-file", metavar="F", help="Read the prompt from a file.")
 @click.option(
-    "--resume-from", metavar="UNIT", help="Follow up on that unit's session (same adapter and cwd)."
+    "--resume-from", metavar="UNIT", help="Follow up on that unit's session (same adapter and folder)."
+)
+@click.option(
+    "--session",
+    metavar="RAW",
+    help="Resume this session (thread) id of the tool; runs in --cwd (default: the main checkout).",
 )
 @click.option(
     "--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop the whole tree after S seconds."
@@ -68,32 +139,41 @@ def dispatch(
     ctx: click.Context,
     run: str,
     unit: str,
-    dash: str | None,
+    prompt_arg: str | None,
     adapter: str | None,
     model: str | None,
     effort: str | None,
     cmd_line: str | None,
+    mode: str | None,
     cwd: str | None,
-    clone: bool,
     prompt: str | None,
     prompt_file: str | None,
     resume_from: str | None,
+    session: str | None,
     timeout: float | None,
     stall: float | None,
     as_json: bool,
 ) -> int:
-    """Run one headless unit in the foreground; exit 0 if it ended with an answer.
+    """Run one headless unit in the foreground. Exit 0 when it is done, 4 when it
+    failed, stalled or timed out, 130 on Ctrl-C.
 
     Its files go to .wf/runs/RUN/UNIT/ (prompt.txt, worker.log, output.txt,
-    session.txt, status.json). The prompt goes to the worker on stdin, never
-    through a shell.
-    """
-    from wf import adapters, workers
+    session.txt, status.json); by default it runs in scratch/ there. The prompt goes
+    to the worker on stdin, never through a shell.
 
-    text = _prompt_text(prompt, prompt_file, dash == "-")
-    if clone and cwd:
-        raise click.UsageError("--cwd and --clone exclude each other")
-    req = workers.UnitRequest(
+    \b
+    wf dispatch r1 fix --adapter codex --prompt "Fix the flaky test"
+    wf dispatch r1 docs prompts/docs.md --clone
+    echo "Summarise" | wf dispatch r1 sum - --adapter auto
+    """
+    from wf import adapters
+    from wf.workers import fanout, report
+    from wf.workers.units import UnitRequest
+
+    text = _prompt_text(prompt, prompt_file, prompt_arg)
+    if mode and cwd:
+        raise click.UsageError(f"--cwd and --{mode} exclude each other")
+    req = UnitRequest(
         id=unit,
         prompt=text,
         adapter=adapter,
@@ -102,18 +182,20 @@ def dispatch(
         timeout=timeout,
         stall=stall,
         cwd=cwd,
-        clone=clone,
+        mode="cwd" if cwd else mode,
         resume_from=resume_from,
+        session=session,
         cmd=adapters.split_cmd(cmd_line) if cmd_line else (),
     )
-    u = workers.dispatch(_project(ctx), run, req)
+    live = _Live(as_json)
+    outcome = fanout.dispatch(_project(ctx), run, req, on_tick=live.tick_units)
+    live.done()
+    u = outcome.units[0]
     if as_json:
         _echo_json(u.status)
     else:
-        click.echo(f"{workers.end_line(u)}  {adapters.describe(u.status)}")
-    if u.state == "interrupted":
-        return 130
-    return 0 if u.state == "done" else 4
+        click.echo(report.unit_line(u.status))
+    return _end_code(outcome)
 
 
 @cli.command("run")
@@ -121,42 +203,97 @@ def dispatch(
 @click.option(
     "--max-parallel", type=click.IntRange(min=1), help="Units at once (default: the manifest's, else 4)."
 )
-@click.option("--run", "run_id", metavar="RUN", help="Run id (default: the manifest's name and the time).")
+@click.option(
+    "--run",
+    "run_id",
+    metavar="RUN",
+    help="Run id (default: the manifest's name and the time). An existing run: what is done is skipped.",
+)
+@click.option(
+    "--max-retries",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="On an existing run: attempts beyond the first.",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object at the end: run, code, units, skipped."
+)
 @click.pass_context
-def run_cmd(ctx: click.Context, manifest: str, max_parallel: int | None, run_id: str | None) -> int:
+def run_cmd(
+    ctx: click.Context,
+    manifest: str,
+    max_parallel: int | None,
+    run_id: str | None,
+    max_retries: int,
+    as_json: bool,
+) -> int:
     """Run the units of a JSON or TOML manifest in parallel; one line per unit as it
-    ends; exit 1 if any did not end with an answer, 130 on Ctrl-C.
+    ends. Exit 0 all done, 4 a unit failed, 130 on Ctrl-C.
 
     \b
     {"defaults": {"adapter": "cmd", "timeout": 600, "max_parallel": 5},
      "units": [{"id": "u1", "prompt": "...", "cmd": ["python", "job.py"]},
                {"id": "u2", "prompt_file": "p2.md", "adapter": "claude",
-                "model": "sonnet", "clone": true}]}
-    Unit keys: id, prompt | prompt_file, adapter, model, effort, timeout, stall,
-    cwd | clone, resume_from, cmd, permission_mode.
+                "model": "sonnet", "mode": "clone"}]}
+    Unit keys: id, prompt | prompt_file, adapter (or "auto"), model, effort,
+    timeout, stall, mode (scratch | clone | cwd), cwd, resume_from, session, cmd,
+    permission_mode. "tasks" is another name for "units".
+    \b
+    wf run units.json --max-parallel 5
+    wf run units.json --run r1      # again: skips what is done, retries the rest
     """
-    from wf import workers
+    from wf.workers import fanout, report
+    from wf.workers import manifest as manifestmod
 
-    if not workers.load_manifest(Path(manifest))[1]:
+    if not manifestmod.load_manifest(Path(manifest))[1]:
         raise click.UsageError(f"{manifest} has no units: nothing to run (its 'units' list is empty)")
-    run, units, completed = workers.run_manifest(
-        _project(ctx),
+    live = _Live(as_json)
+    proj = _project(ctx)
+    outcome = fanout.run_manifest(
+        proj,
         Path(manifest),
         run=run_id,
         max_parallel=max_parallel,
-        on_end=lambda u: click.echo(workers.end_line(u)),
+        max_retries=max_retries,
+        on_end=lambda u: live.echo(report.unit_line(u.status)),
+        on_tick=live.tick_units,
     )
-    click.echo(f"run {run}: {sum(u.state == 'done' for u in units)}/{len(units)} done")
-    if not completed:
-        return 130
-    return 0 if all(u.state == "done" for u in units) else 1
+    live.done()
+    code = _end_code(outcome)
+    _outcome_report(proj, outcome, code, as_json)
+    return code
+
+
+def _outcome_report(proj: Any, outcome: Any, code: int, as_json: bool) -> None:
+    from wf import runs
+    from wf.workers import report
+
+    if as_json:
+        _echo_json(
+            {
+                "run": outcome.run,
+                "code": code,
+                "completed": outcome.completed,
+                "units": [u.status for u in outcome.units],
+                "skipped": [s._asdict() for s in outcome.skipped],
+            }
+        )
+        return
+    for s in outcome.skipped:
+        click.echo(f"{s.unit}: skipped: {s.why}")
+    click.echo(report.total_line(outcome.run, runs.units(proj, outcome.run)))
 
 
 @cli.group(cls=_Group, invoke_without_command=True)
 @click.option("-n", "count", type=click.IntRange(min=1), default=10, show_default=True, help="How many runs.")
 @click.pass_context
 def runs(ctx: click.Context, count: int) -> None:
-    """Recent runs (newest first); subcommands show one run's units."""
+    """Recent runs (newest first); subcommands show one run's units.
+
+    \b
+    wf runs status r1 · wf runs output r1 u1 · wf runs retry r1 --failed
+    """
     if ctx.invoked_subcommand is not None:
         return
     from wf import runs as runsmod
@@ -174,25 +311,53 @@ def runs(ctx: click.Context, count: int) -> None:
         click.echo(f"{name}  {len(units)} units  {summary}")
 
 
+@runs.command("new")
+@click.argument("name", required=False, default="run")
+@click.option("--json", "as_json", is_flag=True, help='{"run": ID, "folder": PATH}.')
+@click.pass_context
+def runs_new(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Make a fresh, empty run folder and print its path (its name is the run id).
+
+    \b
+    RUN=$(basename "$(wf runs new review)"); wf dispatch "$RUN" u1 prompt.md
+    """
+    from wf.workers.manifest import new_run
+
+    run, folder = new_run(_project(ctx), name)
+    if as_json:
+        _echo_json({"run": run, "folder": str(folder)})
+    else:
+        click.echo(str(folder))
+
+
 @runs.command("status")
 @click.argument("run")
 @click.option("--json", "as_json", is_flag=True, help="A JSON list of the units' status.json.")
 @click.pass_context
 def runs_status(ctx: click.Context, run: str, as_json: bool) -> None:
-    """State, exit code, time, session and a preview of the answer of each unit."""
+    """Each unit's state (with the failure in the tool's own words), time, cost, a
+    preview of its answer, and changes it left in a checkout it did not own; the
+    run's total. Units whose supervisor is gone are marked lost first.
+
+    \b
+    wf runs status r1 --json | jq '.[] | select(.state != "done") | .unit'
+    """
     from wf import runs as runsmod
-    from wf import workers
+    from wf.workers import report
+    from wf.workers.watch import repair_lost
 
     proj = _project(ctx)
+    repair_lost(proj, run)
     units = runsmod.units(proj, run)
     if as_json:
         _echo_json(units)
         return
     for st in units:
-        answer = runsmod.read_output(runsmod.unit_dir(proj, run, str(st["unit"])))
-        click.echo(
-            safe_line(f"{workers.status_line(st)}  {runsmod.preview(answer) if answer else ''}".rstrip())
-        )
+        folder = runsmod.unit_dir(proj, run, str(st["unit"]))
+        answer = runsmod.read_output(folder)
+        line = f"{report.unit_line(st, folder)}  {runsmod.preview(answer) if answer else ''}"
+        click.echo(safe_line(line.rstrip()))
+    click.echo(report.total_line(run, units))
 
 
 @runs.command("output")
@@ -201,7 +366,11 @@ def runs_status(ctx: click.Context, run: str, as_json: bool) -> None:
 @click.option("--log", "show_log", is_flag=True, help="The raw worker.log instead of the answer.")
 @click.pass_context
 def runs_output(ctx: click.Context, run: str, unit: str, show_log: bool) -> None:
-    """A unit's answer (output.txt), or with --log its raw stream."""
+    """A unit's answer (output.txt), or with --log its raw stream.
+
+    \b
+    wf runs output r1 u1 > answer.md
+    """
     from wf import runs as runsmod
 
     folder = runsmod.unit_dir(_project(ctx), run, unit)
@@ -219,32 +388,152 @@ def runs_output(ctx: click.Context, run: str, unit: str, show_log: bool) -> None
 @click.argument("unit")
 @click.pass_context
 def runs_diff(ctx: click.Context, run: str, unit: str) -> None:
-    """What a --clone unit changed in its clone (commits, untracked files, the diff)."""
-    from wf import workers
+    """What a clone unit changed in its clone (commits, untracked files, the diff).
 
-    click.echo(workers.diff(_project(ctx), run, unit), nl=False)
-
-
-@cli.command()
-@click.argument("run")
-@click.option("--timeout", type=click.FloatRange(min=0), help="Give up after S seconds (exit 2).")
-@click.pass_context
-def monitor(ctx: click.Context, run: str, timeout: float | None) -> int:
-    """Wait for the first event that needs attention, then print one line per unit.
-
-    Exit 0: every unit ended well. 3: a unit failed, stalled, timed out or was
-    interrupted. 2: this monitor's own --timeout passed.
+    \b
+    wf runs diff r1 refactor
     """
-    from wf import workers
+    from wf.workers.diff import diff
 
-    code, lines = workers.monitor(_project(ctx), run, timeout=timeout)
-    for line in lines:
-        click.echo(line)
+    click.echo(diff(_project(ctx), run, unit), nl=False)
+
+
+@runs.command("retry")
+@click.argument("run")
+@click.argument("units", nargs=-1)
+@click.option("--failed", is_flag=True, help="Units whose latest attempt is not done, or is a FALLBACK.")
+@click.option("--missing", is_flag=True, help="Units of the run's manifest that never started.")
+@click.option(
+    "--resume/--fresh", default=False, help="Continue the last attempt's session, or start over (default)."
+)
+@click.option(
+    "--max-retries",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="Attempts beyond the first.",
+)
+@click.option(
+    "--max-parallel", type=click.IntRange(min=1), default=4, show_default=True, help="Units at once."
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object at the end: run, code, units, skipped."
+)
+@click.pass_context
+def runs_retry(
+    ctx: click.Context,
+    run: str,
+    units: tuple[str, ...],
+    failed: bool,
+    missing: bool,
+    resume: bool,
+    max_retries: int,
+    max_parallel: int,
+    as_json: bool,
+) -> int:
+    """Re-run what did not land, as new units (UNIT-r1, UNIT-r2, ...) that record
+    retry_of and their count; without UNITs and flags, --failed and --missing.
+    Exit 0 all retried units done, 4 one failed or was not retried, 130 on Ctrl-C.
+
+    \b
+    wf runs retry r1 --failed
+    wf runs retry r1 u3 --resume --max-retries 3
+    """
+    from wf.workers import fanout, report
+
+    live = _Live(as_json)
+    proj = _project(ctx)
+    outcome = fanout.retry(
+        proj,
+        run,
+        list(units),
+        failed=failed,
+        missing=missing,
+        resume=resume,
+        max_retries=max_retries,
+        max_parallel=max_parallel,
+        on_end=lambda u: live.echo(report.unit_line(u.status)),
+        on_tick=live.tick_units,
+    )
+    live.done()
+    code = _end_code(outcome)
+    if code == 0 and any(not s.why.startswith("done") for s in outcome.skipped):
+        code = 4  # something is left that a person must look at
+    if not outcome.units and not outcome.skipped and not as_json:
+        click.echo(f"run {run}: nothing to retry")
+    _outcome_report(proj, outcome, code, as_json)
     return code
 
 
 @cli.command()
 @click.argument("run")
+@click.argument("units", nargs=-1)
+@click.option(
+    "--running",
+    is_flag=True,
+    help="Watch only the units still running (call again after handling a failure).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=600,
+    show_default=True,
+    help="Give up after S seconds (exit 5).",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object: run, code, watching, units.")
+@click.pass_context
+def monitor(
+    ctx: click.Context, run: str, units: tuple[str, ...], running: bool, timeout: float, as_json: bool
+) -> int:
+    """Wait for the first thing that needs attention among the units watched (all,
+    the UNITs named, or with --running those still running), then print one line per
+    unit (running ones: growing, or quiet for how long).
+
+    Exit 0: every watched unit is done. 4: one failed, stalled, timed out, was
+    interrupted or lost its supervisor. 5: --timeout passed first.
+
+    \b
+    wf monitor r1                   # wakes on the first failure
+    wf monitor r1 --running         # after handling it: wait on the rest
+    """
+    from wf import runs as runsmod
+    from wf.workers import report, watch
+
+    proj = _project(ctx)
+    watched = watch.watch_set(proj, run, list(units), running)
+    live = _Live(as_json)
+    if not as_json:
+        if watched is None:
+            names = [str(st["unit"]) for st in runsmod.units(proj, run)]
+            what = f"every unit ({', '.join(names) if names else 'none yet'})"
+        else:
+            what = ", ".join(watched) if watched else "nothing (no unit is running)"
+        click.echo(f"monitor {run}: watching {what}")
+    result = watch.monitor(
+        proj, run, watched, timeout=timeout, on_tick=lambda sts: live.tick_statuses(proj, run, sts)
+    )
+    live.done()
+    if as_json:
+        _echo_json(
+            {
+                "run": run,
+                "code": result.code,
+                "watching": result.watched,
+                "lost": result.lost,
+                "units": result.units,
+            }
+        )
+        return result.code
+    for st in result.units:
+        click.echo(report.unit_line(st, runsmod.unit_dir(proj, run, str(st["unit"]))))
+    if result.code == watch.GAVE_UP:
+        click.echo(f"monitor {run}: gave up after {timeout:g}s; still running")
+    return result.code
+
+
+@cli.command()
+@click.argument("run")
+@click.argument("units", nargs=-1)
 @click.option(
     "--quiet",
     type=click.FloatRange(min=0),
@@ -252,17 +541,66 @@ def monitor(ctx: click.Context, run: str, timeout: float | None) -> int:
     show_default=True,
     help="Seconds every unit's files must stay unchanged.",
 )
-@click.option("--timeout", type=click.FloatRange(min=0), help="Give up after S seconds (exit 2).")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=600,
+    show_default=True,
+    help="Give up after S seconds (exit 5).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="One JSON object: run, code, units (each with its output)."
+)
 @click.pass_context
-def gather(ctx: click.Context, run: str, quiet: float, timeout: float | None) -> int:
-    """Wait until every unit has ended and its results stayed quiet, then print each
-    unit's answer under a '== UNIT (state)' header."""
+def gather(
+    ctx: click.Context, run: str, units: tuple[str, ...], quiet: float, timeout: float, as_json: bool
+) -> int:
+    """Wait until every unit (or the UNITs named) has ended and its results stayed
+    quiet, printing 'DONE UNIT STATE' as each lands, then each answer under a
+    '== UNIT (state)' header. A unit whose supervisor is gone is lost, and counts
+    as landed. Exit 0 all done, 4 one is not, 5 --timeout passed first.
+
+    \b
+    wf gather r1 > answers.txt
+    wf gather r1 --json | jq -r '.units[].output'
+    """
     from wf import runs as runsmod
-    from wf import workers
+    from wf.workers import report, watch
 
     proj = _project(ctx)
-    landed, units = workers.gather(proj, run, quiet=quiet, timeout=timeout)
-    for st in units:
-        click.echo(f"== {st['unit']} ({st['state']}{', FALLBACK' if st.get('fallback') else ''})")
-        click.echo(runsmod.read_output(runsmod.unit_dir(proj, run, str(st["unit"]))).rstrip("\n"))
-    return 0 if landed else 2
+    live = _Live(as_json)
+
+    def landed(st: dict[str, Any]) -> None:
+        live.echo(f"DONE {st['unit']} {report.describe(st)}{' FALLBACK' if st.get('fallback') else ''}")
+
+    result = watch.gather(
+        proj,
+        run,
+        list(units) or None,
+        quiet=quiet,
+        timeout=timeout,
+        on_landed=landed,
+        on_tick=lambda sts: live.tick_statuses(proj, run, sts),
+    )
+    live.done()
+    outputs = {
+        str(st["unit"]): runsmod.read_output(runsmod.unit_dir(proj, run, str(st["unit"])))
+        for st in result.units
+    }
+    if as_json:
+        _echo_json(
+            {
+                "run": run,
+                "code": result.code,
+                "lost": result.lost,
+                "units": [{**st, "output": outputs[str(st["unit"])]} for st in result.units],
+            }
+        )
+        return result.code
+    if result.code == watch.GAVE_UP:
+        click.echo(f"gather {run}: gave up after {timeout:g}s; not every unit has landed")
+        return result.code
+    for st in result.units:
+        click.echo(f"== {st['unit']} ({report.describe(st)}{', FALLBACK' if st.get('fallback') else ''})")
+        click.echo(outputs[str(st["unit"])].rstrip("\n"))
+    return result.code
