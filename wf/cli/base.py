@@ -87,6 +87,9 @@ _ORDER = [
     "usage",
     "install",
     "demo",
+    "res",
+    "batch",
+    "pilot",
 ]
 
 

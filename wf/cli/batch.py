@@ -1,0 +1,180 @@
+"""Unattended work: wf res (a command under limits), wf batch (the nightly run)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from wf.cli.base import _Group, _print, _warn, cli
+
+# ---------------------------------------------------------------- wf res
+
+
+@cli.group(cls=_Group)
+def res() -> None:
+    """Run a command under limits on its whole process tree (memory, CPU, wall time).
+
+    \b
+    wf res run --mem 4G --for 6h --title nightly -- make test
+    wf res ls                 jobs running now
+    wf res hist               past jobs, newest first, and the limits they suggest
+    wf res stop ID            end a job and its whole tree
+
+    \b
+    States: done (exit 0), failed (its own non-zero exit), oom (the memory cap ended
+    it), timeout (the wall limit), killed (wf res stop or a signal to wf), lost (its
+    supervisor vanished). Records: $XDG_STATE_HOME/wf/res/jobs/ID.json, hist.jsonl.
+    """
+
+
+def _limits(mem: str | None, cpus: str | None, for_: str | None) -> Any:
+    from wf.quantity import parse_cpus, parse_duration, parse_size
+    from wf.resbackend import Limits
+
+    return Limits(
+        parse_size(mem, "--mem") if mem else None,
+        parse_cpus(cpus) if cpus else None,
+        parse_duration(for_, "--for") if for_ else None,
+    )
+
+
+def _job_line(job: Any) -> str:
+    from wf.quantity import fmt_duration, fmt_size
+
+    lim = job.limits
+    limits = " ".join(
+        x
+        for x in (
+            f"mem<={fmt_size(lim.mem)}" if lim.mem else "",
+            f"cpus<={lim.cpus:g}" if lim.cpus else "",
+            f"for<={fmt_duration(lim.for_s)}" if lim.for_s else "",
+        )
+        if x
+    )
+    exit_ = "-" if job.exit is None else str(job.exit)
+    return (
+        f"{job.id} {job.title} {job.state.value} exit={exit_} dur={fmt_duration(job.dur_s)} "
+        f"peak={fmt_size(job.peak_rss)} cpu={job.cpu_s:.1f}s backend={job.backend.value}"
+        + (f" limits: {limits}" if limits else "")
+    )
+
+
+@res.command("run", context_settings={"ignore_unknown_options": True})
+@click.option("--mem", metavar="SIZE", help="Memory cap of the whole tree (512M, 4G); also its reservation.")
+@click.option("--cpus", metavar="N", help="CPU, in cores' worth (1.5).")
+@click.option("--for", "for_", metavar="DURATION", help="Wall time (90s, 20m, 6h): then exit 124.")
+@click.option("--title", metavar="T", help="A name for the job (default: the command's name).")
+@click.option("--no-wait", is_flag=True, help="Refuse instead of waiting when --mem does not fit yet.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final job record as JSON.")
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+def res_run(
+    mem: str | None,
+    cpus: str | None,
+    for_: str | None,
+    title: str | None,
+    no_wait: bool,
+    as_json: bool,
+    argv: tuple[str, ...],
+) -> int:
+    """Run CMD under limits and wait for it; exit as timeout(1) does: the command's
+    own status, 124 when the wall limit ended it, 137 when the memory cap did.
+
+    \b
+    Example:
+      wf res run --mem 2G --cpus 1.5 --for 90m --title tests -- pytest -q
+    """
+    import os
+
+    from wf import res as resmod
+
+    cmd = list(argv[1:] if argv and argv[0] == "--" else argv)
+    if not cmd:
+        raise click.UsageError("give the command after --: wf res run --mem 1G -- CMD ARGS")
+    job = resmod.run(
+        cmd,
+        title=title or os.path.basename(cmd[0]),
+        limits=_limits(mem, cpus, for_),
+        wait=not no_wait,
+        on_wait=_warn,
+    )
+    if as_json:
+        _print(True, job.as_dict(), [])
+    else:
+        _warn(_job_line(job))
+    return resmod.exit_code(job)
+
+
+@res.command("hist")
+@click.option("--title", metavar="T", help="Only jobs with this title.")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most N jobs.")
+@click.option("--json", "as_json", is_flag=True, help="Print jobs and suggestions as JSON.")
+def res_hist(title: str | None, limit: int, as_json: bool) -> None:
+    """Past jobs, newest first, and per title the limits they suggest: memory 1.25 x
+    the largest peak of its last 10 done jobs (rounded up to 256M), wall time 1.5 x
+    the longest.
+
+    \b
+    Example:
+      wf res hist --title wf-batch --limit 5
+    """
+    from wf import res as resmod
+    from wf.quantity import fmt_duration, fmt_size
+
+    resmod.sweep()
+    jobs = resmod.history(title, limit)
+    titles = sorted({str(j.get("title")) for j in jobs})
+    sugg = [resmod.suggest(t) for t in titles]
+    data = {
+        "jobs": jobs,
+        "suggest": {s.title: {"mem": s.mem, "for": s.for_s, "based_on": s.based_on} for s in sugg},
+    }
+    lines = []
+    for j in jobs:
+        lines.append(
+            f"{j.get('id')} {j.get('title')} {j.get('state')} exit={j.get('exit')} "
+            f"dur={fmt_duration(j.get('dur_s'))} peak={fmt_size(j.get('peak_rss'))} "
+            f"cpu={float(j.get('cpu_s') or 0):.1f}s {j.get('backend')}"
+        )
+    if not jobs:
+        lines.append("no jobs yet")
+    for s in sugg:
+        if s.based_on:
+            lines.append(
+                f"suggested for {s.title}: --mem {fmt_size(s.mem)} --for {fmt_duration(s.for_s)} "
+                f"(from its last {s.based_on} done job(s))"
+            )
+    _print(as_json, data, lines)
+
+
+@res.command("ls")
+@click.option("--json", "as_json", is_flag=True, help="Print the running jobs' records as JSON.")
+def res_ls(as_json: bool) -> None:
+    """Jobs running now (a record whose supervisor is gone is finalised as lost).
+
+    \b
+    Example:
+      wf res ls --json
+    """
+    from wf import res as resmod
+
+    jobs = resmod.running()
+    lines = [f"{_job_line(j)} pid={j.pid} since {j.start}" for j in jobs] or ["no running jobs"]
+    _print(as_json, [j.as_dict() for j in jobs], lines)
+
+
+@res.command("stop")
+@click.argument("job_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print the final job record as JSON.")
+def res_stop(job_id: str, as_json: bool) -> None:
+    """End a running job and its whole process tree (SIGTERM, a grace period, SIGKILL);
+    it ends as killed.
+
+    \b
+    Example:
+      wf res stop 20261201-230000-4242
+    """
+    from wf import res as resmod
+
+    job = resmod.stop(job_id)
+    _print(as_json, job.as_dict(), [_job_line(job)])
