@@ -441,12 +441,10 @@ def _supervise(
         ended_by: State | None = None
         last_save = time.monotonic()
         cpu_live = 0.0
+        exited = _ExitWaiter(proc)
         while True:
-            try:
-                proc.wait(timeout=SAMPLE)
+            if exited(SAMPLE):
                 break
-            except subprocess.TimeoutExpired:
-                pass
             now = time.monotonic()
             rss, cpu_live = procs.tree_usage(procs.tree(os.getpid())[1:])
             job = replace(job, peak_rss=max(job.peak_rss, rss))
@@ -465,6 +463,7 @@ def _supervise(
                 last_save = now
             if on_sample is not None:
                 on_sample(job)
+        exited.close()
         # end the tree: what the cap or the deadline ended, or what the command left behind
         grace = 1.0 if ended_by is State.OOM else GRACE
         procs.kill_tree(proc.pid, job.token, grace=grace, var=TOKEN_VAR, signals=_TERM_KILL)
@@ -505,6 +504,35 @@ def _supervise(
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+class _ExitWaiter:
+    """Waits up to S seconds for ``proc`` to exit and says whether it did: on a pidfd
+    where Linux has one (no polling), else by subprocess's own wait."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        try:
+            self.fd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            self.fd = -1
+
+    def __call__(self, seconds: float) -> bool:
+        if self.fd >= 0:
+            import select
+
+            select.select([self.fd], [], [], seconds)
+            return self.proc.poll() is not None
+        try:
+            self.proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 def _children_usage() -> float:
