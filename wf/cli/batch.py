@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from wf.cli.base import _Group, _print, _warn, cli
+from wf.cli.base import _Group, _print, _project, _warn, cli
 
 # ---------------------------------------------------------------- wf res
 
@@ -178,3 +178,112 @@ def res_stop(job_id: str, as_json: bool) -> None:
 
     job = resmod.stop(job_id)
     _print(as_json, job.as_dict(), [_job_line(job)])
+
+
+# ---------------------------------------------------------------- wf batch
+
+
+@cli.command("batch")
+@click.argument("n", type=click.IntRange(min=1), required=False)
+@click.option("--lanes", metavar="A,B", help="Lanes to run (default: every lane with runner-ready work).")
+@click.option(
+    "--for", "for_", metavar="DURATION", help="Start nothing new after this long (default 6h or history)."
+)
+@click.option("--mem", metavar="SIZE", help="Memory cap of the whole batch (default 4G or history).")
+@click.option(
+    "--dry-run", is_flag=True, help="Print what would run, with limits and their sources; start nothing."
+)
+@click.option(
+    "--status", "show_status", is_flag=True, help="The newest batch: alive or ended, summary tail, needs."
+)
+@click.option(
+    "--stop", "stop_", is_flag=True, help="Write the stop file: running tasks finish, nothing new starts."
+)
+@click.option("--json", "as_json", is_flag=True, help="With --status: print it as JSON.")
+@click.pass_context
+def batch(
+    ctx: click.Context,
+    n: int | None,
+    lanes: str | None,
+    for_: str | None,
+    mem: str | None,
+    dry_run: bool,
+    show_status: bool,
+    stop_: bool,
+    as_json: bool,
+) -> int:
+    """Run up to N tasks unattended: a detached job (it survives the terminal and runs
+    from cron) runs 'wf orch run' under 'wf res' limits (title wf-batch) and writes the
+    summary out/wf-batch-<stamp>.md as it goes. It ends when N tasks were posted,
+    every lane stopped, --for is up, or the stop file out/wf-batch.stop appears.
+    One batch per project at a time.
+
+    \b
+    Examples:
+      wf batch 5 --lanes sonnet,haiku --for 6h --mem 4G
+      wf batch 5 --dry-run
+      wf batch --status          wf batch --stop
+    """
+    from wf import batch as batchmod
+
+    modes = sum(bool(x) for x in (n is not None, show_status, stop_))
+    if modes != 1:
+        raise click.UsageError("give N, or --status, or --stop")
+    proj = _project(ctx)
+    if show_status:
+        st = batchmod.status(proj)
+        _print(as_json, st, _status_lines(st))
+        return 0
+    if stop_:
+        for line in batchmod.stop(proj):
+            click.echo(line)
+        return 0
+    assert n is not None
+    plan = batchmod.plan(
+        proj, n, lanes=[x for x in lanes.split(",") if x] if lanes else None, for_=for_, mem=mem
+    )
+    if dry_run:
+        for line in batchmod.dry_run_lines(plan):
+            click.echo(line)
+        return 0
+    started = batchmod.start(proj, plan)
+    click.echo(f"batch {started.stamp} started: job {started.job} (pid {started.pid}), "
+               f"lanes {', '.join(plan.lanes)}, at most {plan.n} task(s)")  # fmt: skip
+    click.echo(f"summary: {started.summary}")
+    click.echo(f"watch: wf batch --status   stop after the running tasks: wf batch --stop   "
+               f"end it now: wf res stop {started.job}")  # fmt: skip
+    return 0
+
+
+def _status_lines(st: dict[str, Any]) -> list[str]:
+    if st.get("job") is None:
+        return ["no batch has run here"]
+    head = (
+        f"batch {st['stamp']}: alive (job {st['job']}, pid {st['pid']}, since {st['started']})"
+        if st["alive"]
+        else f"batch {st['stamp']}: ended {st['ended']}: {st['reason']} (job {st['job']} {st['state']}, "
+        f"exit {st['exit']})"
+    )
+    lines = [head, f"summary: {st['summary']}"]
+    lines += [f"  {x}" for x in st["tail"] if x.strip()]
+    for r in st["lanes"]:
+        lines.append(f"lane {r['lane']}: {r['id']} {r['state']}")
+    if st["needs_person"]:
+        lines.append("needs a person:")
+        lines += [f"  {x['kind']} {x['id']}: {x['text']}" for x in st["needs_person"]]
+    return lines
+
+
+@cli.command("batch-job", hidden=True)
+@click.argument("stamp")
+@click.option("--ready-fd", type=int)
+@click.pass_context
+def batch_job(ctx: click.Context, stamp: str, ready_fd: int | None) -> int:
+    """The detached batch (started by wf batch N)."""
+    import re
+
+    from wf import batch as batchmod
+
+    if not re.fullmatch(r"\d{8}T\d{6}Z", stamp):
+        raise click.UsageError(f"stamp {stamp!r}: expected YYYYMMDDTHHMMSSZ")
+    return batchmod.job_main(_project(ctx), stamp, ready_fd)

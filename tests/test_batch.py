@@ -1,0 +1,198 @@
+"""wf batch: the detached nightly run over the headless loop, with the scripted worker
+in cmd lanes; everything through real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import WfRunner, git
+from tests.test_orch import Orch, lanes_toml, task
+
+SLOW = '`python3 -c "import time; time.sleep(2)"`'  # a Done check that takes a while
+
+
+class Batch(Orch):
+    def batch(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "wf", "batch", *args], cwd=self.root, capture_output=True, text=True,
+            env=env or self.env, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def status(self, tid: str | None = None) -> Any:  # type: ignore[override]
+        if tid is not None:
+            return super().status(tid)
+        r = self.batch("--status", "--json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    def wait_ended(self, timeout: float = 120) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = self.status()
+            if st["job"] is not None and not st["alive"]:
+                return dict(st)
+            time.sleep(0.5)
+        raise AssertionError(f"the batch did not end: {self.status()}")
+
+    def wait_for(self, pred: Any, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pred():
+                return
+            time.sleep(0.2)
+        raise AssertionError("condition not met in time")
+
+    def summary(self, st: dict[str, Any]) -> list[str]:
+        return Path(st["summary"]).read_text().splitlines()
+
+
+@pytest.fixture
+def b(wf: WfRunner) -> Batch:
+    return Batch(wf)
+
+
+def three_ready(b: Batch) -> None:
+    b.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x", done=SLOW, extra="Prio: 1")
+        + task("a2", "a", "write a2.txt x", done=SLOW, extra="Prio: 1")
+        + task("a3", "a", "write a3.txt x", done=SLOW, extra="Prio: 2"),
+    )
+
+
+# ------------------------------------------------------------------ the done-when test
+
+
+@pytest.mark.timeout(180)
+def test_batch_runs_detached_archives_n_refuses_a_second_and_summarises(b: Batch, sealed_env: Path) -> None:
+    three_ready(b)
+    cron = {"PATH": os.environ["PATH"], "HOME": str(sealed_env)}  # cron gives little more than this
+    r = b.batch("2", env=cron)
+    assert r.returncode == 0, r.stderr
+    assert "started: job " in r.stdout and "summary: out/wf-batch-" in r.stdout
+    # it returned while the batch still runs: detached
+    st = b.status()
+    assert st["alive"] is True and st["job"] in r.stdout
+    second = b.batch("1")
+    assert second.returncode == 1
+    assert f"a batch is running already: job {st['job']}, pid {st['pid']}" in second.stderr
+    st = b.wait_ended()
+    assert b.archived() == ["a1", "a2"] or sorted(b.archived()) == ["a1", "a2"]
+    assert b.status("a3") == "pending"
+    assert st["state"] == "done" and st["exit"] == 0 and st["reason"] == "N reached"
+    lines = b.summary(st)
+    assert lines[0].startswith("# wf batch ")
+    assert any(x.startswith("- lanes: a  N: 2") for x in lines)
+    tasks = [x for x in lines if " commit=" in x]
+    assert [x.split()[2:5] for x in tasks] == [["a", "a1", "done"], ["a", "a2", "done"]]
+    assert all(x.split()[6] == "$?" for x in tasks)  # the scripted worker costs nothing known
+    assert any(x.endswith("stop lane a: 2 task(s) started: the cap is reached") for x in lines)
+    assert "done: 2, not done: 0" in lines
+    assert lines[-1].startswith("ended: N reached at ")
+    assert st["needs_person"] == []
+    assert git(b.root, "status", "--porcelain") == ""
+
+
+@pytest.mark.timeout(180)
+def test_stop_lets_the_running_task_finish_and_starts_nothing_new(b: Batch) -> None:
+    three_ready(b)
+    assert b.batch("3").returncode == 0
+    b.wait_for(lambda: str(b.status("a1")).startswith("in progress"))
+    r = b.batch("--stop")
+    assert r.returncode == 0 and "nothing new starts" in r.stdout
+    st = b.wait_ended()
+    assert b.archived() == ["a1"]  # the running task finished
+    assert b.status("a2") == "pending" and b.status("a3") == "pending"  # nothing new started
+    assert st["reason"] == "stop file"
+    assert b.summary(st)[-1].startswith("ended: stop file")
+    assert not (b.root / "out" / "wf-batch.stop").exists()  # consumed: the next batch may run
+
+
+def test_no_batch_yet(b: Batch) -> None:
+    b.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    assert b.status() == {"alive": False, "job": None}
+    assert b.batch("--status").stdout.strip() == "no batch has run here"
+
+
+def test_dry_run_prints_everything_and_starts_nothing(b: Batch) -> None:
+    three_ready(b)
+    r = b.batch("2", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "lanes: a\n" in out and "tasks: at most 2" in out
+    assert "orch run a --max-tasks 2 --for 21600s" in out
+    assert "memory: 4.0G (default (no history))" in out
+    assert "for: 6h00m, nothing new starts after it (default (no history))" in out
+    assert "backend: " in out and "WF_RES_TOKEN=" in out
+    made = {p.relative_to(b.root).parts[:2] for p in b.root.rglob("*") if p.is_file() and ".git" not in p.parts}
+    assert {x for x in made if x[0] in (".wf", "out") and x != (".wf", "cache")} == set()  # no file
+    assert git(b.root, "status", "--porcelain") == ""  # no claim
+    assert b.status("a1") == "pending"
+    r = b.batch("2", "--dry-run", "--for", "90m", "--mem", "1G", "--lanes", "a")
+    assert "memory: 1.0G (--mem)" in r.stdout and "for: 1h30m" in r.stdout
+
+
+def test_dry_run_takes_limits_from_history(b: Batch) -> None:
+    three_ready(b)
+    hist = Path(os.environ["XDG_STATE_HOME"]) / "wf" / "res" / "hist.jsonl"
+    hist.parent.mkdir(parents=True)
+    row = {"id": "20260101-000000-1", "title": "wf-batch", "state": "done", "peak_rss": 600 << 20, "dur_s": 3600}
+    hist.write_text(json.dumps(row) + "\n")
+    out = b.batch("2", "--dry-run").stdout
+    assert "memory: 768M (history: 1.25 x the peak of 1 done batch(es))" in out
+    assert "for: 1h30m" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["2", "--status"], ["--status", "--stop"], ["0"], ["2", "--for", "later"], ["2", "--mem", "x"]],
+)
+def test_bad_invocations(b: Batch, args: list[str]) -> None:
+    three_ready(b)
+    r = b.batch(*args)
+    assert r.returncode == 2, (args, r.stderr)
+
+
+def test_a_lane_that_does_not_exist_or_no_work(b: Batch) -> None:
+    b.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", extra="Status: wip: mine"))
+    r = b.batch("2", "--lanes", "zz")
+    assert r.returncode == 1 and "no lane 'zz'" in r.stderr
+    r = b.batch("2", "--lanes", "../x")
+    assert r.returncode == 1 and "bad lane '../x'" in r.stderr
+    r = b.batch("2")
+    assert r.returncode == 1 and "no lane has runner-ready work" in r.stderr
+    assert not (b.root / ".wf" / "batch").exists() or not list((b.root / ".wf" / "batch").glob("*.json"))
+
+
+# ------------------------------------------------------------------ a batch that died
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_batch_is_finished_and_recovered_by_the_next(b: Batch) -> None:
+    b.setup(
+        lanes_toml("a"),
+        task("h1", "a", "write h1.txt x", "hang", extra="Prio: 1") + task("h2", "a", "write h2.txt x"),
+    )
+    assert b.batch("1").returncode == 0
+    first = b.status()
+    b.wait_for(lambda: (b.root / ".worktrees" / "a" / "h1.txt").exists())
+    os.kill(first["pid"], signal.SIGKILL)  # as a reboot would: no footer, lane record left
+    b.wait_for(lambda: not b.status()["alive"])
+    # the next batch finishes the dead one's record and recovers its task in place
+    assert b.batch("2").returncode == 0
+    st = b.wait_ended()
+    assert st["stamp"] != first["stamp"]
+    old = Path(first["summary"]).read_text().splitlines()
+    assert old[-1].startswith("ended: lost at ") and "found by" in old[-1]
+    assert sorted(b.archived()) == ["h1", "h2"]
+    outcomes = [x.split()[2:5] for x in b.summary(st) if " commit=" in x]
+    assert ["a", "h1", "done"] in outcomes

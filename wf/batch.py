@@ -1,0 +1,504 @@
+"""``wf batch N``: the nightly run, detached, under ``wf res`` limits.
+
+``start`` plans the batch (lanes, limits and where they came from, the command), then
+detaches a job (double fork, ``setsid``; stdin from /dev/null, output to
+``out/wf-batch-<stamp>.log``) and returns once the job said it runs or why it refused.
+The job (``job_main``) holds ``.wf/batch.lock`` for its whole life (one batch per
+project: the kernel frees the lock however the job dies), finishes the record of a
+batch that died before it, and runs ``wf orch run LANES --max-tasks N --for F`` under
+``wf res`` (title ``wf-batch``). About once a second it turns the new lines of
+``out/wf-orch.log`` and the loop's stop lines into the summary
+``out/wf-batch-<stamp>.md``, so a batch that dies still leaves what it did. The batch
+record is ``.wf/batch/<stamp>.json``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import os
+import select
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from wf import procs, res, resbackend
+from wf.batchlog import Follower, summary_header
+from wf.errors import LockTimeout, UsageError, WfError
+from wf.fsutil import append_line, atomic_write_text
+from wf.lock import project_lock
+from wf.project import Project
+from wf.quantity import fmt_duration, fmt_size, parse_duration, parse_size
+from wf.resbackend import Limits
+
+TITLE = "wf-batch"
+DEFAULT_MEM = 4 << 30
+DEFAULT_FOR = 6 * 3600.0
+TAIL = 600.0  # the wall limit is --for x 1.5 + this: running workers finish their task
+
+
+class End(enum.StrEnum):
+    """Why a batch ended (the summary's footer)."""
+
+    N_REACHED = "N reached"
+    ALL_STOPPED = "all lanes stopped"
+    FOR = "--for"
+    STOP_FILE = "stop file"
+    OOM = "oom"
+    TIMEOUT = "timeout"
+    KILLED = "killed"
+    LOST = "lost"
+    FAILED = "failed to start"
+
+
+def stop_file(project: Project) -> Path:
+    return project.out_dir / "wf-batch.stop"
+
+
+def _dir(project: Project) -> Path:
+    return project.wf_dir / "batch"
+
+
+# ------------------------------------------------------------------ the plan
+
+
+@dataclass(frozen=True)
+class Plan:
+    n: int
+    lanes: tuple[str, ...]
+    for_s: float  # nothing new starts after it
+    limits: Limits  # the res job's: memory, and the wall backstop
+    sources: dict[str, str]  # "mem", "for" -> where the value came from
+    argv: tuple[str, ...]
+    env: dict[str, str]  # what wf sets for the job, beyond its own environment
+    backend: str
+    skipped: dict[str, str]
+    root: str
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["limits"] = self.limits.as_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Plan:
+        return cls(
+            **{
+                **d,
+                "lanes": tuple(d["lanes"]),
+                "argv": tuple(d["argv"]),
+                "limits": Limits.from_dict(d["limits"]),
+            }
+        )
+
+
+def ready_lanes(project: Project) -> list[str]:
+    """Lanes (in wf.toml's order) with runner-ready work."""
+    from wf import backlog
+
+    bl = backlog.load(project)
+    return [ln.name for ln in project.config.lanes if bl.runner_ready(ln.name)]
+
+
+def plan(
+    project: Project,
+    n: int,
+    *,
+    lanes: list[str] | None = None,
+    for_: str | None = None,
+    mem: str | None = None,
+) -> Plan:
+    """What ``wf batch N`` would run, and where each limit came from."""
+    from wf.taskfile import check_id
+
+    if n < 1:
+        raise UsageError("N: expected a number of tasks, 1 or more")
+    if lanes:
+        names = [check_id(x, "lane") for x in lanes]
+        for name in names:
+            if project.config.lane(name) is None:
+                raise WfError(f"no lane {name!r} (wf lanes)")
+    else:
+        names = ready_lanes(project)
+    sugg = res.suggest(TITLE)
+    sources: dict[str, str] = {}
+    if mem:
+        mem_b, sources["mem"] = parse_size(mem, "--mem"), "--mem"
+    elif sugg.mem:
+        mem_b, sources["mem"] = sugg.mem, f"history: 1.25 x the peak of {sugg.based_on} done batch(es)"
+    else:
+        mem_b, sources["mem"] = DEFAULT_MEM, "default (no history)"
+    if for_:
+        for_s, sources["for"] = parse_duration(for_, "--for"), "--for"
+    elif sugg.for_s:
+        for_s, sources["for"] = sugg.for_s, f"history: 1.5 x the longest of {sugg.based_on} done batch(es)"
+    else:
+        for_s, sources["for"] = DEFAULT_FOR, "default (no history)"
+    wall = round(for_s * 1.5 + TAIL)
+    sources["wall"] = f"--for x 1.5 + {fmt_duration(TAIL)}: running workers finish their task"
+    argv = (
+        sys.executable, "-m", "wf", "-C", str(project.root), "orch", "run", *names,
+        "--max-tasks", str(n), "--for", f"{round(for_s)}s",
+    )  # fmt: skip
+    limits = Limits(mem=mem_b, cpus=None, for_s=float(wall))
+    backend = resbackend.plan(list(argv), limits, "<job>")
+    env = {res.TOKEN_VAR: "<per job>", res.JOB_VAR: "<job id>"}
+    return Plan(
+        n,
+        tuple(names),
+        for_s,
+        limits,
+        sources,
+        argv,
+        env,
+        backend.backend.value,
+        backend.skipped,
+        str(project.root),
+    )
+
+
+def dry_run_lines(p: Plan) -> list[str]:
+    skipped = "; ".join(f"{k} skipped: {v}" for k, v in p.skipped.items())
+    return [
+        "batch (dry run): nothing started, nothing claimed, no file written",
+        f"lanes: {', '.join(p.lanes) or '-'}" + ("" if p.lanes else " (no lane has runner-ready work)"),
+        f"tasks: at most {p.n}",
+        f"backend: {p.backend}" + (f" ({skipped})" if skipped else ""),
+        f"argv: {' '.join(p.argv)}",
+        "env: " + " ".join(f"{k}={v}" for k, v in p.env.items()),
+        f"memory: {fmt_size(p.limits.mem)} ({p.sources['mem']})",
+        f"for: {fmt_duration(p.for_s)}, nothing new starts after it ({p.sources['for']})",
+        f"wall limit: {fmt_duration(p.limits.for_s)} ({p.sources['wall']})",
+        "summary: out/wf-batch-<UTC stamp>.md; stop file: out/wf-batch.stop",
+    ]
+
+
+# ------------------------------------------------------------------ the record
+
+
+@dataclass(frozen=True)
+class Record:
+    stamp: str
+    started: str
+    summary: str  # relative to the project root
+    log: str
+    plan: dict[str, Any]
+    pid: int = 0  # the batch job (also the res supervisor)
+    pid_start: float | None = None
+    job: str | None = None
+    state: str = "running"  # running | ended
+    ended: str | None = None
+    job_state: str | None = None
+    exit: int | None = None
+    reason: str | None = None
+    offsets: dict[str, int] = field(default_factory=dict)
+    known_ids: tuple[str, ...] = ()
+
+    @property
+    def alive(self) -> bool:
+        return self.state == "running" and procs.same_process(self.pid, self.pid_start)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["known_ids"] = list(self.known_ids)
+        return d
+
+
+def save(project: Project, rec: Record) -> None:
+    atomic_write_text(_dir(project) / f"{rec.stamp}.json", json.dumps(rec.as_dict(), indent=1) + "\n")
+
+
+def records(project: Project) -> list[Record]:
+    out = []
+    for f in sorted(_dir(project).glob("*.json")):
+        try:
+            d = json.loads(f.read_text("utf-8"))
+            out.append(Record(**{**d, "known_ids": tuple(d.get("known_ids") or ())}))
+        except (OSError, ValueError, TypeError):
+            continue
+    return out
+
+
+def newest(project: Project) -> Record | None:
+    recs = records(project)
+    return recs[-1] if recs else None
+
+
+def finish_dead(project: Project, found_by: str) -> list[Record]:
+    """Batches whose record says running but whose job is gone (killed, a reboot): their
+    res job is finalised (lost) and their summary gets the footer it never wrote."""
+    res.sweep()
+    done = []
+    for rec in records(project):
+        if rec.state != "running" or rec.alive:
+            continue
+        job = res.load(rec.job) if rec.job else None
+        state = job.state.value if job else "lost"
+        reason = state if state in (End.OOM, End.TIMEOUT, End.KILLED) else End.LOST.value
+        rec = replace(
+            rec,
+            state="ended",
+            ended=res.now_iso(),
+            job_state=state,
+            exit=job.exit if job else None,
+            reason=reason,
+        )
+        Follower(project, rec).footer(reason, note=f"the batch job vanished; found by {found_by}")
+        save(project, rec)
+        done.append(rec)
+    return done
+
+
+def live(project: Project) -> Record | None:
+    for rec in reversed(records(project)):
+        if rec.alive:
+            return rec
+    return None
+
+
+def _describe(rec: Record) -> str:
+    return f"job {rec.job or '?'}, pid {rec.pid}, started {rec.started}, summary {rec.summary}"
+
+
+# ------------------------------------------------------------------ starting (the caller's side)
+
+
+@dataclass(frozen=True)
+class Started:
+    stamp: str
+    job: str
+    pid: int
+    summary: str
+    plan: Plan
+
+
+def start(project: Project, p: Plan) -> Started:
+    """Detach the batch job and return once it runs (or raise why it refused)."""
+    finish_dead(project, "wf batch")
+    other = live(project)
+    if other is not None:
+        raise WfError(f"a batch is running already: {_describe(other)} (wf batch --status; wf batch --stop)")
+    if stop_file(project).exists():
+        raise WfError(f"{stop_file(project).relative_to(project.root)} exists: remove it to start a batch")
+    if not p.lanes:
+        raise WfError("no lane has runner-ready work (wf list --runner; wf batch K --prep)")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    _dir(project).mkdir(parents=True, exist_ok=True)
+    atomic_write_text(_dir(project) / f"{stamp}.plan.json", json.dumps(p.as_dict()) + "\n")
+    project.out_dir.mkdir(parents=True, exist_ok=True)
+    log = project.out_dir / f"wf-batch-{stamp}.log"
+    r, w = os.pipe()
+    argv = [sys.executable, "-m", "wf", "-C", str(project.root), "batch-job", stamp, "--ready-fd", str(w)]
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child execs at once
+        try:
+            os.close(r)
+            os.setsid()
+            if os.fork() != 0:
+                os._exit(0)
+            null = os.open(os.devnull, os.O_RDONLY)
+            out = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            os.dup2(null, 0)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            os.set_inheritable(w, True)
+            os.chdir(project.root)
+            os.execv(sys.executable, argv)
+        finally:
+            os._exit(127)
+    os.close(w)
+    os.waitpid(pid, 0)
+    answer = _read_all(r, timeout=60.0)
+    word, _, rest = answer.strip().partition(" ")
+    if word == "ok":
+        job, _, job_pid = rest.partition(" ")
+        return Started(stamp, job, int(job_pid or 0), f"out/wf-batch-{stamp}.md", p)
+    if word == "refused":
+        raise WfError(rest)
+    raise WfError(f"the batch job did not start (its output: {log.relative_to(project.root)})")
+
+
+def _read_all(fd: int, timeout: float) -> str:
+    chunks = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
+            data = os.read(fd, 4096)
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+# ------------------------------------------------------------------ the job (detached)
+
+
+def job_main(project: Project, stamp: str, ready_fd: int | None) -> int:
+    """The detached batch: lock, record, run the loop under res limits, follow, footer."""
+
+    def say(text: str) -> None:
+        nonlocal ready_fd
+        if ready_fd is not None:
+            try:
+                os.write(ready_fd, text.encode() + b"\n")
+                os.close(ready_fd)
+            except OSError:
+                pass
+            ready_fd = None
+
+    plan_file = _dir(project) / f"{stamp}.plan.json"
+    try:
+        p = Plan.from_dict(json.loads(plan_file.read_text("utf-8")))
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        say(f"refused the batch plan {plan_file} cannot be read: {e}")
+        return 1
+    try:
+        with project_lock(project.wf_dir, timeout=0, name="batch.lock"):
+            plan_file.unlink()
+            return _run_locked(project, stamp, p, say)
+    except LockTimeout:
+        other = live(project)
+        plan_file.unlink(missing_ok=True)
+        say(
+            "refused a batch is running already: "
+            + (_describe(other) if other else "it holds .wf/batch.lock")
+        )
+        return 1
+
+
+def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
+    finish_dead(project, f"batch {stamp}")
+    job_id = res.new_id()
+    rec = Record(
+        stamp=stamp,
+        started=res.now_iso(),
+        summary=f"out/wf-batch-{stamp}.md",
+        log=f"out/wf-batch-{stamp}.log",
+        plan=p.as_dict(),
+        pid=os.getpid(),
+        pid_start=procs.start_time(os.getpid()),
+        job=job_id,
+    )
+    follower = Follower(project, rec)
+    rec = replace(rec, offsets=follower.offsets, known_ids=follower.known_ids)
+    save(project, rec)
+    summary_header(project, rec, p)
+    said = False
+
+    def on_start(job: res.Job) -> None:
+        nonlocal said
+        say(f"ok {job.id} {os.getpid()}")
+        said = True
+
+    def on_sample(job: res.Job) -> None:
+        follower.poll()
+
+    try:
+        job = res.run(
+            list(p.argv),
+            title=TITLE,
+            limits=p.limits,
+            cwd=project.root,
+            job_id=job_id,
+            on_wait=lambda line: append_line(project.root / rec.summary, f"note: {line}"),
+            on_start=on_start,
+            on_sample=on_sample,
+        )
+    except WfError as e:
+        if not said:
+            say(f"refused {e}")
+        follower.footer(End.FAILED.value, note=str(e))
+        save(project, replace(rec, state="ended", ended=res.now_iso(), reason=End.FAILED.value))
+        return 1
+    if not said:
+        say(f"ok {job.id} {os.getpid()}")
+    follower.poll()
+    reason = _why_ended(project, p, job, follower)
+    follower.footer(
+        reason.value, note=f"wf orch run exit {job.exit}" if job.state is res.State.FAILED else ""
+    )
+    if reason is End.STOP_FILE:
+        stop_file(project).unlink(missing_ok=True)  # consumed: the next batch may start
+    save(
+        project,
+        replace(
+            rec,
+            state="ended",
+            ended=res.now_iso(),
+            job_state=job.state.value,
+            exit=job.exit,
+            reason=reason.value,
+        ),
+    )
+    return 0
+
+
+def _why_ended(project: Project, p: Plan, job: res.Job, follower: Follower) -> End:
+    if job.state in (res.State.OOM, res.State.TIMEOUT, res.State.KILLED):
+        return End(job.state.value)
+    if stop_file(project).exists():
+        return End.STOP_FILE
+    if follower.posted >= p.n:
+        return End.N_REACHED
+    if (job.dur_s or 0) >= p.for_s:
+        return End.FOR
+    return End.ALL_STOPPED
+
+
+# ------------------------------------------------------------------ status and stop
+
+
+def status(project: Project) -> dict[str, Any]:
+    finish_dead(project, "wf batch --status")
+    rec = newest(project)
+    if rec is None:
+        return {"alive": False, "job": None}
+    from wf.batchlog import needs_person
+
+    summary = project.root / rec.summary
+    try:
+        tail = summary.read_text("utf-8").splitlines()[-12:]
+    except OSError:
+        tail = []
+    from wf import orch
+
+    return {
+        "stamp": rec.stamp,
+        "job": rec.job,
+        "alive": rec.alive,
+        "pid": rec.pid,
+        "state": rec.job_state or rec.state,
+        "exit": rec.exit,
+        "reason": rec.reason,
+        "started": rec.started,
+        "ended": rec.ended,
+        "summary": str(summary),
+        "tail": tail,
+        "lanes": orch.status(project),
+        "needs_person": needs_person(project, rec),
+    }
+
+
+def stop(project: Project) -> list[str]:
+    """Write the stop file: running tasks finish, nothing new starts."""
+    path = stop_file(project)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, f"stop requested {res.now_iso()}\n")
+    from wf import orch
+
+    rec = live(project)
+    lines = [f"wrote {path.relative_to(project.root)}: running tasks finish, nothing new starts"]
+    if rec is None:
+        lines.append("no batch is running (the stop file also stops wf orch pick and wf orch run)")
+    else:
+        lines.append(f"batch {rec.stamp} ({_describe(rec)}) ends when its running tasks end")
+    for r in orch.status(project):
+        lines.append(f"still running: {r['lane']}: {r['id']}")
+    return lines
