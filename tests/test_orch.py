@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import WfRunner, git
-from wf import orchrun
+from wf.orch import report as orchrun
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,7 +93,7 @@ def test_orch_run_three_lanes(o: Orch) -> None:
     )
     o.setup(lanes_toml("a", "b", "c"), tasks)
     r = o.proc("orch", "run", timeout=200)
-    assert r.returncode == 0, r.stderr + r.stdout
+    assert r.returncode == 4, r.stderr + r.stdout  # a2 awaits, b2 was handed back, c2 is wip: a person
     out = r.stdout
     done = o.archived()
     for tid in ("a1", "tidy-after-a1", "b1-x", "b1-y", "b1", "c1"):
@@ -120,7 +120,13 @@ def test_orch_run_three_lanes(o: Orch) -> None:
     assert "stop lane c: c2 is wip: half way" in out
     # every lane stopped, no record left, the main checkout clean apart from nothing
     assert o.wf.ok("orch", "status").strip() == "no active lanes"
-    assert git(o.root, "status", "--porcelain") == ""
+    # status changes are never committed: only TASKS.md differs, by status and note lines
+    assert git(o.root, "status", "--porcelain") == " M TASKS.md\n"
+    changed = [ln for ln in git(o.root, "diff", "-U0", "TASKS.md").splitlines() if ln[:1] in "+-"]
+    assert all(ln[1:].startswith(("Status:", "Note:", "++", "--")) for ln in changed), changed
+    # a quiet history: per finished task one merge and one archive commit, nothing else of wf's
+    subjects = git(o.root, "log", "--format=%s", "main").splitlines()
+    assert not [x for x in subjects if x.startswith("wf: ") and not x.startswith("wf: archive ")]
     # the merged work is on main
     for f in ("a1.txt", "b1.txt", "b1-x.txt", "b1-y.txt"):
         assert (o.root / f).exists(), f
@@ -196,7 +202,9 @@ def test_solo_owner_and_stop_file(o: Orch) -> None:
     (o.root / "out" / "wf-batch.stop").touch()
     assert o.wf.ok("orch", "pick", "a") == "stop lane a: stop file out/wf-batch.stop exists\n"
     (o.root / "out" / "wf-batch.stop").unlink()
-    # the owner task is never picked: a1 was handed back, so it is next; a0 never
+    # a1 was handed back: it waits for a person to change it; the owner task is never picked
+    assert "1 handed back, waiting for a person" in o.wf.ok("orch", "pick", "a")
+    o.wf.ok("note", "a1", "go ahead now")
     assert "Task: a1 " in o.wf.ok("orch", "pick", "a")
 
 
@@ -224,19 +232,24 @@ def test_red_gate_adds_a_p0_fix_task_that_is_the_next_pick(o: Orch) -> None:
     assert rep is not None and rep.result == "done"
     out = o.wf.ok("orch", "post", "a", "--result", "done", "--commit", str(rep.commit))
     assert out.splitlines()[0].startswith("a2: done-gate-red as ")
-    assert "gate red at" in out and "added P0 task fix-the-gate" in out
-    assert "Task: fix-the-gate" in out  # the next pick is the fix, before a3
+    assert "gate red at" in out and "added P0 task fix-gate-" in out
+    assert "Task: fix-gate-" in out  # the next pick is the fix, before a3
     fix = json.loads(o.wf.ok("show", out.split("Task: ")[1].split()[0], "--json"))
     assert fix["prio"] == 0 and fix["lane"] == "a"
+    # the fix task says what failed, where the whole log is, and its Done is a command
+    assert fix["done"].startswith("`") and fix["done"].endswith("` passes")
+    shown = o.wf.ok("show", fix["id"])
+    assert "exit 1" in shown and ".wf/gate/" in shown
 
 
 def _prompt_of(o: Orch, lane: str) -> str:
     """The prompt of the lane's active record (as the last pick printed it)."""
-    from wf import orch, project
+    from wf import project
+    from wf.orch import pick, state
 
-    rec = orch.load(project.load(o.root), lane)
+    rec = state.load(project.load(o.root), lane)
     assert rec is not None
-    return orch.prompt_for(project.load(o.root), rec)
+    return pick.prompt_for(project.load(o.root), rec)
 
 
 def test_post_errors_change_nothing(o: Orch) -> None:
@@ -429,10 +442,10 @@ def test_pick_without_lane_skips_a_lane_whose_solo_task_waits(o: Orch) -> None:
     assert "Task: b1  Lane: b" in o.wf.ok("orch", "pick")
 
 
-def test_orch_run_exits_1_when_a_lane_stops_on_an_error(o: Orch) -> None:
+def test_orch_run_exits_4_when_a_post_check_is_red(o: Orch) -> None:
     o.setup(lanes_toml("a"), task("a1", "a", "nomerge"))
     r = o.proc("orch", "run", "a")
-    assert r.returncode == 1
+    assert r.returncode == 4  # a person must look at a1
     assert "stop lane a: post-check red for a1" in r.stdout
 
 
@@ -446,7 +459,7 @@ def test_doctor_flags_a_claim_without_a_record(o: Orch) -> None:
 def test_no_report_stops_the_lane_and_a_crash_twice_blocks(o: Orch) -> None:
     o.setup(lanes_toml("a", "b"), task("a1", "a", "noreport") + task("b1", "b", "crash"))
     r = o.proc("orch", "run")
-    assert r.returncode == 1, r.stdout  # a lane stopped on an error (crashed twice)
+    assert r.returncode == 4, r.stdout  # b1 crashed twice and is blocked: a person must look
     assert "a: a1 ended without the four report lines" in r.stdout
     assert "stop lane a: a1 handed back: no report: all finished, but I forgot the report lines" in r.stdout
     assert "b: b1 crashed: one recovery pick" in r.stdout
@@ -481,7 +494,7 @@ def test_orch_run_waits_for_the_last_gate_and_acts_on_red(o: Orch) -> None:
     o.setup(lanes_toml("a", gate=gate), task("a1", "a", "write breaks-gate.txt oops"))
     r = o.proc("orch", "run", "a", timeout=170)
     assert "waiting for the gate at" in r.stdout, r.stdout
-    assert "a: gate red at" in r.stdout and "added P0 task fix-the-gate" in r.stdout
+    assert "a: gate red at" in r.stdout and "added P0 task fix-gate-" in r.stdout
     fix_id = r.stdout.split("added P0 task ")[1].split()[0]
     assert f"a: start {fix_id} with cmd" in r.stdout  # the fix is picked at once
     assert json.loads(o.wf.ok("show", fix_id, "--json"))["prio"] == 0

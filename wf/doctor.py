@@ -7,7 +7,6 @@ git does not know are reported, not touched.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -206,9 +205,34 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
                     Finding("branch", branch, "task branch with no tree (wf wt add or wf merge)", "info")
                 )
 
-    from wf import orch as orchmod
+    from wf import records as recstore
+    from wf.orch import state as orchstate
 
-    held_ids = {r.id for r in orchmod.records(project)}
+    held_ids = set()
+    for f in orchstate.record_files(project):
+        try:
+            lrec = recstore.load(orchstate.LaneRecord, f)
+        except recstore.CorruptRecord as e:
+            fixed = False
+            why = e.why
+            if fix:
+                dest = recstore.move_aside(f)
+                fixed = True
+                why += f"; moved to {dest.name}"
+            out.append(Finding("orch", f.stem, f"record cannot be trusted: {why}", "problem", fixed))
+            continue
+        if lrec is None:
+            continue
+        held_ids.add(lrec.id)
+        if lrec.pid and not procs.alive(lrec.pid) and not (lrec.owner and procs.alive(lrec.owner)):
+            out.append(
+                Finding(
+                    "orch",
+                    f.stem,
+                    f"worker pid {lrec.pid} is gone (wf orch run takes it over; or wf orch pick --recovery)",
+                    "problem",
+                )
+            )
     for t in bl.doc.tasks:
         st = t.status
         if st.state == "progress" and st.who == "worker" and t.id not in held_ids:
@@ -221,17 +245,4 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
                     "problem",
                 )
             )
-    orch = project.wf_dir / "orch"
-    if orch.is_dir():
-        for f in sorted(orch.glob("*.json")):
-            try:
-                data = json.loads(f.read_text("utf-8"))
-                pid = int(data.get("pid") or 0)
-            except (OSError, ValueError, TypeError, AttributeError):
-                out.append(Finding("orch", f.stem, "record is unreadable", "problem"))
-                continue
-            if pid and not procs.alive(pid):
-                out.append(
-                    Finding("orch", f.stem, f"worker pid {pid} is gone (wf orch pick --recovery)", "problem")
-                )
     return out

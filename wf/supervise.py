@@ -142,7 +142,8 @@ class Unit:
             )
         except OSError as e:
             self._close_files()
-            self.status.update(state="failed", error=f"cannot start {argv[0]}: {e.strerror or e}")
+            why = f"cannot start {argv[0]}: {e.strerror or e}"
+            self.status.update(state="failed", error=why, failure="tool", reason=why)
             self.status["ended"] = runs.now_iso()
             self.state = "failed"
             self._salvage()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -37,7 +39,8 @@ def _echo_pick(p: Any, as_json: bool) -> None:
         _echo_json(
             {
                 "lane": p.lane,
-                "stop": p.stop,
+                "stop": p.stop.text if p.stop else None,
+                "stop_kind": p.stop.kind.name.lower() if p.stop else None,
                 "record": p.record.as_dict() if p.record else None,
                 "prompt": p.prompt or None,
             }
@@ -66,11 +69,9 @@ def orch_pick(
     A lane has at most one active record (.wf/orch/LANE.json): two picks racing on a
     lane give exactly one winner; a pick that died half-way is finished, never doubled.
     """
-    from wf import orch as orchmod
+    from wf.orch.pick import pick
 
-    _echo_pick(
-        orchmod.pick(_project(ctx), lane, task_id=task_id, recovery=recovery, on_wait=_on_wait), as_json
-    )
+    _echo_pick(pick(_project(ctx), lane, task_id=task_id, recovery=recovery, on_wait=_on_wait), as_json)
 
 
 @orch.command("post")
@@ -111,22 +112,25 @@ def orch_post(
     as_json: bool,
 ) -> None:
     """Post a worker's report: post-check (a done is merged here if the worker did not),
-    set the task's status, commit leftover bookkeeping, log, then pick the lane's next
-    task or print 'stop lane LANE: WHY'.
+    set the task's status (never committed: only merges commit), log, then pick the
+    lane's next task or print 'stop lane LANE: WHY'.
 
     \b
     done, checks green    -> next task       sliced      -> next task
     done, gate red        -> P0 fix task added, and it is the next pick
     awaiting / handback / wip / post-check red -> stop the lane, saying why
     crashed (no report)   -> one recovery pick in the same tree; twice -> blocked
+
+    \b
+    Example:
+      wf orch post sonnet --id fetch-retry --report - < worker-final-message.txt
     """
-    from wf import orch as orchmod
+    from wf.orch.post import post
+    from wf.orch.report import read_report
 
     if report is not None:
-        from wf import orchrun
-
         text = sys.stdin.read() if report == "-" else report
-        rep = orchrun.read_report(text)
+        rep = read_report(text)
         if rep is None:
             result = result or "handback"
             note = note or f"no report: {' '.join(text.split())[:80]}"
@@ -136,7 +140,7 @@ def orch_post(
             note = note or rep.note
     if result is None:
         raise click.UsageError("give --result R (or --report with the worker's four lines)")
-    posted = orchmod.post(
+    posted = post(
         _project(ctx),
         lane,
         result,
@@ -154,13 +158,14 @@ def orch_post(
             {
                 "lane": posted.lane,
                 "task": posted.task,
-                "outcome": posted.outcome,
+                "outcome": posted.outcome.value,
                 "commit": posted.commit,
                 "lines": posted.lines,
                 "next": None
                 if nxt is None
                 else {
-                    "stop": nxt.stop,
+                    "stop": nxt.stop.text if nxt.stop else None,
+                    "stop_kind": nxt.stop.kind.name.lower() if nxt.stop else None,
                     "record": nxt.record.as_dict() if nxt.record else None,
                     "prompt": nxt.prompt,
                 },
@@ -174,19 +179,27 @@ def orch_post(
 @click.option("--json", "as_json", is_flag=True, help="Print the active records as JSON.")
 @click.pass_context
 def orch_status(ctx: click.Context, as_json: bool) -> None:
-    """Active lanes: task, age, tree, and whether a headless worker still lives."""
-    from wf import orch as orchmod
+    """Active lanes: task, age, tree, and whether a headless worker still lives.
+
+    \b
+    Example:
+      wf orch status --json
+    """
+    from wf.orch import state
 
     proj = _project(ctx)
-    recs = orchmod.status(proj)
+    recs = state.status(proj)
     if as_json:
         _echo_json(recs)
         return
-    if orchmod.stop_file(proj).exists():
+    if state.stop_file(proj).exists():
         click.echo("stop file out/wf-batch.stop is set: picks stop")
     if not recs:
         click.echo("no active lanes")
     for r in recs:
+        if "corrupt" in r:
+            click.echo(f"{r['lane']}: record cannot be trusted: {r['corrupt']} (wf doctor --fix)")
+            continue
         alive = {True: "worker alive", False: "worker gone", None: "worker unknown"}[r["worker_alive"]]
         age = f"{r['age_s']}s" if r["age_s"] is not None else "-"
         click.echo(
@@ -203,10 +216,16 @@ def orch_status(ctx: click.Context, as_json: bool) -> None:
     help="The tool for every lane (default: each lane's adapter in wf.toml).",
 )
 @click.option(
-    "--until-stop", is_flag=True, help="When lanes run dry, keep looking for work until the stop file."
+    "--until-stop",
+    is_flag=True,
+    help="Keep going when lanes stop: wake a lane when runner-ready work appears for it, "
+    "until the stop file.",
 )
 @click.option("--for", "for_", metavar="DURATION", help="Start no new task after this long (e.g. 90m, 8h).")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop a worker after S seconds.")
+@click.option(
+    "--max-tasks", type=click.IntRange(min=1), help="Start at most N tasks (recoveries not counted)."
+)
 @click.pass_context
 def orch_run(
     ctx: click.Context,
@@ -215,14 +234,25 @@ def orch_run(
     until_stop: bool,
     for_: str | None,
     timeout: float | None,
+    max_tasks: int | None,
 ) -> int:
     """Run the loop headless: pick, start the lane's worker, wait, read its four report
     lines (none = crashed), post, repeat; lanes in parallel, until every lane stops.
 
-    One line per event; a live status line when attached to a terminal. Ctrl-C stops
-    the workers and leaves their records: the next run resumes them in place.
+    One line per event (also kept in out/wf-orch-run.log, so a closed stdout loses
+    nothing); a live status line on a terminal. Ctrl-C stops the workers and leaves
+    their records: the next run takes them over in place.
+
+    \b
+    Exit codes:
+      0  out of work, or told to stop (stop file, --for, --max-tasks)
+      4  a person is needed (awaiting, handback, wip, blocked, post-check red)
+      1  an error it could not get past (a tool not installed or logged in, ...)
+    \b
+    Example:
+      wf orch run sonnet haiku --for 8h --until-stop
     """
-    from wf import orchrun
+    from wf.orch.loop import Loop
     from wf.taskfile import check_id
 
     proj = _project(ctx)
@@ -230,30 +260,67 @@ def orch_run(
     for name in names:
         if proj.config.lane(name) is None:
             raise WfError(f"no lane {name!r} (wf lanes)")
-    tty = sys.stdout.isatty()
-
-    def emit(line: str) -> None:
-        if tty:
-            click.echo("\r\033[K", nl=False)
-        click.echo(f"{time.strftime('%H:%M:%S')} {line.rstrip()}")
-
-    def tick(status: str) -> None:
-        if tty:
-            click.echo(f"\r\033[K{status}", nl=False)
-
-    loop = orchrun.Loop(
+    out = _Out()
+    loop = Loop(
         proj,
         names,
         adapter=adapter,
-        emit=emit,
+        emit=out.line,
         until_stop=until_stop,
         for_seconds=_duration(for_) if for_ else None,
         timeout=timeout,
+        max_tasks=max_tasks,
     )
-    code = loop.run(tick=tick)
-    if tty:
-        click.echo("\r\033[K", nl=False)
+    code = loop.run(tick=out.status)
+    out.clear()
     return code
+
+
+def _safe(text: str) -> str:
+    """Control characters from task text or a worker shown, never interpreted."""
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
+
+
+class _Out:
+    """The loop's terminal: event lines, a status line on a tty; a closed stdout (a
+    reader that went away, as with '| head') is said once on stderr and then ignored,
+    never a reason to stop."""
+
+    def __init__(self) -> None:
+        self.tty = sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
+        self.closed = False
+
+    def _write(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            self.closed = True
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
+            except (OSError, ValueError):
+                pass
+            try:
+                sys.stderr.write("wf: stdout was closed; the loop goes on (events: out/wf-orch-run.log)\n")
+            except OSError:
+                pass
+
+    def line(self, text: str) -> None:
+        prefix = "\r\033[K" if self.tty else ""
+        self._write(f"{prefix}{time.strftime('%H:%M:%S')} {_safe(text.rstrip())}\n")
+
+    def status(self, text: str) -> None:
+        if self.tty:
+            width = shutil.get_terminal_size((100, 20)).columns - 1
+            self._write(f"\r\033[K{text[:width]}")
+
+    def clear(self) -> None:
+        if self.tty:
+            self._write("\r\033[K")
 
 
 def _duration(text: str) -> float:
@@ -270,7 +337,7 @@ def _duration(text: str) -> float:
 @click.pass_context
 def gate_run(ctx: click.Context, sha: str) -> int:
     """Run the gate at SHA (started by wf orch post in the background)."""
-    from wf import gate
+    from wf.orch import gate
 
     result = gate.run(_project(ctx), sha)
     return 0 if result["ok"] else 1
@@ -284,9 +351,9 @@ def gate_run(ctx: click.Context, sha: str) -> int:
 def install(ctx: click.Context, target: str | None) -> None:
     """Link the wf-worker subagent and the wf skills into Claude Code's folders
     (agents/wf-worker.md, skills/wf-orchestrate, skills/wf-design, skills/wf-pilot)."""
-    from wf import setup_claude
+    from wf.orch import install as installmod
 
-    for line in setup_claude.install(Path(target) if target else None):
+    for line in installmod.install(Path(target) if target else None):
         click.echo(line)
 
 
@@ -300,6 +367,6 @@ def demo(ctx: click.Context, dir_: str | None) -> int:
     no API key): two lanes, a task with After, an owner task, an awaiting one, one big
     enough to be sliced, one whose Done fails. Shows each step, then the lanes, the
     archive, the orch log and where to look next."""
-    from wf import demo as demomod
+    from wf.orch import demo as demomod
 
     return demomod.run(Path(dir_) if dir_ else None, echo=click.echo)

@@ -13,6 +13,7 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,48 @@ def mark_handled(project: Project, sha: str, fix_task: str) -> None:
     data = json.loads(path.read_text("utf-8"))
     data["handled"] = fix_task
     atomic_write_text(path, json.dumps(data, indent=1) + "\n")
+
+
+def add_fix_task(
+    project: Project,
+    sha: str,
+    lane: str,
+    model: str | None,
+    *,
+    on_wait: Callable[[str], None] | None = None,
+) -> str:
+    """Add the P0 task that fixes a red gate at ``sha`` (saying what failed and where
+    its log is), mark the red result handled, and return the task's id."""
+    from wf import backlog as backlogmod
+    from wf import ops
+
+    result = next((r for r in results(project) if r.get("sha") == sha), {})
+    tail = [ln.replace("```", "'''") for ln in str(result.get("tail") or "").strip().splitlines()[-15:]]
+    log = _dir(project) / f"{sha}.log"
+    where = log.relative_to(project.root) if log.is_relative_to(project.root) else log
+    body = f"The gate `{project.config.gate}` failed at {sha[:12]} (exit {result.get('exit')}).\n"
+    body += f"Its whole output: {where}\n"
+    if tail:
+        body += "\n```\n" + "\n".join(tail) + "\n```\n"
+    bl = backlogmod.load(project)
+    taken = bl.doc.ids() | bl.archive.ids()
+    base = f"fix-gate-{sha[:8]}"
+    task_id, n = base, 2
+    while task_id in taken:
+        task_id, n = f"{base}-{n}", n + 1
+    fix = ops.add_task(
+        project,
+        f"Fix the gate: it fails at {sha[:12]}",
+        task_id=task_id,
+        body=body,
+        prio=0,
+        lane=lane,
+        model=model,
+        done=f"`{project.config.gate}` passes",
+        on_wait=on_wait,
+    )
+    mark_handled(project, sha, fix)
+    return fix
 
 
 def pending(project: Project) -> str | None:

@@ -16,10 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from wf import backlog as backlogmod
-from wf import bootstrap, orchrun, views
+from wf import bootstrap, views
 from wf import project as projectmod
 from wf.errors import WfError
 from wf.fsutil import atomic_write_text
+from wf.orch import loop as orchloop
 
 TASKS = """\
 # Tasks
@@ -73,7 +74,7 @@ script: write clock.py import time
 
 
 def _toml() -> str:
-    cmd = f'["{sys.executable}", "-m", "wf.scripted"]'
+    cmd = f'["{sys.executable}", "-m", "wf.orch.scripted"]'
     return f"""\
 # wf demo: two lanes worked by the scripted worker (the cmd adapter).
 slice_above = 4
@@ -122,7 +123,7 @@ def run(dir_: Path | None, echo: Callable[[str], None]) -> int:
     def emit(line: str) -> None:
         echo(f"{time.monotonic() - start:5.1f}s  {line.rstrip()}")
 
-    code = orchrun.Loop(project, ["haiku", "sonnet"], adapter=None, emit=emit).run()
+    code = orchloop.Loop(project, ["haiku", "sonnet"], adapter=None, emit=emit).run()
     bl = backlogmod.load(project)
     echo("")
     echo("Lanes:")
@@ -146,4 +147,7 @@ def run(dir_: Path | None, echo: Callable[[str], None]) -> int:
     echo(f"  cd {root} && git log --oneline --graph   # the merges, one per task")
     echo(f"  wf -C {root} list; wf -C {root} show clock  # the handed-back task and its note")
     echo(f"  ls {root}/.wf/runs/                       # every worker's prompt, log and answer")
+    if code == 4:  # by design: storage awaits an answer and clock was handed back
+        echo("The loop exited 4: a person is needed (an awaiting task, a handed-back one), as planned.")
+        return 0
     return code

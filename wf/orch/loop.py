@@ -1,0 +1,527 @@
+"""``wf orch run``: the orchestration loop with no orchestrating agent.
+
+For every lane: pick, start the lane's worker headless in its tree (the lane's adapter
+and the task's model), wait, read the four report lines from its answer, post, and go
+on with the lane's next pick, until every lane stops. Lanes run in parallel; a lane
+that ran dry is looked at again after every post (another lane's merge may have made
+its next task ready), and with ``--until-stop`` any stopped lane wakes when runner-ready
+work appears for it.
+
+What can go wrong, and what becomes of it:
+- the tool could not run (missing program, not logged in, out of credit, offline, the
+  model refused, the worker's own imports failed): infrastructure, not the task's
+  fault. The claim is released (the task is exactly as before), the lane, or every lane
+  on that tool, stops with the tool's own words, and the run exits 1;
+- the worker ended without a report: crashed, one recovery pick in place;
+- the loop itself died (killed, a reboot): its records name it as owner; the next run
+  takes them over once that owner is gone, posting a report that was captured rather
+  than working the task again.
+
+Every event also goes to ``out/wf-orch-run.log``, so a closed stdout (``| head``) loses
+nothing and never stops the loop. Ctrl-C (or SIGTERM, SIGHUP) stops the workers and
+leaves their lane records, so a later run recovers them in place.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+from wf import adapters, procs, runs
+from wf import backlog as backlogmod
+from wf.adapters import Spec
+from wf.errors import WfError
+from wf.fsutil import append_line
+from wf.orch import state
+from wf.orch.pick import Pick, live_holder, pick, worker_instructions
+from wf.orch.post import Posted, post, release
+from wf.orch.report import Report, read_report
+from wf.orch.state import LaneRecord, Stop, StopReason
+from wf.project import Project
+from wf.supervise import POLL, Unit
+
+INFRA_FAILURES = frozenset({"auth", "quota", "rate_limit", "network", "model", "tool"})
+TOOL_WIDE = frozenset({"auth", "quota", "rate_limit", "network"})  # every lane on that tool stops
+WAKE_EVERY = 10.0  # --until-stop: seconds between looks for new work
+
+
+def infra_failure(status: dict[str, object]) -> str | None:
+    """The failure class of a unit that failed for want of its tool (None otherwise)."""
+    failure = status.get("failure")
+    return str(failure) if failure in INFRA_FAILURES else None
+
+
+class Loop:
+    def __init__(
+        self,
+        project: Project,
+        lanes: list[str],
+        *,
+        adapter: str | None,
+        emit: Callable[[str], None],
+        until_stop: bool = False,
+        for_seconds: float | None = None,
+        timeout: float | None = None,
+        max_tasks: int | None = None,
+    ) -> None:
+        self.project = project
+        self.lanes = lanes
+        self.adapter = adapter
+        self._emit = emit
+        self.until_stop = until_stop
+        self.deadline = time.monotonic() + for_seconds if for_seconds else None
+        self.timeout = timeout
+        self.max_tasks = max_tasks
+        self.run_id = time.strftime("orch-%Y%m%d-%H%M%S", time.gmtime()) + f"-{os.getpid()}"
+        self.units: dict[str, tuple[Unit, LaneRecord]] = {}
+        self.stopped: dict[str, StopReason] = {}
+        self.seen: list[StopReason] = []  # every stop of this run: the exit code is made from them
+        self.broken_tools: dict[str, StopReason] = {}
+        self.last_done_lane: str | None = None
+        self.count = 0
+        self.started_tasks = 0
+        self.me = os.getpid()
+        self.events = project.out_dir / "wf-orch-run.log"
+
+    def emit(self, line: str) -> None:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        try:
+            append_line(self.events, f"{ts} run={self.run_id} {line}")
+        except OSError:
+            pass
+        self._emit(line)
+
+    # ---------------------------------------------------------------- checks
+    def _adapter_for(self, lane: str) -> adapters.Adapter:
+        cfg = self.project.config.lane(lane)
+        return adapters.choose(self.adapter or (cfg.adapter if cfg else None), None)
+
+    def check_lanes(self) -> None:
+        """What can be checked cheaply before anything is claimed: every lane's program
+        resolves (and, for agent tools, is logged in and fits the lane's model)."""
+        problems = []
+        for lane in self.lanes:
+            cfg = self.project.config.lane(lane)
+            if cfg is None:
+                raise WfError(f"no lane {lane!r} (wf lanes)")
+            adapter = self._adapter_for(lane)
+            if adapter.name == "cmd":
+                if not cfg.cmd:
+                    problems.append(f"lane {lane} runs the cmd adapter but wf.toml gives it no cmd = [...]")
+                elif not _resolves(cfg.cmd[0], self.project.root):
+                    problems.append(f"lane {lane}: cannot start {cfg.cmd[0]}: no such program (wf.toml cmd)")
+            elif adapter.executable() is None:
+                problems.append(f"lane {lane} needs {adapter.binary}, which is not installed (wf doctor)")
+        if problems:
+            raise WfError("nothing was claimed:\n" + "\n".join(problems))
+
+    # ---------------------------------------------------------------- starting
+    def _stop(self, lane: str, reason: StopReason, *, quiet: bool = False) -> None:
+        self.stopped[lane] = reason
+        self.seen.append(reason)
+        if not quiet:
+            self.emit(f"stop lane {lane}: {reason.text}")
+
+    def _start(self, lane: str, p: Pick) -> None:
+        if p.stop is not None or p.record is None:
+            self._stop(lane, p.stop or StopReason(Stop.ERROR, "stopped"))
+            return
+        self.stopped.pop(lane, None)
+        rec = p.record
+        cfg = self.project.config.lane(lane)
+        adapter = self._adapter_for(lane)
+        self.count += 1
+        if rec.recovery is None:
+            self.started_tasks += 1
+        unit_id = f"{lane}-{rec.id}"[:40] + f"-{self.count}"
+        spec = Spec(
+            run=self.run_id,
+            unit=unit_id,
+            folder=runs.unit_dir(self.project, self.run_id, unit_id),
+            cwd=Path(str(rec.worktree)),
+            prompt=worker_instructions(rec.slice) + "\n" + p.prompt,
+            model=rec.model,
+            effort=cfg.effort if cfg else None,
+            cmd=cfg.cmd if cfg and adapter.name == "cmd" else (),
+            permission_mode=cfg.permission_mode if cfg else "acceptEdits",
+            allowed_tools=cfg.allowed_tools if cfg else (),
+        )
+        unit = Unit(spec, adapter, timeout=self.timeout, stall=None, meta={"task": rec.id, "lane": lane})
+        unit.queue()
+        unit.start()
+        rec = rec.but(
+            pid=unit.proc.pid if unit.proc else None,
+            run=self.run_id,
+            unit=unit_id,
+            owner=self.me,
+            adapter=adapter.name,
+            token=unit.token,
+        )
+        state.save(self.project, rec)
+        self.units[lane] = (unit, rec)
+        extra = (" [slice]" if rec.slice else "") + (f"  (recovery: {rec.recovery})" if rec.recovery else "")
+        self.emit(f"{lane}: start {rec.id} with {adapter.name} model={rec.model}{extra}")
+
+    def _may_start(self, lane: str) -> StopReason | None:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return StopReason(Stop.TIME_UP, "--for time is up")
+        if self.max_tasks is not None and self.started_tasks >= self.max_tasks:
+            return StopReason(Stop.TIME_UP, f"{self.max_tasks} task(s) started: the cap is reached")
+        broken = self.broken_tools.get(self._adapter_for(lane).name)
+        if broken is not None:
+            return broken
+        return None
+
+    def _pick(self, lane: str) -> None:
+        why = self._may_start(lane)
+        rec = None
+        try:
+            rec = state.load(self.project, lane)
+            if rec is None:
+                if why is not None:
+                    self._stop(lane, why)
+                    return
+                p = pick(self.project, lane, owner=self.me)
+            else:
+                p_or_done = self._take_over(lane, rec)
+                if p_or_done is None:
+                    return
+                p = p_or_done
+        except WfError as e:
+            self._stop(lane, StopReason(Stop.ERROR, f"pick failed: {e}"))
+            return
+        self._start(lane, p)
+
+    def _take_over(self, lane: str, rec: LaneRecord) -> Pick | None:
+        """A record this run did not make: an interactive orchestrator's (left alone),
+        another live run's (left alone), or one whose owner died (taken over: its
+        worker's tree is ended, a captured report is posted, else a recovery pick)."""
+        if rec.owner is None and rec.pid is None:
+            self._stop(
+                lane,
+                StopReason(
+                    Stop.HELD,
+                    f"{rec.id} was picked by an interactive orchestrator (wf orch post {lane} ...)",
+                ),
+            )
+            return None
+        if rec.owner and rec.owner != self.me and procs.alive(rec.owner):
+            self._stop(lane, StopReason(Stop.HELD, f"{rec.id} is held by wf orch run pid {rec.owner}"))
+            return None
+        if rec.pid and procs.alive(rec.pid):
+            # its loop is gone: end the orphaned worker's whole tree, then recover
+            procs.kill_tree(rec.pid, rec.token)
+        holder = live_holder(rec)
+        if holder:
+            self._stop(lane, StopReason(Stop.HELD, f"{rec.id} is held by {holder}"))
+            return None
+        archived = backlogmod.load(self.project).archive.find(rec.id) is not None
+        rep = _captured_report(self.project, rec)
+        if archived or rep is not None:
+            self.emit(f"{lane}: {rec.id}: taking over a finished worker from an earlier run")
+            result = rep.result if rep is not None else "done"
+            self._post_and_go_on(
+                lane, rec, result, rep.commit if rep else None, rep.note if rep else "", None, None
+            )
+            return None
+        why = "the previous run was interrupted" if rec.pid is None else "its worker is gone"
+        return pick(self.project, lane, recovery=why, owner=self.me)
+
+    def _wake(self) -> None:
+        """Lanes that stopped may have work now: a soft stop after every post (a merge
+        made an After task ready); with --until-stop, any lane whose stop did not come
+        from a broken tool, once runner-ready work is there for it."""
+        bl: backlogmod.Backlog | None = None
+        for lane in self.lanes:
+            reason = self.stopped.get(lane)
+            if lane in self.units or reason is None:
+                continue
+            if not reason.kind.soft and not (self.until_stop and reason.kind is not Stop.INFRA):
+                continue
+            if self._may_start(lane) is not None:
+                continue
+            if bl is None:
+                bl = backlogmod.load(self.project)
+            if not bl.runner_ready(lane) and state.load(self.project, lane) is None:
+                continue
+            try:
+                p = pick(self.project, lane, owner=self.me)
+            except WfError as e:
+                self._stop(lane, StopReason(Stop.ERROR, f"pick failed: {e}"))
+                continue
+            if p.stop is None:
+                self._start(lane, p)
+            else:
+                self.stopped[lane] = p.stop  # still dry: say nothing new
+
+    # ---------------------------------------------------------------- ending
+    def _ended(self, lane: str, unit: Unit, rec: LaneRecord) -> None:
+        """Post what the unit's end says, and go on or stop the lane."""
+        failure = infra_failure(unit.status)
+        if failure is not None:
+            self._infra(lane, unit, rec, failure)
+            return
+        answer = runs.read_output(unit.folder)
+        rep = read_report(answer) if not unit.status.get("fallback") else None
+        duration = unit.status.get("duration_s")
+        if rep is None and unit.state == "done":
+            self.emit(f"{lane}: {rec.id} ended without the four report lines")
+            result, commit, note = "handback", None, f"no report: {runs.preview(answer, 80)}"
+        elif rep is None:
+            how = f"{unit.state}, exit {unit.status.get('exit_code')}"
+            self.emit(f"{lane}: {rec.id} ended without a report ({how})")
+            result, commit, note = "crashed", None, how
+        else:
+            self.emit(f"{lane}: {rec.id} reported {rep.result}: {rep.note}")
+            result, commit, note = rep.result, rep.commit, rep.note
+        self._post_and_go_on(
+            lane,
+            rec,
+            result,
+            commit,
+            note,
+            unit,
+            float(duration) if isinstance(duration, (int, float)) else None,
+        )
+
+    def _infra(self, lane: str, unit: Unit, rec: LaneRecord, failure: str) -> None:
+        words = str(unit.status.get("reason") or unit.status.get("error") or failure)
+        tool = unit.adapter.name
+        reason = StopReason(Stop.INFRA, f"{tool} could not run ({failure}): {words}")
+        try:
+            posted = release(self.project, lane, reason.text)
+        except WfError as e:
+            self._stop(lane, StopReason(Stop.ERROR, f"release failed: {e}"))
+            return
+        for line in posted.lines:
+            self.emit(f"{lane}: {line}")
+        self._stop(lane, reason)
+        if failure in TOOL_WIDE:
+            self.broken_tools[tool] = reason
+            for other in self.lanes:
+                idle = other not in self.stopped and other not in self.units
+                if other != lane and idle and self._adapter_for(other).name == tool:
+                    self._stop(other, reason)
+
+    def _post_and_go_on(
+        self,
+        lane: str,
+        rec: LaneRecord,
+        result: str,
+        commit: str | None,
+        note: str,
+        unit: Unit | None,
+        duration: float | None,
+    ) -> None:
+        try:
+            try:
+                posted = self._post(lane, rec, result, commit, note, unit, duration)
+            except WfError:
+                if commit is None or not _commit_missing(self.project, commit):
+                    raise
+                posted = self._post(lane, rec, result, None, note, unit, duration)  # an unknown sha
+        except WfError as e:
+            self._stop(lane, StopReason(Stop.ERROR, f"post failed: {e}"))
+            return
+        for line in posted.lines:
+            self.emit(f"{lane}: {line}")
+        if posted.outcome.done:
+            self.last_done_lane = lane
+        if posted.next is not None:  # a stop line, or the recovery pick after a crash
+            if posted.next.stop is not None:
+                self._stop(lane, posted.next.stop)
+                return
+            self._start(lane, posted.next)
+            return
+        self._pick(lane)
+
+    def _post(
+        self,
+        lane: str,
+        rec: LaneRecord,
+        result: str,
+        commit: str | None,
+        note: str,
+        unit: Unit | None,
+        duration: float | None,
+    ) -> Posted:
+        return post(
+            self.project,
+            lane,
+            result,
+            commit=commit,
+            note=note,
+            session=unit.session_id if unit else None,
+            adapter=unit.adapter.name if unit else rec.adapter,
+            duration=duration,
+            no_pick=True,
+            task_id=rec.id,
+            owner=self.me,
+        )
+
+    def _gate_brought_work(self) -> bool:
+        """Every lane stopped: wait for a gate still running on the last merge; if it is
+        red, the lane that merged last gets its P0 fix task (through a post would be too
+        late: nothing is left to post)."""
+        from wf.orch import gate
+
+        sha = gate.pending(self.project)
+        if sha is not None:
+            self.emit(f"waiting for the gate at {sha[:12]}")
+            gate.wait(self.project, sha, gate.TIMEOUT)
+        red = gate.unhandled_red(self.project)
+        if not red or self.last_done_lane is None:
+            return False
+        lane = self.last_done_lane
+        cfg = self.project.config.lane(lane)
+        fix = gate.add_fix_task(self.project, red[0], lane, cfg.model if cfg else None)
+        self.emit(f"{lane}: gate red at {red[0][:12]}: added P0 task {fix}")
+        self.stopped.pop(lane, None)
+        self._pick(lane)
+        return lane in self.units
+
+    # ---------------------------------------------------------------- the loop
+    def status_line(self) -> str:
+        now = time.monotonic()
+        parts = []
+        for lane in self.lanes:
+            if lane in self.units:
+                unit, rec = self.units[lane]
+                parts.append(f"{lane}={rec.id} {now - unit.started:.0f}s")
+            elif lane in self.stopped:
+                parts.append(f"{lane}=stopped")
+        return " | ".join(parts)
+
+    def _poll_all(self, *, then_pick: bool) -> None:
+        now = time.monotonic()
+        for lane, (unit, rec) in list(self.units.items()):
+            if unit.poll(now):
+                del self.units[lane]
+                if then_pick:
+                    self._ended(lane, unit, rec)
+                    self._wake()
+                else:
+                    self._post_only(lane, unit, rec)
+
+    def _post_only(self, lane: str, unit: Unit, rec: LaneRecord) -> None:
+        """On the way out: a worker that already reported is posted, nothing new starts."""
+        answer = runs.read_output(unit.folder)
+        rep = read_report(answer) if not unit.status.get("fallback") else None
+        if rep is None:
+            state.save(self.project, rec.but(pid=None))
+            return
+        try:
+            posted = self._post(lane, rec, rep.result, rep.commit, rep.note, unit, None)
+        except WfError as e:
+            self.emit(f"{lane}: post failed: {e}")
+            return
+        for line in posted.lines:
+            self.emit(f"{lane}: {line}")
+
+    def exit_code(self) -> int:
+        """0: out of work or told to stop; 4: a person is needed; 1: an error."""
+        return state.exit_code(self.seen)
+
+    def run(self, tick: Callable[[str], None] | None = None) -> int:
+        self.check_lanes()
+        procs.become_subreaper()
+        interrupted = threading.Event()
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            interrupted.set()
+
+        sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+        old = {s: signal.signal(s, handler) for s in sigs}
+        try:
+            for lane in self.lanes:
+                if interrupted.is_set():
+                    break
+                self._pick(lane)
+            last_tick = 0.0
+            last_look = time.monotonic()
+            while not interrupted.is_set():
+                self._poll_all(then_pick=True)
+                procs.reap_orphans()
+                now = time.monotonic()
+                if not self.units:
+                    if self._gate_brought_work():
+                        continue
+                    if not self.until_stop or state.stop_file(self.project).exists():
+                        break
+                    if self.deadline is not None and now >= self.deadline:
+                        break
+                    if now - last_look >= WAKE_EVERY:
+                        last_look = now
+                        self._wake()
+                    time.sleep(POLL)
+                    continue
+                if tick is not None and now - last_tick >= 1:
+                    tick(self.status_line())
+                    last_tick = now
+                time.sleep(POLL)
+            if interrupted.is_set():
+                self._poll_all(then_pick=False)  # a worker that already reported is posted
+                return 130
+            return self.exit_code()
+        finally:
+            for lane, (unit, rec) in list(self.units.items()):
+                unit.stop("interrupted")
+                state.save(self.project, rec.but(pid=None))
+                self.emit(f"{lane}: stopped {rec.id}; its record stays for a later recovery")
+            self.units.clear()
+            procs.kill_descendants()  # nothing this run started outlives it (but a gate run)
+            for s, h in old.items():
+                signal.signal(s, h)
+
+
+def _resolves(program: str, root: Path) -> bool:
+    import shutil
+
+    if os.sep in program:
+        path = Path(program) if os.path.isabs(program) else root / program
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(program) is not None
+
+
+def _commit_missing(project: Project, commit: str) -> bool:
+    from wf import gitops
+
+    return not gitops.commit_exists(project.root, commit)
+
+
+def _captured_report(project: Project, rec: LaneRecord) -> Report | None:
+    """The four lines a worker of an earlier run left: its landed answer, else (its loop
+    died before landing it) what its own stream or answer file holds."""
+    if not rec.run or not rec.unit:
+        return None
+    folder = runs.unit_dir(project, rec.run, rec.unit)
+    status = runs.read_status(folder) or {}
+    if status.get("fallback"):
+        return None
+    rep = read_report(runs.read_output(folder))
+    if rep is not None or status.get("state") not in (None, "queued", "running"):
+        return rep
+    return read_report(_stream_answer(folder, rec.adapter))
+
+
+def _stream_answer(folder: Path, adapter_name: str | None) -> str:
+    def text(name: str) -> str:
+        try:
+            return (folder / name).read_text("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    if adapter_name in (None, "cmd"):
+        return text("answer.out") or text("worker.log")
+    adapter = adapters.get(adapter_name)
+    parsed = adapters.Parsed()
+    for line in text("worker.log").splitlines():
+        event = adapters.parse_line(line)
+        if event is not None:
+            adapter.feed(parsed, event)
+    return parsed.answer or ""

@@ -1,0 +1,238 @@
+"""``wf orch pick``: choose, claim and ready a lane's next task.
+
+One call: stop file check; refuse a lane that already has an active record (unless
+recovering it); choose the lane's first runner-ready task that no hold keeps back;
+claim it; ready the lane's tree and branch; write the record; return the prompt.
+The record is written before the claim, so a claim never exists without one, and a
+pick that died half-way is finished by the next pick, never doubled.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable
+from importlib import resources
+from typing import NamedTuple
+
+from wf import backlog as backlogmod
+from wf import ops, worktrees
+from wf.errors import WfError
+from wf.lock import project_lock
+from wf.orch import state
+from wf.orch.state import LaneRecord, RecordState, Stop, StopReason
+from wf.project import Project
+from wf.taskfile import Task, check_id, utc_stamp
+
+
+class Pick(NamedTuple):
+    lane: str
+    stop: StopReason | None
+    record: LaneRecord | None
+    prompt: str
+
+    def text(self) -> str:
+        if self.stop is not None:
+            return f"stop lane {self.lane}: {self.stop.text}"
+        return self.prompt
+
+
+def stopped(lane: str, kind: Stop, text: str) -> Pick:
+    return Pick(lane, StopReason(kind, text), None, "")
+
+
+def _template(name: str) -> str:
+    return resources.files("wf").joinpath(f"data/{name}").read_text("utf-8")
+
+
+def prompt_for(project: Project, rec: LaneRecord) -> str:
+    lines = [
+        f"spawn: wf-worker model={rec.model} background",
+        f"Task: {rec.id}  Lane: {rec.lane}  Model: {rec.model}",
+        f"Main tree: {project.root}  Worktree: {rec.worktree}  Branch: {rec.branch}",
+    ]
+    if rec.recovery:
+        lines.append(f"Recovery: {rec.recovery}")
+    if rec.slice:
+        lines.append(
+            f"Slice job: split {rec.id} into runner-ready tasks with 'wf add ... --parent {rec.id}'; "
+            f"do not implement it; report result: sliced."
+        )
+    lines.append("Final message: the 4 report lines only.")
+    return "\n".join(lines) + "\n"
+
+
+def worker_instructions(slice_job: bool) -> str:
+    """What a headless worker gets before the prompt lines (a subagent has it in its
+    definition, agents/wf-worker.md)."""
+    return _template("slice-prompt.md" if slice_job else "prompt.md")
+
+
+def live_holder(rec: LaneRecord) -> str | None:
+    """Who still works on a record's task: a live headless worker, the ``wf orch run``
+    that owns it, or a pick still readying its tree (None if nobody)."""
+    from wf import procs
+
+    me = os.getpid()
+    if rec.pid and procs.alive(rec.pid):
+        return f"worker pid {rec.pid}"
+    if rec.owner and rec.owner != me and procs.alive(rec.owner):
+        return f"wf orch run pid {rec.owner}"
+    if rec.state is RecordState.PICKING and rec.picker and rec.picker != me and procs.alive(rec.picker):
+        return f"a pick by pid {rec.picker}"
+    return None
+
+
+def pick(
+    project: Project,
+    lane: str | None = None,
+    *,
+    task_id: str | None = None,
+    recovery: str | None = None,
+    owner: int | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> Pick:
+    """Choose, claim and ready the next task of a lane (or of the first lane that has one).
+
+    ``owner`` is the pid of a ``wf orch run`` that will supervise the worker (None: an
+    interactive orchestrator). A record is only ever taken over when whoever held it is
+    gone."""
+    if lane is not None:
+        check_id(lane, "lane")
+    if task_id is not None:
+        check_id(task_id, "task id")
+    if recovery is not None and "\n" in recovery:
+        raise WfError("--recovery WHY must be one line")
+    if state.stop_file(project).exists() and recovery is None:
+        where = state.stop_file(project).relative_to(project.root)
+        return stopped(lane or "*", Stop.STOP_FILE, f"stop file {where} exists")
+    with project_lock(project.wf_dir, project.lock_timeout, on_wait):
+        bl = backlogmod.load(project)
+        if lane is None:
+            lane = _first_lane(project, bl, task_id)
+            if lane is None:
+                return stopped("*", Stop.NO_WORK, "no runner-ready task in any free lane")
+        if project.config.lane(lane) is None:
+            raise WfError(f"no lane {lane!r} (wf lanes)")
+        rec = state.load(project, lane)
+        if recovery is not None:
+            if rec is None:
+                raise WfError(f"lane {lane} has no active task to recover")
+            holder = live_holder(rec)
+            if holder:
+                raise WfError(f"lane {lane}: {rec.id} is still being worked ({holder}); nothing to recover")
+            if bl.archive.find(rec.id) is not None:
+                raise WfError(
+                    f"{rec.id} is already done (archived); post it: wf orch post {lane} --result done"
+                )
+            if rec.recoveries >= state.MAX_RECOVERIES:
+                ops.set_status(project, rec.id, "blocked", f"re-picked {rec.recoveries} times", force=True)
+                state.drop(project, lane)
+                return stopped(lane, Stop.REPICKED, f"{rec.id} was re-picked {rec.recoveries} times; blocked")
+            rec = rec.but(
+                recovery=recovery,
+                state=RecordState.PICKING,
+                pid=None,
+                owner=owner,
+                recoveries=rec.recoveries + 1,
+            )
+        elif rec is not None and (rec.state is RecordState.READY or live_holder(rec)):
+            raise WfError(
+                f"lane {lane} already has an active task {rec.id} (since {rec.started}); "
+                f"post its report (wf orch post {lane} ...) or re-pick it with --recovery WHY"
+            )
+        elif rec is None:
+            chosen = _choose(project, bl, lane, task_id)
+            if isinstance(chosen, StopReason):
+                return Pick(lane, chosen, None, "")
+            task = chosen
+            rec = LaneRecord(
+                id=task.id,
+                lane=lane,
+                model=str(task.model or _lane_model(project, lane)),
+                worktree=None,
+                branch=worktrees.branch_name(lane, task.id),
+                base=None,
+                started=utc_stamp(),
+                state=RecordState.PICKING,
+                slice=bl.is_slice_job(task),
+                solo=task.sessions == "solo",
+                started_at=time.time(),
+                owner=owner,
+                prior_status=task.get("status"),
+                pick_id=uuid.uuid4().hex[:12],
+            )
+        # else: a record left "picking" by a pick that died: finish that one, never a second
+        rec = rec.but(picker=os.getpid())
+        state.save(project, rec)  # first the record, then the claim: a claim never exists without it
+        task_now = backlogmod.load(project).doc.find(rec.id)
+        if task_now is not None and task_now.status.state != "progress":
+            ops.set_status(
+                project, rec.id, "progress", state.WHO, force=rec.recovery is not None, on_wait=on_wait
+            )
+    tree = worktrees.allocate(project, lane, rec.id, on_wait=on_wait)
+    rec = rec.but(worktree=tree.path, base=tree.base, state=RecordState.READY, picker=None)
+    state.save(project, rec)
+    return Pick(lane, None, rec, prompt_for(project, rec))
+
+
+def _lane_model(project: Project, lane: str) -> str:
+    ln = project.config.lane(lane)
+    return ln.model if ln else lane
+
+
+def _first_lane(project: Project, bl: backlogmod.Backlog, task_id: str | None) -> str | None:
+    if task_id is not None:
+        task = bl.doc.task(task_id)
+        lane = bl.lane_of(task)
+        if lane is None:
+            raise WfError(f"task {task_id} has no lane (no Model or Lane)")
+        return lane
+    busy = {r.lane for r in state.records(project)}
+    for ln in project.config.lanes:
+        if ln.name not in busy and isinstance(_choose(project, bl, ln.name, None), Task):
+            return ln.name
+    return None
+
+
+def _choose(project: Project, bl: backlogmod.Backlog, lane: str, task_id: str | None) -> Task | StopReason:
+    """The task to pick, or the reason to stop the lane."""
+    others = [r for r in state.records(project) if r.lane != lane]
+    solo_running = next((r for r in others if r.solo), None)
+    if solo_running is not None:
+        return StopReason(Stop.SOLO, f"solo task {solo_running.id} runs alone (lane {solo_running.lane})")
+    if task_id is not None:
+        task = bl.doc.task(task_id)
+        if bl.lane_of(task) != lane:
+            raise WfError(f"task {task_id} is in lane {bl.lane_of(task)}, not {lane}")
+        why = bl.blockers(task)
+        if why:
+            raise WfError(f"task {task_id} is not runner-ready: {'; '.join(why)}")
+        head = task  # naming a task overrides a hold: a person asked for it
+    else:
+        ready = [t for t in bl.runner_ready(lane) if not _held(project, bl, t)]
+        if not ready:
+            held = len(bl.runner_ready(lane))
+            counts = _lane_counts(bl, lane)
+            if held:
+                counts = ", ".join(x for x in (counts, f"{held} handed back, waiting for a person") if x)
+            text = f"no runner-ready task ({counts})" if counts else "no runner-ready task"
+            return StopReason(Stop.NO_WORK, text)
+        head = ready[0]
+    if head.sessions == "solo" and others:
+        return StopReason(Stop.SOLO, f"solo task {head.id} waits for other lanes")
+    return head
+
+
+def _held(project: Project, bl: backlogmod.Backlog, task: Task) -> bool:
+    return state.held(project, task.id, bl.doc.text[task.span[0] : task.span[1]]) is not None
+
+
+def _lane_counts(bl: backlogmod.Backlog, lane: str) -> str:
+    counts: dict[str, int] = {}
+    for t in bl.doc.tasks:
+        if bl.lane_of(t) == lane:
+            st = t.status.state
+            counts[st] = counts.get(st, 0) + 1
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))

@@ -1,0 +1,473 @@
+"""``wf orch post``: a worker's report, checked, applied by the outcome table, logged.
+
+``decide`` turns the report into an ``Outcome`` (post-checking a done, merging it if the
+worker did not); ``TABLE`` says, per outcome, what becomes of the task and of the lane;
+``apply`` carries that out. The one place that commits is ``wf merge`` (the merge and
+its archive commit): a status change, a note or a claim is never committed, and a
+person's uncommitted edits of TASKS.md stay where they are.
+
+The orch log line is written last and marks the post as made: a post killed before it
+is finished by the next one (a merge that happened is archived, never re-worked), and a
+post run again after it does not log twice.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from wf import backlog as backlogmod
+from wf import gitops, ops, worktrees
+from wf.errors import WfError
+from wf.fsutil import append_line
+from wf.lock import project_lock
+from wf.orch import state
+from wf.orch.pick import Pick, pick
+from wf.orch.state import LaneRecord, Outcome, Result, Stop, StopReason
+from wf.project import Project
+from wf.taskfile import check_id
+
+
+class Next(enum.Enum):
+    PICK = "pick"  # the lane goes on with its next task
+    RECOVERY = "recovery"  # the same task again, in place
+    STOP = "stop"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What an outcome does: the task's new status (None: leave it), the lane's next step,
+    the stop kind, whether the tree is freed, whether the loop holds the task back until
+    a person changes it."""
+
+    status: str | None
+    next: Next
+    stop: Stop | None = None
+    free_tree: bool = True
+    hold: bool = False
+
+
+TABLE: dict[Outcome, Rule] = {
+    Outcome.DONE: Rule(None, Next.PICK, free_tree=False),
+    Outcome.DONE_GATE_RED: Rule(None, Next.PICK, free_tree=False),
+    Outcome.MODEL_RAISED: Rule("pending", Next.PICK),
+    Outcome.SLICED: Rule("pending", Next.PICK),
+    Outcome.AWAITING: Rule("awaiting", Next.STOP, Stop.AWAITING),
+    Outcome.HANDBACK: Rule("pending", Next.STOP, Stop.HANDBACK, hold=True),
+    Outcome.WIP: Rule("wip", Next.STOP, Stop.WIP),
+    Outcome.POST_CHECK_RED: Rule("blocked", Next.STOP, Stop.POST_CHECK_RED),
+    Outcome.CRASHED_RECOVERY: Rule(None, Next.RECOVERY, free_tree=False),
+    Outcome.CRASHED_TWICE: Rule("blocked", Next.STOP, Stop.CRASHED_TWICE),
+    Outcome.RELEASED: Rule(None, Next.STOP, Stop.INFRA),
+}
+
+
+class Posted(NamedTuple):
+    lane: str
+    task: str
+    outcome: Outcome
+    commit: str | None
+    lines: list[str]
+    next: Pick | None
+
+    def text(self) -> str:
+        out = list(self.lines)
+        if self.next is not None:
+            out.append(self.next.text().rstrip("\n"))
+        return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class Decision:
+    outcome: Outcome
+    status_note: str | None  # the status's note (awaiting: the question; blocked: why)
+    stop_text: str | None
+    commit: str | None
+    lines: tuple[str, ...]
+    task_note: str | None = None  # a dated Note: line to add (handback)
+
+
+def post(
+    project: Project,
+    lane: str,
+    result: str,
+    *,
+    commit: str | None = None,
+    note: str | None = None,
+    agent: str | None = None,
+    session: str | None = None,
+    adapter: str | None = None,
+    duration: float | None = None,
+    no_pick: bool = False,
+    task_id: str | None = None,
+    owner: int | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> Posted:
+    """Post a worker's report. Everything up to the next pick runs under the project
+    lock (it changes TASKS.md and may merge in the main checkout); the next pick, which
+    readies a tree for seconds, runs after it."""
+    check_id(lane, "lane")
+    try:
+        res = Result(result)
+    except ValueError:
+        raise WfError(
+            f"unknown result {result!r}: expected one of {', '.join(r.value for r in Result)}"
+        ) from None
+    with project_lock(project.wf_dir, project.lock_timeout, on_wait):
+        rec = state.load(project, lane)
+        if rec is None:
+            raise WfError(f"lane {lane} has no active task (wf orch status); nothing to post")
+        if task_id is not None and task_id != rec.id:
+            raise WfError(
+                f"lane {lane} is working on {rec.id}, not {task_id}; nothing was changed (a repeated post?)"
+            )
+        if commit is not None and commit != "-" and not _commit_known(project, rec, commit):
+            raise WfError(f"no commit {commit} in this repository; nothing was changed")
+        if duration is None and rec.started_at:
+            duration = max(0.0, time.time() - rec.started_at)
+        logged = _logged(project, rec)
+        if logged is not None:  # a post that was killed after its log line: finish it
+            state.drop(project, lane)
+            stop = TABLE[logged].stop
+            nxt = (
+                None if stop is None else Pick(lane, StopReason(stop, f"{rec.id}: {logged.value}"), None, "")
+            )
+            return Posted(lane, rec.id, logged, None, [f"{rec.id}: {logged.value} (posted already)"], nxt)
+        d = decide(project, rec, res, _one_line(note), on_wait)
+        posted = apply(project, rec, d, agent=agent, session=session, adapter=adapter, duration=duration)
+    rule = TABLE[d.outcome]
+    if rule.next is Next.RECOVERY:
+        why = f"crashed{': ' + d.status_note if d.status_note else ''}"
+        return posted._replace(next=pick(project, lane, recovery=why, owner=owner, on_wait=on_wait))
+    if rule.next is Next.PICK and not no_pick:
+        return posted._replace(next=pick(project, lane, owner=owner, on_wait=on_wait))
+    return posted
+
+
+def release(project: Project, lane: str, why: str, *, on_wait: Callable[[str], None] | None = None) -> Posted:
+    """An infrastructure failure (the tool could not start, is not logged in, is out of
+    credit, offline, refused the model): the claim is released and the task is exactly as
+    it was before the pick (no note, no crash count, no commit); the lane stops."""
+    with project_lock(project.wf_dir, project.lock_timeout, on_wait):
+        rec = state.load(project, lane)
+        if rec is None:
+            raise WfError(f"lane {lane} has no active task; nothing to release")
+        task = backlogmod.load(project).doc.find(rec.id)
+        if task is not None and task.status.state == "progress":
+            _restore_status(project, rec.id, rec.prior_status, on_wait)
+        d = Decision(Outcome.RELEASED, None, why, None, ())
+        return apply(project, rec, d, agent=None, session=None, adapter=None, duration=None)
+
+
+def _restore_status(
+    project: Project, task_id: str, value: str | None, on_wait: Callable[[str], None] | None
+) -> None:
+    """Put back the Status line a claim replaced, as it was (no line: none)."""
+    from wf import edits
+
+    def change(bl: backlogmod.Backlog) -> ops.Change:
+        return ops.Change(tasks=edits.set_field(bl.doc, task_id, "status", value))
+
+    ops.transact(project, change, on_wait=on_wait)
+
+
+def _one_line(note: str | None) -> str:
+    note = " ".join((note or "").split())
+    return note[:297] + "..." if len(note) > 300 else note  # it goes into TASKS.md and a context
+
+
+def decide(
+    project: Project, rec: LaneRecord, res: Result, note: str, on_wait: Callable[[str], None] | None
+) -> Decision:
+    task = rec.id
+    lines: list[str] = []
+    if res is not Result.DONE and backlogmod.load(project).archive.find(task) is not None:
+        lines.append(f"{task} is already archived: posted as done")  # it merged before reporting
+        res = Result.DONE
+    if res is Result.DONE:
+        red, merge_commit = _post_check_done(project, rec, lines, on_wait)
+        if red:
+            return Decision(
+                Outcome.POST_CHECK_RED,
+                f"post-check red: {red}",
+                f"post-check red for {task}: {red}",
+                merge_commit,
+                tuple(lines),
+            )
+        from wf.orch import gate
+
+        outcome = Outcome.DONE
+        for sha in gate.unhandled_red(project):
+            fix = gate.add_fix_task(project, sha, rec.lane, rec.model, on_wait=on_wait)
+            outcome = Outcome.DONE_GATE_RED
+            lines.append(f"gate red at {sha[:12]}: added P0 task {fix}")
+        gate.start(project)
+        return Decision(outcome, None, None, merge_commit, tuple(lines))
+    if res is Result.SLICED:
+        kids = [t.id for t in backlogmod.load(project).doc.tasks if t.parent == task]
+        if not kids:
+            why = "reported sliced but no task has Parent: " + task
+            return Decision(
+                Outcome.POST_CHECK_RED,
+                "post-check red: sliced without slices",
+                f"post-check red for {task}: {why}",
+                None,
+                tuple(lines),
+            )
+        return Decision(Outcome.SLICED, None, None, None, (*lines, f"{task} sliced into {', '.join(kids)}"))
+    if res is Result.AWAITING:
+        return Decision(
+            Outcome.AWAITING,
+            note or "a question (the worker gave none)",
+            f"{task} awaits an answer: {note or '(no question given)'}",
+            None,
+            tuple(lines),
+        )
+    if res is Result.WIP:
+        return Decision(
+            Outcome.WIP, note or "unfinished", f"{task} is wip: {note or '(no note)'}", None, tuple(lines)
+        )
+    if res is Result.HANDBACK:
+        current = backlogmod.load(project).doc.find(task)
+        handback = f"handback: {note or '(no reason given)'}"
+        if current is not None and current.model and current.model != rec.model:
+            # the worker raised the model: go on; the next pick (of that model's lane) uses it
+            lines.append(f"{task} goes back to the queue with model {current.model}")
+            return Decision(Outcome.MODEL_RAISED, None, None, None, tuple(lines), handback)
+        return Decision(
+            Outcome.HANDBACK,
+            None,
+            f"{task} handed back: {note or '(no reason given)'}",
+            None,
+            tuple(lines),
+            handback,
+        )
+    # crashed: one recovery pick, then blocked
+    if rec.crashes == 0:
+        return Decision(
+            Outcome.CRASHED_RECOVERY, note or None, None, None, (f"{task} crashed: one recovery pick",)
+        )
+    return Decision(Outcome.CRASHED_TWICE, "crashed twice", f"{task} crashed twice", None, tuple(lines))
+
+
+def apply(
+    project: Project,
+    rec: LaneRecord,
+    d: Decision,
+    *,
+    agent: str | None,
+    session: str | None,
+    adapter: str | None,
+    duration: float | None,
+) -> Posted:
+    """Carry out the outcome table's row for a decision (under the project lock)."""
+    rule = TABLE[d.outcome]
+    task_id = rec.id
+    bl = backlogmod.load(project)
+    task = bl.doc.find(task_id)
+    if task is not None and rule.status is not None:
+        ops.set_status(project, task_id, rule.status, d.status_note, force=True)
+    if task is not None and d.task_note:
+        ops.add_note(project, task_id, d.task_note)
+    if rule.hold:
+        now = backlogmod.load(project).doc.find(task_id)
+        if now is not None:
+            text = backlogmod.load(project).doc.text[now.span[0] : now.span[1]]
+            state.hold(project, task_id, text, rec.started, d.outcome.value)
+    if rule.free_tree or d.outcome is Outcome.POST_CHECK_RED:
+        _free_tree(project, rec)
+    _cost(project, rec, agent, session, adapter, duration, done=d.outcome.done)
+    _log(project, rec, d.outcome, d.commit, duration)
+    if rule.next is Next.RECOVERY:
+        state.save(project, rec.but(crashes=1))
+    else:
+        state.drop(project, rec.lane)
+    lines = [f"{task_id}: {d.outcome.value}" + (f" as {d.commit[:12]}" if d.commit else ""), *d.lines]
+    if d.outcome is Outcome.CRASHED_RECOVERY:
+        lines = list(d.lines)
+    stop = None
+    if rule.stop is not None:
+        stop = Pick(rec.lane, StopReason(rule.stop, d.stop_text or d.outcome.value), None, "")
+    return Posted(rec.lane, task_id, d.outcome, d.commit, lines, stop)
+
+
+def _commit_known(project: Project, rec: LaneRecord, commit: str) -> bool:
+    if not all(c in "0123456789abcdef" for c in commit.lower()) or not 4 <= len(commit) <= 64:
+        return False
+    if gitops.commit_exists(project.root, commit):
+        return True
+    tree = Path(rec.worktree) if rec.worktree else None
+    return tree is not None and (tree / ".git").exists() and gitops.commit_exists(tree, commit)
+
+
+def _post_check_done(
+    project: Project, rec: LaneRecord, lines: list[str], on_wait: Callable[[str], None] | None
+) -> tuple[str | None, str | None]:
+    """(what is red, or None; the merge commit). The post-checks of a done: archived,
+    branch gone, ``wf check`` clean, tree clean, its HEAD in main."""
+    from wf import merge
+
+    root = project.root
+    main = worktrees.main_branch(project)
+    entry = backlogmod.load(project).archive.find(rec.id)
+    if entry is None:
+        tip = gitops.rev(root, rec.branch)
+        tree = Path(rec.worktree) if rec.worktree else None
+        if (
+            tip is None
+            and tree is not None
+            and (tree / ".git").is_dir()
+            and gitops.branch_exists(tree, rec.branch)
+        ):
+            tip = gitops.rev(tree, f"refs/heads/{rec.branch}")  # a clone's branch, fetched by the merge
+        if tip is None:
+            return f"no branch {rec.branch} and {rec.id} is not archived", None
+        main_sha = gitops.rev(root, main) or main
+        if (
+            gitops.commit_exists(root, tip)
+            and gitops.is_ancestor(root, tip, main_sha)
+            and gitops.find_merge_of(root, main_sha, tip) is None
+        ):
+            return f"{rec.branch} has no commits of its own", None
+        try:
+            outcome = merge.merge(project, rec.branch, root, on_wait=on_wait)
+        except WfError as e:
+            return f"merge failed: {str(e).splitlines()[0]}", None
+        lines.append(
+            f"merged {rec.branch} (the worker had not)"
+            if not outcome.already
+            else f"finished the merge of {rec.branch}"
+        )
+        lines.extend(f"note: {n}" for n in outcome.notes)
+        entry = backlogmod.load(project).archive.find(rec.id)
+    bl = backlogmod.load(project)
+    if entry is None:
+        return f"{rec.id} is not in the archive", None
+    if gitops.branch_exists(root, rec.branch):
+        return f"branch {rec.branch} still exists", entry.commit
+    errors = bl.errors()
+    if errors:
+        return f"wf check has {len(errors)} error(s): {errors[0]}", entry.commit
+    if rec.worktree and (Path(rec.worktree) / ".git").exists():
+        tree = Path(rec.worktree)
+        if gitops.dirty_paths(tree):
+            return f"the worktree {tree} has uncommitted changes", entry.commit
+        head = gitops.rev(tree, "HEAD")
+        main_sha = gitops.rev(root, main) or main
+        if head is None or not (
+            gitops.commit_exists(root, head) and gitops.is_ancestor(root, head, main_sha)
+        ):
+            return f"the worktree's HEAD is not in {main}", entry.commit
+    return None, entry.commit if entry.commit != "-" else None
+
+
+def _free_tree(project: Project, rec: LaneRecord) -> None:
+    """The worker is gone: its tree can take the lane's next task. The task's branch is
+    kept while it has commits main does not (two guards: this is-merged check, and
+    ``git branch -d``, which refuses unmerged work); a branch with no commits of its own
+    is deleted, so the next pick of the task starts from main."""
+    root = project.root
+    for wt in worktrees.records(project):
+        if wt.task != rec.id:
+            continue
+        with project_lock(project.wf_dir, worktrees.WT_LOCK_TIMEOUT, None, name="wt.lock"):
+            worktrees.release(project, wt.name)
+            tree = Path(wt.path)
+            tip = gitops.rev(root, rec.branch)
+            main_sha = gitops.rev(root, worktrees.main_branch(project))
+            if tip is None or main_sha is None or not gitops.is_ancestor(root, tip, main_sha):
+                continue  # the branch holds work main does not have: keep it
+            if (tree / ".git").is_file() and gitops.current_branch(tree) == rec.branch:
+                if gitops.dirty_paths(tree):
+                    continue
+                gitops.detach(tree, tip)
+            try:
+                gitops.delete_branch(root, rec.branch)
+            except gitops.GitError:
+                pass
+
+
+def _log_key(rec: LaneRecord) -> str:
+    return f"lane={rec.lane} model={rec.model} id={rec.id} pick={rec.pick_id or rec.started}"
+
+
+def _logged(project: Project, rec: LaneRecord) -> Outcome | None:
+    """The outcome this pick's post already logged (a post killed after its log line), or
+    None. A crash that led to a recovery pick logs with the same pick stamp: only a final
+    outcome counts."""
+    path = project.out_dir / "wf-orch.log"
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 65536))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    key = _log_key(rec) + " outcome="
+    for line in reversed(tail.splitlines()):
+        at = line.find(key)
+        if at >= 0:
+            word = line[at + len(key) :].split(" ", 1)[0]
+            try:
+                outcome = Outcome(word)
+            except ValueError:
+                continue
+            if outcome is not Outcome.CRASHED_RECOVERY:
+                return outcome
+    return None
+
+
+def _log(
+    project: Project, rec: LaneRecord, outcome: Outcome, commit: str | None, duration: float | None
+) -> None:
+    ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    dur = "-" if duration is None else str(round(duration))
+    append_line(
+        project.out_dir / "wf-orch.log",
+        f"ts={ts} {_log_key(rec)} outcome={outcome.value} commit={commit or '-'} dur_s={dur}",
+    )
+
+
+def _cost(
+    project: Project,
+    rec: LaneRecord,
+    agent: str | None,
+    session: str | None,
+    adapter: str | None,
+    duration: float | None,
+    *,
+    done: bool,
+) -> None:
+    from wf import costlog, usage
+
+    found: tuple[usage.Cost, str] | None
+    if agent:
+        found = usage.for_agent(agent)
+    elif session:
+        found = usage.for_session(adapter or "claude", session)
+    else:
+        return
+    if found is None:
+        return
+    cost, kind = found
+    effort = None
+    task = backlogmod.load(project).doc.find(rec.id)
+    if task is not None and task.effort is not None:
+        effort = f"{task.effort:g}"
+    line = costlog.line_for(
+        cost,
+        ts=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        project=project.root.name,
+        task_id=rec.id,
+        agent=agent or session,
+        kind=kind,
+        lane=rec.lane,
+        effort=effort,
+        done=done,
+        duration=duration,
+    )
+    costlog.append(project.root, line)

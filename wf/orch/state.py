@@ -1,0 +1,245 @@
+"""The typed state of orchestration: results, outcomes, stop reasons and lane records.
+
+A worker reports a ``Result``; ``post`` turns it into an ``Outcome`` through the outcome
+table (``wf.orch.post.TABLE``); a lane that cannot go on carries a ``StopReason`` whose
+``Stop`` kind knows whether it is soft (the lane may have work again later in the same
+run), whether a person is needed, and whether it is an error. Code branches on these
+types; the words a person reads are made from them at the edge.
+
+A lane's active task lives in ``.wf/orch/<lane>.json`` (a ``LaneRecord``); a task the
+loop handed back and that waits for a person to change it lives in
+``.wf/orch/held/<id>.json`` (a ``Held``). Both load through ``wf.records``: a corrupt
+record is reported, never read as "none".
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from wf import records as store
+from wf.project import Project
+from wf.taskfile import check_id
+
+MAX_RECOVERIES = 3  # interruptions and crashes together: a task is never re-picked without end
+WHO = "worker"
+
+
+class Result(enum.StrEnum):
+    """What a worker reported (``crashed``: it ended without a report)."""
+
+    DONE = "done"
+    AWAITING = "awaiting"
+    HANDBACK = "handback"
+    WIP = "wip"
+    SLICED = "sliced"
+    CRASHED = "crashed"
+
+
+class Outcome(enum.StrEnum):
+    """What ``post`` made of a report (the orch log's ``outcome=``)."""
+
+    DONE = "done"
+    DONE_GATE_RED = "done-gate-red"
+    MODEL_RAISED = "model-raised"
+    SLICED = "sliced"
+    AWAITING = "awaiting"
+    HANDBACK = "handback"
+    WIP = "wip"
+    POST_CHECK_RED = "post-check-red"
+    CRASHED_RECOVERY = "crashed-recovery"
+    CRASHED_TWICE = "crashed-twice"
+    RELEASED = "released"  # an infrastructure failure: the claim was released
+
+    @property
+    def done(self) -> bool:
+        return self in (Outcome.DONE, Outcome.DONE_GATE_RED)
+
+
+class Stop(enum.Enum):
+    """Why a lane stopped: (soft, a person is needed, an error)."""
+
+    NO_WORK = (True, False, False)
+    SOLO = (True, False, False)
+    HELD = (True, False, False)  # another run or an interactive orchestrator holds the lane
+    STOP_FILE = (False, False, False)
+    TIME_UP = (False, False, False)
+    AWAITING = (False, True, False)
+    HANDBACK = (False, True, False)
+    WIP = (False, True, False)
+    POST_CHECK_RED = (False, True, False)
+    CRASHED_TWICE = (False, True, False)
+    REPICKED = (False, True, False)
+    INFRA = (False, False, True)  # the tool could not run: nothing of the task's doing
+    ERROR = (False, False, True)  # wf could not get past an error
+
+    def __init__(self, soft: bool, person: bool, error: bool) -> None:
+        self.soft = soft
+        self.person = person
+        self.error = error
+
+
+@dataclass(frozen=True)
+class StopReason:
+    kind: Stop
+    text: str
+
+
+def exit_code(stops: list[StopReason]) -> int:
+    """``wf orch run``: 1 if an error stopped a lane, else 4 if a person is needed, else 0."""
+    if any(s.kind.error for s in stops):
+        return 1
+    if any(s.kind.person for s in stops):
+        return 4
+    return 0
+
+
+class RecordState(enum.StrEnum):
+    PICKING = "picking"  # claimed, tree not ready yet
+    READY = "ready"
+
+
+@dataclass(frozen=True)
+class LaneRecord:
+    id: str
+    lane: str
+    model: str
+    worktree: str | None
+    branch: str
+    base: str | None
+    started: str
+    state: RecordState
+    slice: bool = False
+    solo: bool = False
+    recovery: str | None = None
+    crashes: int = 0
+    pid: int | None = None  # a headless worker's pid
+    run: str | None = None
+    unit: str | None = None
+    started_at: float = 0.0
+    picker: int | None = None  # the pid of the pick that is readying the tree
+    owner: int | None = None  # the pid of the wf orch run supervising it; None: interactive
+    recoveries: int = 0  # re-picks in place, whatever the reason
+    adapter: str | None = None  # the tool of a headless worker
+    prior_status: str | None = None  # the task's Status value before the claim (None: no line)
+    pick_id: str = ""  # names this pick in the orch log: a post is never logged twice
+    token: str | None = None  # the worker's unit token: its whole tree can be found and ended
+
+    def but(self, **changes: Any) -> LaneRecord:
+        return replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return store.as_dict(self)
+
+
+@dataclass(frozen=True)
+class Held:
+    """A task the loop handed back: not picked again until a person changes its text."""
+
+    id: str
+    digest: str
+    since: str
+    why: str
+
+
+def _dir(project: Project) -> Path:
+    return project.wf_dir / "orch"
+
+
+def record_path(project: Project, lane: str) -> Path:
+    return _dir(project) / f"{check_id(lane, 'lane')}.json"
+
+
+def load(project: Project, lane: str) -> LaneRecord | None:
+    """The lane's record, None if it has none; CorruptRecord if it cannot be trusted."""
+    return store.load(LaneRecord, record_path(project, lane))
+
+
+def save(project: Project, rec: LaneRecord) -> None:
+    store.save(record_path(project, rec.lane), rec)
+
+
+def drop(project: Project, lane: str) -> None:
+    record_path(project, lane).unlink(missing_ok=True)
+
+
+def record_files(project: Project) -> list[Path]:
+    folder = _dir(project)
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def records(project: Project) -> list[LaneRecord]:
+    """Every lane record (CorruptRecord on the first that cannot be trusted)."""
+    out = []
+    for f in record_files(project):
+        rec = store.load(LaneRecord, f)
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+def stop_file(project: Project) -> Path:
+    return project.out_dir / "wf-batch.stop"
+
+
+# ------------------------------------------------------------------ held tasks
+
+
+def task_digest(text: str) -> str:
+    """A task's text, blank lines at its end aside (a task appended after it moves them)."""
+    return hashlib.blake2b(text.rstrip().encode("utf-8"), digest_size=16).hexdigest()
+
+
+def _held_path(project: Project, task_id: str) -> Path:
+    return _dir(project) / "held" / f"{check_id(task_id, 'task id')}.json"
+
+
+def hold(project: Project, task_id: str, text: str, since: str, why: str) -> None:
+    store.save(_held_path(project, task_id), Held(task_id, task_digest(text), since, why))
+
+
+def held(project: Project, task_id: str, text: str) -> Held | None:
+    """The hold on a task if its text is still what the loop left; a hold whose task a
+    person changed since is dropped (None)."""
+    path = _held_path(project, task_id)
+    rec = store.load(Held, path)
+    if rec is None:
+        return None
+    if rec.digest != task_digest(text):
+        path.unlink(missing_ok=True)
+        return None
+    return rec
+
+
+def unhold(project: Project, task_id: str) -> None:
+    _held_path(project, task_id).unlink(missing_ok=True)
+
+
+def status(project: Project) -> list[dict[str, Any]]:
+    """Every lane record with its age and whether its worker lives; a record that cannot
+    be trusted is listed with ``corrupt`` saying why (``wf doctor --fix`` moves it aside)."""
+    import time
+
+    from wf import procs
+
+    out: list[dict[str, Any]] = []
+    now = time.time()
+    for f in record_files(project):
+        try:
+            rec = store.load(LaneRecord, f)
+        except store.CorruptRecord as e:
+            out.append({"lane": f.stem, "corrupt": e.why, "path": str(f)})
+            continue
+        if rec is None:
+            continue
+        out.append(
+            {
+                **rec.as_dict(),
+                "age_s": round(now - rec.started_at) if rec.started_at else None,
+                "worker_alive": procs.alive(rec.pid) if rec.pid else None,
+            }
+        )
+    return out
