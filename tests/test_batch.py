@@ -130,10 +130,12 @@ def test_dry_run_prints_everything_and_starts_nothing(b: Batch) -> None:
     out = r.stdout
     assert "lanes: a\n" in out and "tasks: at most 2" in out
     assert "orch run a --max-tasks 2 --for 21600s" in out
-    assert "memory: 4.0G (default (no history))" in out
-    assert "for: 6h00m, nothing new starts after it (default (no history))" in out
+    assert "memory: 4.0G (default, no history)" in out
+    assert "for: 6h00m, nothing new starts after it (default, no history)" in out
     assert "backend: " in out and "WF_RES_TOKEN=" in out
-    made = {p.relative_to(b.root).parts[:2] for p in b.root.rglob("*") if p.is_file() and ".git" not in p.parts}
+    made = {
+        p.relative_to(b.root).parts[:2] for p in b.root.rglob("*") if p.is_file() and ".git" not in p.parts
+    }
     assert {x for x in made if x[0] in (".wf", "out") and x != (".wf", "cache")} == set()  # no file
     assert git(b.root, "status", "--porcelain") == ""  # no claim
     assert b.status("a1") == "pending"
@@ -145,7 +147,13 @@ def test_dry_run_takes_limits_from_history(b: Batch) -> None:
     three_ready(b)
     hist = Path(os.environ["XDG_STATE_HOME"]) / "wf" / "res" / "hist.jsonl"
     hist.parent.mkdir(parents=True)
-    row = {"id": "20260101-000000-1", "title": "wf-batch", "state": "done", "peak_rss": 600 << 20, "dur_s": 3600}
+    row = {
+        "id": "20260101-000000-1",
+        "title": "wf-batch",
+        "state": "done",
+        "peak_rss": 600 << 20,
+        "dur_s": 3600,
+    }
     hist.write_text(json.dumps(row) + "\n")
     out = b.batch("2", "--dry-run").stdout
     assert "memory: 768M (history: 1.25 x the peak of 1 done batch(es))" in out

@@ -29,8 +29,8 @@ def res() -> None:
 
 
 def _limits(mem: str | None, cpus: str | None, for_: str | None) -> Any:
+    from wf.orch.resbackend import Limits
     from wf.quantity import parse_cpus, parse_duration, parse_size
-    from wf.resbackend import Limits
 
     return Limits(
         parse_size(mem, "--mem") if mem else None,
@@ -86,7 +86,7 @@ def res_run(
     """
     import os
 
-    from wf import res as resmod
+    from wf.orch import res as resmod
 
     cmd = list(argv[1:] if argv and argv[0] == "--" else argv)
     if not cmd:
@@ -118,7 +118,7 @@ def res_hist(title: str | None, limit: int, as_json: bool) -> None:
     Example:
       wf res hist --title wf-batch --limit 5
     """
-    from wf import res as resmod
+    from wf.orch import res as resmod
     from wf.quantity import fmt_duration, fmt_size
 
     resmod.sweep()
@@ -156,7 +156,7 @@ def res_ls(as_json: bool) -> None:
     Example:
       wf res ls --json
     """
-    from wf import res as resmod
+    from wf.orch import res as resmod
 
     jobs = resmod.running()
     lines = [f"{_job_line(j)} pid={j.pid} since {j.start}" for j in jobs] or ["no running jobs"]
@@ -174,7 +174,7 @@ def res_stop(job_id: str, as_json: bool) -> None:
     Example:
       wf res stop 20261201-230000-4242
     """
-    from wf import res as resmod
+    from wf.orch import res as resmod
 
     job = resmod.stop(job_id)
     _print(as_json, job.as_dict(), [_job_line(job)])
@@ -224,7 +224,7 @@ def batch(
       wf batch 5 --dry-run
       wf batch --status          wf batch --stop
     """
-    from wf import batch as batchmod
+    from wf.orch import batch as batchmod
 
     modes = sum(bool(x) for x in (n is not None, show_status, stop_))
     if modes != 1:
@@ -282,7 +282,7 @@ def batch_job(ctx: click.Context, stamp: str, ready_fd: int | None) -> int:
     """The detached batch (started by wf batch N)."""
     import re
 
-    from wf import batch as batchmod
+    from wf.orch import batch as batchmod
 
     if not re.fullmatch(r"\d{8}T\d{6}Z", stamp):
         raise click.UsageError(f"stamp {stamp!r}: expected YYYYMMDDTHHMMSSZ")

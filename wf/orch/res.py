@@ -28,11 +28,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from wf import procs, resbackend
+from wf import procs
 from wf.errors import UsageError, WfError
 from wf.fsutil import append_line, atomic_write_text
 from wf.lock import project_lock
-from wf.resbackend import Backend, Limits
+from wf.orch import resbackend
+from wf.orch.resbackend import Backend, Limits
 
 TOKEN_VAR = "WF_RES_TOKEN"  # every process of a job's tree carries it
 JOB_VAR = "WF_RES_JOB"

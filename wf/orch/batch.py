@@ -24,14 +24,15 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from wf import procs, res, resbackend
-from wf.batchlog import Follower, summary_header
+from wf import procs
 from wf.errors import LockTimeout, UsageError, WfError
 from wf.fsutil import append_line, atomic_write_text
 from wf.lock import project_lock
+from wf.orch import res, resbackend
+from wf.orch.batchlog import Follower, summary_header
+from wf.orch.resbackend import Limits
 from wf.project import Project
 from wf.quantity import fmt_duration, fmt_size, parse_duration, parse_size
-from wf.resbackend import Limits
 
 TITLE = "wf-batch"
 DEFAULT_MEM = 4 << 30
@@ -54,7 +55,9 @@ class End(enum.StrEnum):
 
 
 def stop_file(project: Project) -> Path:
-    return project.out_dir / "wf-batch.stop"
+    from wf.orch import state
+
+    return state.stop_file(project)
 
 
 def _dir(project: Project) -> Path:
@@ -129,13 +132,13 @@ def plan(
     elif sugg.mem:
         mem_b, sources["mem"] = sugg.mem, f"history: 1.25 x the peak of {sugg.based_on} done batch(es)"
     else:
-        mem_b, sources["mem"] = DEFAULT_MEM, "default (no history)"
+        mem_b, sources["mem"] = DEFAULT_MEM, "default, no history"
     if for_:
         for_s, sources["for"] = parse_duration(for_, "--for"), "--for"
     elif sugg.for_s:
         for_s, sources["for"] = sugg.for_s, f"history: 1.5 x the longest of {sugg.based_on} done batch(es)"
     else:
-        for_s, sources["for"] = DEFAULT_FOR, "default (no history)"
+        for_s, sources["for"] = DEFAULT_FOR, "default, no history"
     wall = round(for_s * 1.5 + TAIL)
     sources["wall"] = f"--for x 1.5 + {fmt_duration(TAIL)}: running workers finish their task"
     argv = (
@@ -440,6 +443,14 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
     return 0
 
 
+def _loop_exit(job: res.Job) -> str:
+    """What the loop's own exit status says (``wf orch run``: 4 a person is needed, 1 an error)."""
+    if job.state is not res.State.FAILED:
+        return ""
+    meaning = {4: "a person is needed", 1: "an error it could not get past"}.get(job.exit or 0, "")
+    return f"wf orch run exit {job.exit}" + (f": {meaning}" if meaning else "")
+
+
 def _why_ended(project: Project, p: Plan, job: res.Job, follower: Follower) -> End:
     if job.state in (res.State.OOM, res.State.TIMEOUT, res.State.KILLED):
         return End(job.state.value)
@@ -460,14 +471,14 @@ def status(project: Project) -> dict[str, Any]:
     rec = newest(project)
     if rec is None:
         return {"alive": False, "job": None}
-    from wf.batchlog import needs_person
+    from wf.orch.batchlog import needs_person
 
     summary = project.root / rec.summary
     try:
         tail = summary.read_text("utf-8").splitlines()[-12:]
     except OSError:
         tail = []
-    from wf import orch
+    from wf.orch import state
 
     return {
         "stamp": rec.stamp,
@@ -481,7 +492,7 @@ def status(project: Project) -> dict[str, Any]:
         "ended": rec.ended,
         "summary": str(summary),
         "tail": tail,
-        "lanes": orch.status(project),
+        "lanes": state.status(project),
         "needs_person": needs_person(project, rec),
     }
 
@@ -491,7 +502,7 @@ def stop(project: Project) -> list[str]:
     path = stop_file(project)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, f"stop requested {res.now_iso()}\n")
-    from wf import orch
+    from wf.orch import state
 
     rec = live(project)
     lines = [f"wrote {path.relative_to(project.root)}: running tasks finish, nothing new starts"]
@@ -499,6 +510,6 @@ def stop(project: Project) -> list[str]:
         lines.append("no batch is running (the stop file also stops wf orch pick and wf orch run)")
     else:
         lines.append(f"batch {rec.stamp} ({_describe(rec)}) ends when its running tasks end")
-    for r in orch.status(project):
+    for r in state.status(project):
         lines.append(f"still running: {r['lane']}: {r['id']}")
     return lines

@@ -20,11 +20,20 @@ from wf.project import Project
 from wf.quantity import fmt_duration, fmt_size
 
 if TYPE_CHECKING:
-    from wf.batch import Plan, Record
+    from wf.orch.batch import Plan, Record
 
-DONE_OUTCOMES = ("done", "done-gate-red")  # the orch log's outcomes that archived the task
 _STOP = re.compile(r"stop lane ([a-z0-9][a-z0-9-]*): (.*)$")
 _TASK_LINE = re.compile(r"- \d\d:\d\d (\S+) (\S+) (\S+) commit=\S+ \$(\S+) \S+$")
+
+
+def _done(outcome: str) -> bool:
+    """Whether an orch log outcome archived the task."""
+    from wf.orch.state import Outcome
+
+    try:
+        return Outcome(outcome).done
+    except ValueError:
+        return False
 
 
 def _kv(line: str) -> dict[str, str]:
@@ -134,7 +143,7 @@ class Follower:
 
     def footer(self, reason: str, note: str = "") -> None:
         tasks = self._task_lines()
-        done = sum(1 for m in tasks if m.group(3) in DONE_OUTCOMES)
+        done = sum(1 for m in tasks if _done(m.group(3)))
         total = sum(float(m.group(4)) for m in tasks if m.group(4) != "?")
         unpriced = sum(1 for m in tasks if m.group(4) == "?")
         try:
