@@ -239,11 +239,13 @@ def batch(
             click.echo(line)
         return 0
     assert n is not None
-    plan = batchmod.plan(
+    from wf.orch import batchplan
+
+    plan = batchplan.plan(
         proj, n, lanes=[x for x in lanes.split(",") if x] if lanes else None, for_=for_, mem=mem
     )
     if dry_run:
-        for line in batchmod.dry_run_lines(plan):
+        for line in batchplan.dry_run_lines(plan):
             click.echo(line)
         return 0
     started = batchmod.start(proj, plan)

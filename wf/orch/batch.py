@@ -14,219 +14,32 @@ record is ``.wf/batch/<stamp>.json``.
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 import select
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
 from wf import procs
-from wf.errors import LockTimeout, UsageError, WfError
+from wf.errors import LockTimeout, WfError
 from wf.fsutil import append_line, atomic_write_text
 from wf.lock import project_lock
-from wf.orch import res, resbackend
+from wf.orch import res
 from wf.orch.batchlog import Follower, summary_header
-from wf.orch.resbackend import Limits
+from wf.orch.batchplan import (
+    TITLE,
+    End,
+    Plan,
+    Record,
+    newest,
+    records,
+    save,
+    stop_file,
+)
+from wf.orch.batchplan import folder as _dir
 from wf.project import Project
-from wf.quantity import fmt_duration, fmt_size, parse_duration, parse_size
-
-TITLE = "wf-batch"
-DEFAULT_MEM = 4 << 30
-DEFAULT_FOR = 6 * 3600.0
-TAIL = 600.0  # the wall limit is --for x 1.5 + this: running workers finish their task
-
-
-class End(enum.StrEnum):
-    """Why a batch ended (the summary's footer)."""
-
-    N_REACHED = "N reached"
-    ALL_STOPPED = "all lanes stopped"
-    FOR = "--for"
-    STOP_FILE = "stop file"
-    OOM = "oom"
-    TIMEOUT = "timeout"
-    KILLED = "killed"
-    LOST = "lost"
-    FAILED = "failed to start"
-
-
-def stop_file(project: Project) -> Path:
-    from wf.orch import state
-
-    return state.stop_file(project)
-
-
-def _dir(project: Project) -> Path:
-    return project.wf_dir / "batch"
-
-
-# ------------------------------------------------------------------ the plan
-
-
-@dataclass(frozen=True)
-class Plan:
-    n: int
-    lanes: tuple[str, ...]
-    for_s: float  # nothing new starts after it
-    limits: Limits  # the res job's: memory, and the wall backstop
-    sources: dict[str, str]  # "mem", "for" -> where the value came from
-    argv: tuple[str, ...]
-    env: dict[str, str]  # what wf sets for the job, beyond its own environment
-    backend: str
-    skipped: dict[str, str]
-    root: str
-
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["limits"] = self.limits.as_dict()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Plan:
-        return cls(
-            **{
-                **d,
-                "lanes": tuple(d["lanes"]),
-                "argv": tuple(d["argv"]),
-                "limits": Limits.from_dict(d["limits"]),
-            }
-        )
-
-
-def ready_lanes(project: Project) -> list[str]:
-    """Lanes (in wf.toml's order) with runner-ready work."""
-    from wf import backlog
-
-    bl = backlog.load(project)
-    return [ln.name for ln in project.config.lanes if bl.runner_ready(ln.name)]
-
-
-def plan(
-    project: Project,
-    n: int,
-    *,
-    lanes: list[str] | None = None,
-    for_: str | None = None,
-    mem: str | None = None,
-) -> Plan:
-    """What ``wf batch N`` would run, and where each limit came from."""
-    from wf.taskfile import check_id
-
-    if n < 1:
-        raise UsageError("N: expected a number of tasks, 1 or more")
-    if lanes:
-        names = [check_id(x, "lane") for x in lanes]
-        for name in names:
-            if project.config.lane(name) is None:
-                raise WfError(f"no lane {name!r} (wf lanes)")
-    else:
-        names = ready_lanes(project)
-    sugg = res.suggest(TITLE)
-    sources: dict[str, str] = {}
-    if mem:
-        mem_b, sources["mem"] = parse_size(mem, "--mem"), "--mem"
-    elif sugg.mem:
-        mem_b, sources["mem"] = sugg.mem, f"history: 1.25 x the peak of {sugg.based_on} done batch(es)"
-    else:
-        mem_b, sources["mem"] = DEFAULT_MEM, "default, no history"
-    if for_:
-        for_s, sources["for"] = parse_duration(for_, "--for"), "--for"
-    elif sugg.for_s:
-        for_s, sources["for"] = sugg.for_s, f"history: 1.5 x the longest of {sugg.based_on} done batch(es)"
-    else:
-        for_s, sources["for"] = DEFAULT_FOR, "default, no history"
-    wall = round(for_s * 1.5 + TAIL)
-    sources["wall"] = f"--for x 1.5 + {fmt_duration(TAIL)}: running workers finish their task"
-    argv = (
-        sys.executable, "-m", "wf", "-C", str(project.root), "orch", "run", *names,
-        "--max-tasks", str(n), "--for", f"{round(for_s)}s",
-    )  # fmt: skip
-    limits = Limits(mem=mem_b, cpus=None, for_s=float(wall))
-    backend = resbackend.plan(list(argv), limits, "<job>")
-    env = {res.TOKEN_VAR: "<per job>", res.JOB_VAR: "<job id>"}
-    return Plan(
-        n,
-        tuple(names),
-        for_s,
-        limits,
-        sources,
-        argv,
-        env,
-        backend.backend.value,
-        backend.skipped,
-        str(project.root),
-    )
-
-
-def dry_run_lines(p: Plan) -> list[str]:
-    skipped = "; ".join(f"{k} skipped: {v}" for k, v in p.skipped.items())
-    return [
-        "batch (dry run): nothing started, nothing claimed, no file written",
-        f"lanes: {', '.join(p.lanes) or '-'}" + ("" if p.lanes else " (no lane has runner-ready work)"),
-        f"tasks: at most {p.n}",
-        f"backend: {p.backend}" + (f" ({skipped})" if skipped else ""),
-        f"argv: {' '.join(p.argv)}",
-        "env: " + " ".join(f"{k}={v}" for k, v in p.env.items()),
-        f"memory: {fmt_size(p.limits.mem)} ({p.sources['mem']})",
-        f"for: {fmt_duration(p.for_s)}, nothing new starts after it ({p.sources['for']})",
-        f"wall limit: {fmt_duration(p.limits.for_s)} ({p.sources['wall']})",
-        "summary: out/wf-batch-<UTC stamp>.md; stop file: out/wf-batch.stop",
-    ]
-
-
-# ------------------------------------------------------------------ the record
-
-
-@dataclass(frozen=True)
-class Record:
-    stamp: str
-    started: str
-    summary: str  # relative to the project root
-    log: str
-    plan: dict[str, Any]
-    pid: int = 0  # the batch job (also the res supervisor)
-    pid_start: float | None = None
-    job: str | None = None
-    state: str = "running"  # running | ended
-    ended: str | None = None
-    job_state: str | None = None
-    exit: int | None = None
-    reason: str | None = None
-    offsets: dict[str, int] = field(default_factory=dict)
-    known_ids: tuple[str, ...] = ()
-
-    @property
-    def alive(self) -> bool:
-        return self.state == "running" and procs.same_process(self.pid, self.pid_start)
-
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["known_ids"] = list(self.known_ids)
-        return d
-
-
-def save(project: Project, rec: Record) -> None:
-    atomic_write_text(_dir(project) / f"{rec.stamp}.json", json.dumps(rec.as_dict(), indent=1) + "\n")
-
-
-def records(project: Project) -> list[Record]:
-    out = []
-    for f in sorted(_dir(project).glob("*.json")):
-        try:
-            d = json.loads(f.read_text("utf-8"))
-            out.append(Record(**{**d, "known_ids": tuple(d.get("known_ids") or ())}))
-        except (OSError, ValueError, TypeError):
-            continue
-    return out
-
-
-def newest(project: Project) -> Record | None:
-    recs = records(project)
-    return recs[-1] if recs else None
 
 
 def finish_dead(project: Project, found_by: str) -> list[Record]:

@@ -20,7 +20,7 @@ from wf.project import Project
 from wf.quantity import fmt_duration, fmt_size
 
 if TYPE_CHECKING:
-    from wf.orch.batch import Plan, Record
+    from wf.orch.batchplan import Plan, Record
 
 _STOP = re.compile(r"stop lane ([a-z0-9][a-z0-9-]*): (.*)$")
 _TASK_LINE = re.compile(r"- \d\d:\d\d (\S+) (\S+) (\S+) commit=\S+ \$(\S+) \S+$")
