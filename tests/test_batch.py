@@ -204,3 +204,55 @@ def test_a_killed_batch_is_finished_and_recovered_by_the_next(b: Batch) -> None:
     assert sorted(b.archived()) == ["h1", "h2"]
     outcomes = [x.split()[2:5] for x in b.summary(st) if " commit=" in x]
     assert ["a", "h1", "done"] in outcomes
+
+
+def test_the_batch_lock_refuses_a_second_job_even_without_a_record(b: Batch) -> None:
+    """The second guard: two batches started at the same instant both pass the record
+    check; the lock the job holds for its life lets only one run."""
+    from wf.lock import project_lock
+
+    three_ready(b)
+    with project_lock(b.root / ".wf", timeout=1, name="batch.lock"):
+        r = b.batch("1")
+    assert r.returncode == 1 and "it holds .wf/batch.lock" in r.stderr
+    assert b.status() == {"alive": False, "job": None}
+    assert b.status("a1") == "pending"
+
+
+def test_a_stop_file_left_behind_refuses_a_batch(b: Batch) -> None:
+    three_ready(b)
+    (b.root / "out").mkdir(exist_ok=True)
+    (b.root / "out" / "wf-batch.stop").write_text("")
+    r = b.batch("1")
+    assert r.returncode == 1 and "out/wf-batch.stop exists" in r.stderr
+    assert b.status() == {"alive": False, "job": None}
+
+
+def test_the_hidden_job_command_checks_its_stamp(b: Batch) -> None:
+    three_ready(b)
+    r = subprocess.run(
+        [sys.executable, "-m", "wf", "batch-job", "../../x"], cwd=b.root, capture_output=True, text=True,
+        timeout=30, env=b.env,
+    )  # fmt: skip
+    assert r.returncode == 2
+
+
+@pytest.mark.timeout(180)
+def test_status_names_what_needs_a_person(b: Batch) -> None:
+    b.setup(
+        lanes_toml("a"),
+        task("q1", "a", "awaiting Blue or green?", extra="Prio: 1")
+        + task("h1", "a", "write h1.txt x", done='`python3 -c "raise SystemExit(1)"`', extra="Prio: 2"),
+    )
+    assert b.batch("1").returncode == 0
+    st = b.wait_ended()
+    assert st["needs_person"] == [{"id": "q1", "kind": "awaiting", "text": "Blue or green?"}]
+    assert st["reason"] == "N reached" and st["exit"] == 4  # the loop said: a person is needed
+    text = b.batch("--status").stdout
+    assert "needs a person:\n  awaiting q1: Blue or green?" in text
+    assert b.summary(st)[-1].endswith("(wf orch run exit 4: a person is needed)")
+    # the next batch takes the handback too
+    assert b.batch("1").returncode == 0
+    st = b.wait_ended()
+    kinds = {(x["id"], x["kind"]) for x in st["needs_person"]}
+    assert kinds == {("q1", "awaiting"), ("h1", "handback")}

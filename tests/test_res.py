@@ -241,3 +241,16 @@ def test_hist_suggests_limits_from_done_jobs() -> None:
     text = wf_res("hist", "--title", "night").stdout
     assert "suggested for night: --mem 512M --for 30m00s (from its last 2 done job(s))" in text
     assert "other" not in text
+
+
+def test_a_record_whose_pid_was_reused_is_lost() -> None:
+    """A running record whose pid now belongs to another process (here: this test's,
+    started at another time) is not mistaken for a live supervisor."""
+    jobs = state() / "jobs"
+    jobs.mkdir(parents=True)
+    rec = {"id": "20260101-000000-7", "title": "old", "argv": ["x"], "cwd": "/", "backend": "watchdog",
+           "limits": {}, "start": "2026-01-01T00:00:00Z", "state": "running", "pid": os.getpid(),
+           "pid_start": 1.0, "updated": "2026-01-01T00:00:05Z"}  # fmt: skip
+    (jobs / "20260101-000000-7.json").write_text(json.dumps(rec))
+    assert running_jobs() == []
+    assert [(h["id"], h["state"], h["dur_s"]) for h in hist()] == [("20260101-000000-7", "lost", 5.0)]

@@ -237,9 +237,7 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
         say(f"ok {job.id} {os.getpid()}")
     follower.poll()
     reason = _why_ended(project, p, job, follower)
-    follower.footer(
-        reason.value, note=f"wf orch run exit {job.exit}" if job.state is res.State.FAILED else ""
-    )
+    follower.footer(reason.value, note=_loop_exit(job))
     if reason is End.STOP_FILE:
         stop_file(project).unlink(missing_ok=True)  # consumed: the next batch may start
     save(
