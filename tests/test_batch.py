@@ -256,3 +256,71 @@ def test_status_names_what_needs_a_person(b: Batch) -> None:
     st = b.wait_ended()
     kinds = {(x["id"], x["kind"]) for x in st["needs_person"]}
     assert kinds == {("q1", "awaiting"), ("h1", "handback")}
+
+
+# ------------------------------------------------------------------ --agent
+
+ORCHESTRATOR = '''#!{python}
+"""Plays the headless orchestrator: the batch prompt on stdin; wf orch pick, the scripted
+worker, wf orch post, as the prompt says."""
+import json, os, re, subprocess, sys
+prompt = sys.stdin.read()
+with open(os.environ["SEEN"], "w") as f:
+    json.dump({{"prompt": prompt, "wait": os.environ.get("CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS")}}, f)
+m = re.search(r"at most (\\d+) task\\(s\\) in the lanes (.+?);", prompt)
+n, lanes = int(m.group(1)), [x.strip() for x in m.group(2).split(",")]
+def wf(*args, input=None):
+    return subprocess.run([sys.executable, "-m", "wf", *args], capture_output=True, text=True, input=input)
+posted, stopped, lines = 0, set(), []
+while posted < n and len(stopped) < len(lanes):
+    for lane in lanes:
+        if lane in stopped or posted >= n:
+            continue
+        pick = json.loads(wf("orch", "pick", lane, "--json").stdout)
+        if pick["stop"]:
+            stopped.add(lane)
+            lines.append(f"stop lane {{lane}}: {{pick['stop']}}")
+            continue
+        work = subprocess.run([sys.executable, "-m", "wf.orch.scripted"], input=pick["prompt"], capture_output=True,
+                              text=True)
+        post = wf("orch", "post", lane, "--id", pick["record"]["id"], "--report", "-", "--no-pick", input=work.stdout)
+        posted += 1
+        lines += [x for x in post.stdout.splitlines() if x.startswith("stop lane ")]
+print("\\n".join(lines + ["added: -"]))
+'''
+
+
+@pytest.mark.timeout(180)
+def test_agent_batch_runs_claude_as_orchestrator(b: Batch, tmp_path: Path) -> None:
+    three_ready(b)
+    script = tmp_path / "orchestrator"
+    script.write_text(ORCHESTRATOR.format(python=sys.executable))
+    script.chmod(0o755)
+    seen, argv_log = tmp_path / "seen.json", tmp_path / "argv.log"
+    fakes = Path(__file__).parent / "fakes"
+    env = dict(b.env, PATH=f"{fakes}:{os.environ['PATH']}", FAKE_CLAUDE_SCRIPT=str(script), SEEN=str(seen),
+               FAKE_ARGV_LOG=str(argv_log))  # fmt: skip
+    dry = b.batch("2", "--agent", "--model", "haiku", "--for", "1h", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert f"argv: {fakes / 'claude'} -p --model haiku" in dry.stdout
+    assert "CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS=3600000" in dry.stdout
+    assert "stdin: the packaged prompt wf/data/batch-prompt.md, filled in:" in dry.stdout
+    assert not argv_log.exists()  # the dry run started nothing
+    r = b.batch("2", "--agent", "--model", "haiku", "--for", "1h", env=env)
+    assert r.returncode == 0, r.stderr
+    st = b.wait_ended()
+    assert sorted(b.archived()) == ["a1", "a2"] and b.status("a3") == "pending"
+    got = json.loads(seen.read_text())
+    assert got["wait"] == "3600000"
+    assert "at most 2 task(s) in the lanes a;" in got["prompt"] and "never implement" in got["prompt"]
+    argv = json.loads(argv_log.read_text().splitlines()[0])
+    assert argv[1:4] == ["-p", "--model", "haiku"]
+    lines = b.summary(st)
+    assert [x.split()[2:5] for x in lines if " commit=" in x] == [["a", "a1", "done"], ["a", "a2", "done"]]
+    assert st["reason"] == "N reached" and st["state"] == "done"
+
+
+def test_model_without_agent_is_a_usage_error(b: Batch) -> None:
+    three_ready(b)
+    r = b.batch("2", "--model", "opus")
+    assert r.returncode == 2 and "--agent" in r.stderr

@@ -190,6 +190,8 @@ def res_stop(job_id: str, as_json: bool) -> None:
     "--for", "for_", metavar="DURATION", help="Start nothing new after this long (default 6h or history)."
 )
 @click.option("--mem", metavar="SIZE", help="Memory cap of the whole batch (default 4G or history).")
+@click.option("--agent", is_flag=True, help="A headless Claude Code orchestrator (claude -p) runs the batch.")
+@click.option("--model", metavar="M", help="With --agent: the orchestrator's model (default sonnet).")
 @click.option(
     "--dry-run", is_flag=True, help="Print what would run, with limits and their sources; start nothing."
 )
@@ -207,6 +209,8 @@ def batch(
     lanes: str | None,
     for_: str | None,
     mem: str | None,
+    agent: bool,
+    model: str | None,
     dry_run: bool,
     show_status: bool,
     stop_: bool,
@@ -216,12 +220,14 @@ def batch(
     from cron) runs 'wf orch run' under 'wf res' limits (title wf-batch) and writes the
     summary out/wf-batch-<stamp>.md as it goes. It ends when N tasks were posted,
     every lane stopped, --for is up, or the stop file out/wf-batch.stop appears.
-    One batch per project at a time.
+    One batch per project at a time. --agent runs a headless Claude Code
+    orchestrator (claude -p with the packaged batch prompt) under the same limits.
 
     \b
     Examples:
       wf batch 5 --lanes sonnet,haiku --for 6h --mem 4G
       wf batch 5 --dry-run
+      wf batch 3 --agent --model opus --for 4h
       wf batch --status          wf batch --stop
     """
     from wf.orch import batch as batchmod
@@ -242,7 +248,13 @@ def batch(
     from wf.orch import batchplan
 
     plan = batchplan.plan(
-        proj, n, lanes=[x for x in lanes.split(",") if x] if lanes else None, for_=for_, mem=mem
+        proj,
+        n,
+        lanes=[x for x in lanes.split(",") if x] if lanes else None,
+        for_=for_,
+        mem=mem,
+        agent=agent,
+        model=model,
     )
     if dry_run:
         for line in batchplan.dry_run_lines(plan):

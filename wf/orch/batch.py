@@ -34,6 +34,7 @@ from wf.orch.batchplan import (
     Plan,
     Record,
     newest,
+    prompt_text,
     records,
     save,
     stop_file,
@@ -216,9 +217,18 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
     def on_sample(job: res.Job) -> None:
         follower.poll()
 
+    stdin = None
+    env = None
+    if p.stdin:
+        stdin = _dir(project) / f"{stamp}.prompt.md"
+        atomic_write_text(stdin, prompt_text(p, str(project.root / rec.summary)))
+    if p.env:
+        env = dict(os.environ, **{k: v for k, v in p.env.items() if not v.startswith("<")})
     try:
         job = res.run(
             list(p.argv),
+            stdin=stdin,
+            env=env,
             title=TITLE,
             limits=p.limits,
             cwd=project.root,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import json
+import shutil
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,6 +22,10 @@ from wf.quantity import fmt_duration, fmt_size, parse_duration, parse_size
 TITLE = "wf-batch"
 DEFAULT_MEM = 4 << 30
 DEFAULT_FOR = 6 * 3600.0
+AGENT_MODEL = "sonnet"  # the orchestrator's model when --model is not given
+AGENT_TOOLS = "Bash(wf:*),Task,Read,Grep,Glob"
+BG_WAIT_VAR = "CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS"
+BATCH_PROMPT = "batch-prompt.md"
 TAIL = 600.0  # the wall limit is --for x 1.5 + this: running workers finish their task
 
 
@@ -63,6 +68,9 @@ class Plan:
     backend: str
     skipped: dict[str, str]
     root: str
+    kind: str = "loop"  # loop (wf orch run) | agent (claude -p with the batch prompt)
+    model: str | None = None  # the orchestrator's, for an agent batch
+    stdin: str | None = None  # the packaged prompt the job gets on stdin
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -96,6 +104,8 @@ def plan(
     lanes: list[str] | None = None,
     for_: str | None = None,
     mem: str | None = None,
+    agent: bool = False,
+    model: str | None = None,
 ) -> Plan:
     """What ``wf batch N`` would run, and where each limit came from."""
     from wf.taskfile import check_id
@@ -125,13 +135,26 @@ def plan(
         for_s, sources["for"] = DEFAULT_FOR, "default, no history"
     wall = round(for_s * 1.5 + TAIL)
     sources["wall"] = f"--for x 1.5 + {fmt_duration(TAIL)}: running workers finish their task"
-    argv = (
-        sys.executable, "-m", "wf", "-C", str(project.root), "orch", "run", *names,
-        "--max-tasks", str(n), "--for", f"{round(for_s)}s",
-    )  # fmt: skip
+    env = {res.TOKEN_VAR: "<per job>", res.JOB_VAR: "<job id>"}
+    stdin = None
+    if model is not None and not agent:
+        raise UsageError("--model is the orchestrator's model: it needs --agent")
+    if agent:
+        model = model or AGENT_MODEL
+        claude = shutil.which("claude") or "claude"
+        argv: tuple[str, ...] = (
+            claude, "-p", "--model", model, "--output-format", "text",
+            "--permission-mode", "acceptEdits", "--allowedTools", AGENT_TOOLS,
+        )  # fmt: skip
+        env[BG_WAIT_VAR] = str(round(for_s * 1000))
+        stdin = BATCH_PROMPT
+    else:
+        argv = (
+            sys.executable, "-m", "wf", "-C", str(project.root), "orch", "run", *names,
+            "--max-tasks", str(n), "--for", f"{round(for_s)}s",
+        )  # fmt: skip
     limits = Limits(mem=mem_b, cpus=None, for_s=float(wall))
     backend = resbackend.plan(list(argv), limits, "<job>")
-    env = {res.TOKEN_VAR: "<per job>", res.JOB_VAR: "<job id>"}
     return Plan(
         n,
         tuple(names),
@@ -143,11 +166,27 @@ def plan(
         backend.backend.value,
         backend.skipped,
         str(project.root),
+        "agent" if agent else "loop",
+        model,
+        stdin,
     )
+
+
+def prompt_text(p: Plan, summary: str) -> str:
+    """The packaged batch prompt, filled in for this batch."""
+    from importlib import resources
+
+    template = resources.files("wf").joinpath("data", BATCH_PROMPT).read_text("utf-8")
+    lanes = ", ".join(p.lanes)
+    return template.format(root=p.root, n=p.n, lanes=lanes, for_human=fmt_duration(p.for_s), summary=summary)
 
 
 def dry_run_lines(p: Plan) -> list[str]:
     skipped = "; ".join(f"{k} skipped: {v}" for k, v in p.skipped.items())
+    prompt = []
+    if p.stdin:
+        prompt = [f"stdin: the packaged prompt wf/data/{p.stdin}, filled in:"]
+        prompt += [f"  | {x}" for x in prompt_text(p, "out/wf-batch-<UTC stamp>.md").splitlines()]
     return [
         "batch (dry run): nothing started, nothing claimed, no file written",
         f"lanes: {', '.join(p.lanes) or '-'}" + ("" if p.lanes else " (no lane has runner-ready work)"),
@@ -159,6 +198,7 @@ def dry_run_lines(p: Plan) -> list[str]:
         f"for: {fmt_duration(p.for_s)}, nothing new starts after it ({p.sources['for']})",
         f"wall limit: {fmt_duration(p.limits.for_s)} ({p.sources['wall']})",
         "summary: out/wf-batch-<UTC stamp>.md; stop file: out/wf-batch.stop",
+        *prompt,
     ]
 
 

@@ -98,6 +98,7 @@ def run(
     on_start: Callable[[Job], None] | None = None,
     on_sample: Callable[[Job], None] | None = None,
     job_id: str | None = None,
+    stdin: Path | None = None,
 ) -> Job:
     """Run ``argv`` under ``limits`` and supervise it to its end; returns the final job.
 
@@ -127,7 +128,7 @@ def run(
         notes=plan.notes,
     )
     try:
-        return _supervise(job, plan, env, on_start, on_sample)
+        return _supervise(job, plan, env, on_start, on_sample, stdin)
     finally:
         release(job_id)
 
@@ -138,6 +139,7 @@ def _supervise(
     env: dict[str, str] | None,
     on_start: Callable[[Job], None] | None,
     on_sample: Callable[[Job], None] | None,
+    stdin: Path | None = None,
 ) -> Job:
     limits = job.limits
     stop_sig: list[int] = []
@@ -166,13 +168,15 @@ def _supervise(
     save(job)
     try:
         try:
-            proc = subprocess.Popen(
-                list(plan.argv),
-                cwd=job.cwd,
-                env=child_env,
-                start_new_session=True,
-                preexec_fn=preexec if (plan.cgroup or limits.cpus) else None,
-            )
+            with open(stdin or os.devnull, "rb") as given:  # the child keeps its own copy
+                proc = subprocess.Popen(
+                    list(plan.argv),
+                    stdin=given if stdin else None,
+                    cwd=job.cwd,
+                    env=child_env,
+                    start_new_session=True,
+                    preexec_fn=preexec if (plan.cgroup or limits.cpus) else None,
+                )
         except OSError as e:
             code = EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_CANNOT_RUN
             job = replace(job, state=State.FAILED, exit=code, end=now_iso(), dur_s=0.0)
