@@ -85,6 +85,7 @@ def test_batch_runs_detached_archives_n_refuses_a_second_and_summarises(b: Batch
     second = b.batch("1")
     assert second.returncode == 1
     assert f"a batch is running already: job {st['job']}, pid {st['pid']}" in second.stderr
+    assert len(list((b.root / "out").glob("wf-batch-*.log"))) == 1  # refused before detaching anything
     st = b.wait_ended()
     assert b.archived() == ["a1", "a2"] or sorted(b.archived()) == ["a1", "a2"]
     assert b.status("a3") == "pending"

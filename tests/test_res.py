@@ -24,7 +24,7 @@ def hog_argv() -> list[str]:
         "if 'child' not in sys.argv:\n"
         "    subprocess.Popen([sys.executable, '-c', sys.argv[1], 'child'])\n"
         "b = []\n"
-        "for _ in range(400):\n"
+        "for _ in range(150):\n"
         "    b.append(bytearray(10 << 20)); time.sleep(0.05)\n"
     )
     return [sys.executable, "-c", code, code]
@@ -115,6 +115,28 @@ def test_the_wall_limit_ends_the_tree_timeout_124() -> None:
     job = json.loads(r.stdout)
     assert job["state"] == "timeout" and job["exit"] == 124
     assert carrying(job["token"]) == []  # the backgrounded sleep too
+
+
+def with_arg(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if marker.encode() in f.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.timeout(60)
+def test_what_left_the_tree_and_its_environment_is_ended_with_the_job() -> None:
+    """A process that detached (its parent exited) and cleared its environment (no
+    token) is still the job's: wf is its subreaper, and ends it when the job ends."""
+    marker = f"61.{os.getpid()}"
+    r = wf_res("run", "--json", "--", "sh", "-c", f"(env -i sleep {marker} &); sleep 1")
+    assert r.returncode == 0, r.stderr
+    assert with_arg(marker) == []
 
 
 def test_exit_status_is_the_commands_own() -> None:
