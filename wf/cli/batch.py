@@ -192,6 +192,7 @@ def res_stop(job_id: str, as_json: bool) -> None:
 @click.option("--mem", metavar="SIZE", help="Memory cap of the whole batch (default 4G or history).")
 @click.option("--agent", is_flag=True, help="A headless Claude Code orchestrator (claude -p) runs the batch.")
 @click.option("--model", metavar="M", help="With --agent: the orchestrator's model (default sonnet).")
+@click.option("--prep", is_flag=True, help="Make up to N tasks runner-ready (Done, Model); never implement.")
 @click.option(
     "--dry-run", is_flag=True, help="Print what would run, with limits and their sources; start nothing."
 )
@@ -211,6 +212,7 @@ def batch(
     mem: str | None,
     agent: bool,
     model: str | None,
+    prep: bool,
     dry_run: bool,
     show_status: bool,
     stop_: bool,
@@ -222,12 +224,15 @@ def batch(
     every lane stopped, --for is up, or the stop file out/wf-batch.stop appears.
     One batch per project at a time. --agent runs a headless Claude Code
     orchestrator (claude -p with the packaged batch prompt) under the same limits.
+    --prep runs the lanes' workers with the packaged prep prompt on up to N tasks
+    that lack Done or Model; wf commits only the lines they changed.
 
     \b
     Examples:
       wf batch 5 --lanes sonnet,haiku --for 6h --mem 4G
       wf batch 5 --dry-run
       wf batch 3 --agent --model opus --for 4h
+      wf batch 6 --prep --lanes sonnet
       wf batch --status          wf batch --stop
     """
     from wf.orch import batch as batchmod
@@ -255,7 +260,11 @@ def batch(
         mem=mem,
         agent=agent,
         model=model,
+        prep=prep,
     )
+    if prep and not plan.lanes:
+        click.echo("prep: nothing to prepare")
+        return 0
     if dry_run:
         for line in batchplan.dry_run_lines(plan):
             click.echo(line)

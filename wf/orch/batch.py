@@ -29,7 +29,6 @@ from wf.lock import project_lock
 from wf.orch import res
 from wf.orch.batchlog import Follower, summary_header
 from wf.orch.batchplan import (
-    TITLE,
     End,
     Plan,
     Record,
@@ -224,12 +223,16 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
         atomic_write_text(stdin, prompt_text(p, str(project.root / rec.summary)))
     if p.env:
         env = dict(os.environ, **{k: v for k, v in p.env.items() if not v.startswith("<")})
+    argv = [a.replace("<stamp>", stamp).replace("<run>", stamp.lower()) for a in p.argv]
+    prepared = None
     try:
+        if p.kind == "prep":
+            prepared = _prep_begin(project, stamp, p)
         job = res.run(
-            list(p.argv),
+            argv,
             stdin=stdin,
             env=env,
-            title=TITLE,
+            title=p.title,
             limits=p.limits,
             cwd=project.root,
             job_id=job_id,
@@ -247,7 +250,10 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
         say(f"ok {job.id} {os.getpid()}")
     follower.poll()
     reason = _why_ended(project, p, job, follower)
-    follower.footer(reason.value, note=_loop_exit(job))
+    if prepared is not None:
+        follower.footer(reason.value, note=_prep_end(project, stamp, prepared), counted=False)
+    else:
+        follower.footer(reason.value, note=_loop_exit(job))
     if reason is End.STOP_FILE:
         stop_file(project).unlink(missing_ok=True)  # consumed: the next batch may start
     save(
@@ -264,6 +270,28 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
     return 0
 
 
+def _prep_begin(project: Project, stamp: str, p: Plan) -> tuple[bytes, list[Any]]:
+    """The prep batch's targets (chosen afresh) and TASKS.md as it is before they run."""
+    from wf.orch import prep
+
+    chosen = prep.targets(project, p.n, list(p.lanes))
+    if not chosen:
+        raise WfError("prep: nothing to prepare")
+    prep.manifest(project, chosen, _dir(project) / f"{stamp}.prep.json")
+    return project.tasks_path.read_bytes(), chosen
+
+
+def _prep_end(project: Project, stamp: str, prepared: tuple[bytes, list[Any]]) -> str:
+    """One summary line per target, then a commit of only the lines prep changed."""
+    from wf.orch import prep
+
+    before, chosen = prepared
+    summary = project.root / f"out/wf-batch-{stamp}.md"
+    for line in prep.outcome_lines(project, chosen):
+        append_line(summary, f"- {line}")
+    return prep.commit_changes(project, before, stamp)
+
+
 def _loop_exit(job: res.Job) -> str:
     """What the loop's own exit status says (``wf orch run``: 4 a person is needed, 1 an error)."""
     if job.state is not res.State.FAILED:
@@ -275,6 +303,8 @@ def _loop_exit(job: res.Job) -> str:
 def _why_ended(project: Project, p: Plan, job: res.Job, follower: Follower) -> End:
     if job.state in (res.State.OOM, res.State.TIMEOUT, res.State.KILLED):
         return End(job.state.value)
+    if p.kind == "prep":
+        return End.PREP_DONE
     if stop_file(project).exists():
         return End.STOP_FILE
     if follower.posted >= p.n:

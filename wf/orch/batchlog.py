@@ -141,7 +141,8 @@ class Follower:
             return []
         return [m for m in map(_TASK_LINE.fullmatch, text.splitlines()) if m]
 
-    def footer(self, reason: str, note: str = "") -> None:
+    def footer(self, reason: str, note: str = "", *, counted: bool = True) -> None:
+        """The footer; ``counted=False`` (a prep batch) leaves out the task counts and dollars."""
         tasks = self._task_lines()
         done = sum(1 for m in tasks if _done(m.group(3)))
         total = sum(float(m.group(4)) for m in tasks if m.group(4) != "?")
@@ -152,9 +153,13 @@ class Follower:
             added = []
         lines = [
             "",
-            f"done: {done}, not done: {len(tasks) - done}",
+            *([f"done: {done}, not done: {len(tasks) - done}"] if counted else []),
             f"added: {', '.join(added) or '-'}",
-            f"total: ${total:.2f}" + (f" ({unpriced} task(s) without a cost)" if unpriced else ""),
+            *(
+                [f"total: ${total:.2f}" + (f" ({unpriced} task(s) without a cost)" if unpriced else "")]
+                if counted
+                else []
+            ),
             f"ended: {reason} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
             + (f" ({note})" if note else ""),
         ]

@@ -20,6 +20,7 @@ from wf.project import Project
 from wf.quantity import fmt_duration, fmt_size, parse_duration, parse_size
 
 TITLE = "wf-batch"
+PREP_TITLE = "wf-batch-prep"
 DEFAULT_MEM = 4 << 30
 DEFAULT_FOR = 6 * 3600.0
 AGENT_MODEL = "sonnet"  # the orchestrator's model when --model is not given
@@ -41,6 +42,7 @@ class End(enum.StrEnum):
     KILLED = "killed"
     LOST = "lost"
     FAILED = "failed to start"
+    PREP_DONE = "prep done"
 
 
 def stop_file(project: Project) -> Path:
@@ -71,6 +73,8 @@ class Plan:
     kind: str = "loop"  # loop (wf orch run) | agent (claude -p with the batch prompt)
     model: str | None = None  # the orchestrator's, for an agent batch
     stdin: str | None = None  # the packaged prompt the job gets on stdin
+    title: str = TITLE  # of the res job (its history suggests the limits)
+    notes: tuple[str, ...] = ()  # more for --dry-run (a prep batch's targets and workers)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -84,6 +88,7 @@ class Plan:
                 **d,
                 "lanes": tuple(d["lanes"]),
                 "argv": tuple(d["argv"]),
+                "notes": tuple(d.get("notes") or ()),
                 "limits": Limits.from_dict(d["limits"]),
             }
         )
@@ -106,20 +111,37 @@ def plan(
     mem: str | None = None,
     agent: bool = False,
     model: str | None = None,
+    prep: bool = False,
 ) -> Plan:
-    """What ``wf batch N`` would run, and where each limit came from."""
+    """What ``wf batch N`` (or ``wf batch K --prep``) would run, and where each limit
+    came from. A prep plan with no target has no lanes."""
     from wf.taskfile import check_id
 
     if n < 1:
         raise UsageError("N: expected a number of tasks, 1 or more")
+    if prep and (agent or model):
+        raise UsageError("--prep runs the lanes' own workers: it takes no --agent or --model")
     if lanes:
         names = [check_id(x, "lane") for x in lanes]
         for name in names:
             if project.config.lane(name) is None:
                 raise WfError(f"no lane {name!r} (wf lanes)")
     else:
-        names = ready_lanes(project)
-    sugg = res.suggest(TITLE)
+        names = [] if prep else ready_lanes(project)
+    notes: tuple[str, ...] = ()
+    if prep:
+        from wf.orch import prep as prepmod
+
+        chosen = prepmod.targets(project, n, names or None)
+        names = [ln.name for ln in project.config.lanes if any(t.lane == ln.name for t in chosen)]
+        notes = (
+            "targets: " + ", ".join(t.describe() for t in chosen),
+            f"workers: {len(prepmod.workers(chosen))} ("
+            + "; ".join(f"lane {lane}: {', '.join(ids)}" for lane, ids in prepmod.workers(chosen))
+            + ")",
+        )
+    title = PREP_TITLE if prep else TITLE
+    sugg = res.suggest(title)
     sources: dict[str, str] = {}
     if mem:
         mem_b, sources["mem"] = parse_size(mem, "--mem"), "--mem"
@@ -148,6 +170,10 @@ def plan(
         )  # fmt: skip
         env[BG_WAIT_VAR] = str(round(for_s * 1000))
         stdin = BATCH_PROMPT
+    elif prep:
+        from wf.orch import prep as prepmod
+
+        argv = prepmod.argv(project, str(folder(project) / "<stamp>.prep.json"), "prep-<run>")
     else:
         argv = (
             sys.executable, "-m", "wf", "-C", str(project.root), "orch", "run", *names,
@@ -166,9 +192,11 @@ def plan(
         backend.backend.value,
         backend.skipped,
         str(project.root),
-        "agent" if agent else "loop",
+        "agent" if agent else "prep" if prep else "loop",
         model,
         stdin,
+        title,
+        notes,
     )
 
 
@@ -191,6 +219,7 @@ def dry_run_lines(p: Plan) -> list[str]:
         "batch (dry run): nothing started, nothing claimed, no file written",
         f"lanes: {', '.join(p.lanes) or '-'}" + ("" if p.lanes else " (no lane has runner-ready work)"),
         f"tasks: at most {p.n}",
+        *p.notes,
         f"backend: {p.backend}" + (f" ({skipped})" if skipped else ""),
         f"argv: {' '.join(p.argv)}",
         "env: " + " ".join(f"{k}={v}" for k, v in p.env.items()),
