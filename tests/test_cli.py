@@ -222,32 +222,61 @@ BAD_CASES = {
     "malformed heading": ("## Just a heading\n", "level-2 heading is not a task"),
     "bad id": ("## Foo_Bar: x\nModel: haiku\nDone: t\n", "bad task id 'Foo_Bar'"),
     "duplicate id": ("## a: A\n\n## a: B\n", "duplicate id 'a' (first at line 1)"),
-    "unknown after": ("## a: A\nAfter: zzz\n", "After names unknown id 'zzz'"),
-    "after cycle": ("## a: A\nAfter: b\n\n## b: B\nAfter: a\n", "After cycle: a -> b -> a"),
-    "bad prio": ("## a: A\nPrio: 9\n", "bad Prio '9'"),
-    "bad effort": ("## a: A\nEffort: lots\n", "bad Effort 'lots'"),
-    "unknown status": ("## a: A\nStatus: sleeping\n", "unknown Status 'sleeping'"),
     "unclosed fence": ("```\n## a: A\n", "code fence is never closed"),
+    "lone CR": ("# Tasks\r\r## a: A\rModel: haiku\r", "lone CR (\\r) line breaks hide"),
 }
+
+# An error inside one task: (file, message, the line it names). Only writes to that
+# task are refused; the rest of the file stays writable.
+TASK_CASES = {
+    "unknown after": ("## a: A\nModel: haiku\nAfter: zzz\n", "After names unknown id 'zzz'", 3),
+    "after cycle": ("## a: A\nAfter: b\n\n## b: B\nAfter: a\n", "After cycle: a -> b -> a", 2),
+    "bad prio": ("## a: A\nPrio: 9\n", "bad Prio '9'", 2),
+    "bad effort": ("## a: A\nEffort: lots\n", "bad Effort 'lots'", 2),
+    "unknown status": ("## a: A\nStatus: sleeping\n", "unknown Status 'sleeping'", 2),
+    "missing lane": ("## a: A\nModel: haiku\nLane: nowhere\nDone: t\n", "no lane 'nowhere'", 3),
+    "lone CR in a note": ("## a: A\nNote: x\ry\n", "lone CR", 2),
+}
+
+WRITES_TO_A = (
+    ("set", "a", "-p", "1"),
+    ("status", "a", "blocked", "x"),
+    ("note", "a", "hello"),
+    ("done", "a"),
+)
 
 
 @pytest.mark.parametrize("name", sorted(BAD_CASES))
-def test_bad_input_is_refused_untouched(wf: WfRunner, name: str) -> None:
+def test_structural_errors_refuse_every_write(wf: WfRunner, name: str) -> None:
     text, message = BAD_CASES[name]
     path = wf.root / "TASKS.md"
-    path.write_text(text)
+    path.write_bytes(text.encode())
     r = wf("check")
     assert r.code == 1 and message in r.out
-    for args in (
-        ("add", "New task"),
-        ("set", "a", "-p", "1"),
-        ("status", "a", "blocked", "x"),
-        ("done", "a"),
-    ):
+    for args in (("add", "New task"), *WRITES_TO_A):
         r = wf(*args)
         assert r.code == 1, args
         assert "Traceback" not in r.err
-        assert path.read_text() == text
+        assert path.read_bytes() == text.encode()
+
+
+@pytest.mark.parametrize("name", sorted(TASK_CASES))
+def test_task_errors_refuse_only_writes_to_that_task(wf: WfRunner, name: str) -> None:
+    text, message, line = TASK_CASES[name]
+    path = wf.root / "TASKS.md"
+    path.write_bytes(text.encode())
+    r = wf("check")
+    assert r.code == 1 and f"TASKS.md:{line}: error: {message}" in r.out
+    for args in WRITES_TO_A:
+        r = wf(*args)
+        assert r.code == 1, args
+        assert f"TASKS.md:{line}: error: {message}" in r.err and "refusing" in r.err
+        assert "Traceback" not in r.err
+        assert path.read_bytes() == text.encode()
+    assert wf.ok("add", "New task").strip() == "new-task"
+    assert path.read_bytes().startswith(text.encode())
+    shown = json.loads(wf.ok("show", "a", "--json"))
+    assert shown["ready"] is False
 
 
 def test_not_utf8_is_a_clear_error(wf: WfRunner) -> None:

@@ -127,30 +127,6 @@ def test_sixteen_processes_add_and_claim_while_an_editor_saves(wf: WfRunner, tmp
         assert f"body c{i} v{v}\n" in text
 
 
-def test_editor_save_between_read_and_replace_is_not_overwritten(wf: WfRunner) -> None:
-    """An editor that saves without the lock, right before wf renames: wf notices and
-    starts over from the editor's file, so both changes are kept."""
-    from wf import ops, project
-
-    path = wf.root / "TASKS.md"
-    calls = []
-
-    def editor_saves() -> None:
-        if not calls:
-            path.write_text(path.read_text() + "\nA person's note, saved from an editor.\n")
-        calls.append(1)
-
-    ops._before_replace = editor_saves
-    try:
-        new_id = ops.add_task(project.load(wf.root), "Added by wf")
-    finally:
-        ops._before_replace = None
-    assert len(calls) == 2  # the first attempt was abandoned
-    text = path.read_text()
-    assert "A person's note, saved from an editor." in text
-    assert f"## {new_id}: Added by wf" in text
-
-
 LOCK_HOLDER = textwrap.dedent(
     """
     import sys, time

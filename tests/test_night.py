@@ -299,3 +299,44 @@ def test_a_post_run_again_after_its_log_line_does_not_log_twice(o: Orch) -> None
 
 def _tree(o: Orch, lane: str) -> Path:
     return o.root / ".worktrees" / lane
+
+
+def test_a_typo_in_another_task_never_stops_a_finished_merge(o: Orch) -> None:
+    """A person writes 'Prio: three' in b1 while a1's worker runs: a1's merge, archive and
+    post go through as done; b1 is not runner-ready and wf check names its line."""
+    o.setup(lanes_toml("a", "b"), task("a1", "a", "write a1.txt x") + task("b1", "b", "write b1.txt y"))
+    prompt = o.wf.ok("orch", "pick", "a")
+    text = (o.root / "TASKS.md").read_text()
+    (o.root / "TASKS.md").write_text(
+        text.replace("## b1: Task b1\nModel: mb\n", "## b1: Task b1\nModel: mb\nPrio: three\n")
+    )
+    rep = o.work(prompt)
+    assert rep is not None and rep.result == "done", rep
+    out = o.wf.ok("orch", "post", "a", "--result", "done", "--commit", str(rep.commit), "--no-pick")
+    assert out.startswith("a1: done as "), out
+    assert o.archived() == ["a1"]
+    check = o.wf("check")
+    assert check.code == 1 and "Prio" in check.out + check.err
+    assert "stop lane b: no runner-ready task" in o.wf.ok("orch", "pick", "b")
+    assert "Prio: three" in (o.root / "TASKS.md").read_text()  # the person's text is untouched
+
+
+@pytest.mark.timeout(180)
+def test_the_loop_finishes_every_valid_task_around_a_persons_typo(o: Orch) -> None:
+    o.setup(
+        lanes_toml("a", "b"),
+        task("a1", "a", "write a1.txt x", "linger 1")
+        + task("a2", "a", "write a2.txt x")
+        + task("b1", "b", "write b1.txt y", "linger 1")
+        + task("b2", "b", "write b2.txt y"),
+    )
+    p = _popen(o, "orch", "run")
+    _wait_for(lambda: "start a1" in _events(o) and "start b1" in _events(o), what="the first starts")
+    tasks = o.root / "TASKS.md"
+    tasks.write_text(
+        tasks.read_text().replace("## b2: Task b2\nModel: mb\n", "## b2: Task b2\nModel: mb\nPrio: three\n")
+    )
+    out, err = p.communicate(timeout=150)
+    assert p.returncode == 0, out + err
+    assert sorted(o.archived()) == ["a1", "a2", "b1"]
+    assert "Prio: three" in tasks.read_text()

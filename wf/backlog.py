@@ -22,11 +22,19 @@ class Backlog:
     """TASKS.md (``doc``, parsed from the exact bytes ``data``), the archive and the
     project's settings."""
 
-    def __init__(self, project: Project, doc: TasksFile, archive: archivemod.Archive, data: bytes) -> None:
+    def __init__(
+        self,
+        project: Project,
+        doc: TasksFile,
+        archive: archivemod.Archive,
+        data: bytes,
+        archive_data: bytes | None = None,
+    ) -> None:
         self.project = project
         self.doc = doc
         self.archive = archive
         self.data = data
+        self.archive_data = archive_data  # the archive's exact bytes (None: no file)
         self._archived = archive.ids()
         self._children: dict[str, list[str]] | None = None
         self._error_lines = sorted(i.line for i in doc.issues if i.level == "error")
@@ -120,14 +128,17 @@ class Backlog:
         return [x[3] for x in ready]
 
     # ------------------------------------------------------------ check
-    def check(self) -> list[ParseIssue]:
-        """Every problem of the backlog: TASKS.md's own, and those across files."""
+    def check(self, finishing: str | None = None) -> list[ParseIssue]:
+        """Every problem of the backlog: TASKS.md's own, and those across files. Each
+        problem inside one task carries that task's id and names its own line.
+        ``finishing`` names a task whose archiving was interrupted (it is in both files):
+        that one disagreement is not reported."""
         issues = list(self.doc.issues) + list(self.archive.issues)
         path = self.doc.path
         ids = self.doc.ids()
         archived = {e.id: e for e in self.archive.entries}
         for t in self.doc.tasks:
-            if t.id in archived:
+            if t.id in archived and t.id != finishing:
                 issues.append(
                     ParseIssue(
                         path,
@@ -135,28 +146,76 @@ class Backlog:
                         "error",
                         f"id {t.id!r} is already in the archive ({self.archive.path}:"
                         f"{archived[t.id].line}); finish with 'wf done {t.id}' or choose a new id",
+                        t.id,
                     )
                 )
             kv = t.kv
             for a in t.after if "after" in kv else ():
                 if a == t.id:
-                    issues.append(ParseIssue(path, t.line, "error", f"task {t.id} is After itself"))
+                    issues.append(
+                        ParseIssue(path, _line_of(t, "after"), "error", f"task {t.id} is After itself", t.id)
+                    )
                 elif a not in ids and a not in archived:
-                    issues.append(ParseIssue(path, t.line, "error", f"After names unknown id {a!r}"))
+                    issues.append(
+                        ParseIssue(path, _line_of(t, "after"), "error", f"After names unknown id {a!r}", t.id)
+                    )
             p = t.parent if "parent" in kv else None
             if p is not None and p not in ids and p not in archived:
-                issues.append(ParseIssue(path, t.line, "error", f"Parent names unknown id {p!r}"))
+                issues.append(
+                    ParseIssue(path, _line_of(t, "parent"), "error", f"Parent names unknown id {p!r}", t.id)
+                )
             elif p == t.id:
-                issues.append(ParseIssue(path, t.line, "error", f"task {t.id} is its own Parent"))
-            lane = self.lane_of(t)
-            if (kv.get("model") or kv.get("lane")) and lane not in self._lane_names:
-                what = f"lane {lane!r} does not exist" if lane else f"no lane runs model {t.model!r}"
-                issues.append(ParseIssue(path, t.line, "warning", f"{what}; not runner-ready (wf lanes)"))
+                issues.append(
+                    ParseIssue(path, _line_of(t, "parent"), "error", f"task {t.id} is its own Parent", t.id)
+                )
+            named = kv.get("lane")
+            if named and named not in self._lane_names:
+                issues.append(
+                    ParseIssue(
+                        path,
+                        _line_of(t, "lane"),
+                        "error",
+                        f"no lane {named!r} in wf.toml; not runner-ready (wf lanes)",
+                        t.id,
+                    )
+                )
+            elif kv.get("model") and self.lane_of(t) not in self._lane_names:
+                issues.append(
+                    ParseIssue(
+                        path,
+                        t.line,
+                        "warning",
+                        f"no lane runs model {t.model!r}; not runner-ready (wf lanes)",
+                    )
+                )
         issues.extend(self._cycles())
         for w in self.config.warnings:
             issues.append(ParseIssue("wf.toml", 0, "warning", w.removeprefix("wf.toml: ")))
         issues.sort(key=lambda i: (i.path != path, i.line))
         return issues
+
+    def structural_errors(self) -> list[ParseIssue]:
+        """Errors that stop every write: the file cannot be split into tasks safely."""
+        return [i for i in self.check() if i.level == "error" and i.task is None]
+
+    def task_errors(self, task_id: str) -> list[ParseIssue]:
+        """Errors confined to one task: they stop only writes that touch it."""
+        return [i for i in self.check() if i.level == "error" and i.task == task_id]
+
+    def write_errors(
+        self, finishing: str | None = None
+    ) -> tuple[list[ParseIssue], dict[str, list[ParseIssue]]]:
+        """(structural errors, errors by task) in one pass, for a write."""
+        structural: list[ParseIssue] = []
+        by_task: dict[str, list[ParseIssue]] = {}
+        for i in self.check(finishing):
+            if i.level != "error":
+                continue
+            if i.task is None:
+                structural.append(i)
+            else:
+                by_task.setdefault(i.task, []).append(i)
+        return structural, by_task
 
     def _cycles(self) -> list[ParseIssue]:
         ids = self.doc.ids()
@@ -180,7 +239,13 @@ class Backlog:
                     cycle = [*path[path.index(nxt) :], nxt]
                     task = self.doc.task(nxt)
                     found.append(
-                        ParseIssue(self.doc.path, task.line, "error", f"After cycle: {' -> '.join(cycle)}")
+                        ParseIssue(
+                            self.doc.path,
+                            _line_of(task, "after"),
+                            "error",
+                            f"After cycle: {' -> '.join(cycle)}",
+                            task.id,
+                        )
                     )
                 elif not state.get(nxt):
                     state[nxt] = 1
@@ -192,13 +257,24 @@ class Backlog:
         return [i for i in self.check() if i.level == "error"]
 
 
+def _line_of(task: Task, key: str) -> int:
+    """The 1-based line of the task's first ``key`` field (its heading if it has none)."""
+    for f in task.fields:
+        if f.key.lower() == key:
+            return f.at + 1
+    return task.line
+
+
 def load(project: Project) -> Backlog:
-    data = read_bytes(project.tasks_path)
+    return from_bytes(project, read_bytes(project.tasks_path), read_bytes(project.archive_path))
+
+
+def from_bytes(project: Project, data: bytes | None, archive_data: bytes | None) -> Backlog:
     if data is None:
         raise WfError(f"no {project.config.tasks} in {project.root}; run 'wf init'")
     doc = parse_cached(project, data)
-    archive = archivemod.parse(read_bytes(project.archive_path), project.config.archive)
-    return Backlog(project, doc, archive, data)
+    archive = archivemod.parse(archive_data, project.config.archive)
+    return Backlog(project, doc, archive, data, archive_data)
 
 
 def cache_dir(project: Project) -> Path:

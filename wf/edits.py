@@ -38,10 +38,14 @@ def _count_lines(text: str) -> int:
     return text.count("\n") + (1 if text and not text.endswith("\n") else 0)
 
 
-def replace_region(doc: TasksFile, first: int, last: int, new_text: str, expect: list[str]) -> TasksFile:
+def replace_region(
+    doc: TasksFile, first: int, last: int, new_text: str, expect: list[str], *, tolerate: str | None = None
+) -> TasksFile:
     """Replace the text of ``doc.tasks[first:last]`` (with ``first == last == 0`` and no
     tasks: the whole file) by ``new_text``, which must parse without errors into exactly
-    the tasks ``expect`` (so a body can never slip in a task heading of its own)."""
+    the tasks ``expect`` (so a body can never slip in a task heading of its own).
+    ``tolerate`` names a task whose own errors are kept, not refused (a task the edit
+    does not change, re-read only because a new one follows it)."""
     tasks = doc.tasks
     if first < last:
         lstart, lend = tasks[first].start, tasks[last - 1].end
@@ -55,8 +59,9 @@ def replace_region(doc: TasksFile, first: int, last: int, new_text: str, expect:
     if cstart == 0 and doc.text.startswith("\ufeff"):
         return _replace_at_bom(doc, last, new_text, expect)
     local = parse_text(new_text, doc.path)
-    if local.errors:
-        raise _refuse(local.errors, lstart)
+    errors = [e for e in local.errors if tolerate is None or e.task != tolerate]
+    if errors:
+        raise _refuse(errors, lstart)
     if cend < len(doc.text) and any(i.message.startswith("code fence is never closed") for i in local.issues):
         raise WfError(
             "refusing an edit that opens a code fence it never closes (it would hide the tasks after it)"
@@ -92,14 +97,14 @@ def replace_region(doc: TasksFile, first: int, last: int, new_text: str, expect:
             for t in after
         ]
     issues = [i for i in doc.issues if i.line <= lstart]
-    issues += [ParseIssue(i.path, i.line + lstart, i.level, i.message) for i in local.issues]
-    issues += [ParseIssue(i.path, i.line + dl, i.level, i.message) for i in doc.issues if i.line > lend]
+    issues += [i.moved(lstart) for i in local.issues]
+    issues += [i.moved(dl) for i in doc.issues if i.line > lend]
     text = doc.text[:cstart] + new_text + doc.text[cend:]
     return TasksFile(doc.path, text, [*tasks[:first], *mid, *after], issues)
 
 
 def _refuse(errors: list[ParseIssue], offset: int = 0) -> WfError:
-    moved = [ParseIssue(i.path, i.line + offset, i.level, i.message) for i in errors]
+    moved = [i.moved(offset) for i in errors]
     return WfError("refusing an edit that would break the file:\n" + "\n".join(map(str, moved)))
 
 
@@ -207,6 +212,11 @@ def _new_task_text(
     if body and body.strip():
         out.append(eol)
         body_text = body.replace("\r\n", "\n").strip("\n")
+        if "\r" in body_text:
+            raise WfError(
+                "the body holds a carriage return (\\r) that is not part of a CRLF line break; "
+                "wf writes LF or CRLF line breaks only"
+            )
         out.extend(line + eol for line in body_text.split("\n"))
     return "".join(out)
 
@@ -229,6 +239,7 @@ def append_task(
         index = len(doc.tasks) - 1
         region = doc.text_of(doc.tasks[index])
         new = region + _new_task_text(doc, doc.text, task_id, title, fields, body)
-        return replace_region(doc, index, index + 1, new, [doc.tasks[index].id, task_id])
+        last = doc.tasks[index].id
+        return replace_region(doc, index, index + 1, new, [last, task_id], tolerate=last)
     new = doc.text + _new_task_text(doc, doc.text, task_id, title, fields, body)
     return replace_region(doc, 0, 0, new, [task_id])

@@ -30,13 +30,19 @@ class UsageError(WfError):
 class ParseIssue:
     """One problem found in a file: where, how bad, what."""
 
-    __slots__ = ("level", "line", "message", "path")
+    __slots__ = ("level", "line", "message", "path", "task")
 
-    def __init__(self, path: str, line: int, level: str, message: str) -> None:
+    def __init__(self, path: str, line: int, level: str, message: str, task: str | None = None) -> None:
         self.path = path
         self.line = line
         self.level = level  # "error" or "warning"
         self.message = message
+        # The task the problem is confined to (a bad field value, an unknown After id):
+        # it stops only writes that touch that task. None: the file's structure itself.
+        self.task = task
+
+    def moved(self, delta: int) -> ParseIssue:
+        return ParseIssue(self.path, self.line + delta, self.level, self.message, self.task)
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
@@ -58,6 +64,17 @@ class ParseError(WfError):
         if len(self.issues) > 20:
             lines.append(f"... and {len(self.issues) - 20} more errors (wf check)")
         super().__init__("\n".join(lines))
+
+
+class TaskHasErrors(WfError):
+    """A write would touch a task whose own lines have errors: refused, naming them.
+    Writes to other tasks go on (an error inside one task never stops the others)."""
+
+    def __init__(self, task_id: str, issues: list[ParseIssue]) -> None:
+        self.task_id = task_id
+        self.issues = issues
+        lines = "\n".join(str(i) for i in issues[:20])
+        super().__init__(f"refusing to change task {task_id} until its errors are fixed (wf check):\n{lines}")
 
 
 class UnknownTask(WfError):

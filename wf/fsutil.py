@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 
@@ -22,7 +21,6 @@ def atomic_write(
     data: bytes,
     *,
     expect: bytes | None = None,
-    before_replace: Callable[[], None] | None = None,
 ) -> bool:
     """Write ``data`` to ``path`` through a temporary file, fsync and rename.
 
@@ -44,8 +42,6 @@ def atomic_write(
             os.chmod(tmp, os.stat(path).st_mode & 0o7777)
         except FileNotFoundError:
             os.chmod(tmp, 0o644)
-        if before_replace is not None:
-            before_replace()
         if expect is not None and read_bytes(path) != expect:
             os.unlink(tmp)
             return False
@@ -56,7 +52,7 @@ def atomic_write(
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
     return True
 
 
@@ -64,7 +60,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, text.encode("utf-8"))
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:

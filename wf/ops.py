@@ -1,15 +1,17 @@
 """Changes to the backlog: add, set, status (claims), notes, done.
 
 Every change runs in ``transact``: take the project lock, read TASKS.md and the
-archive fresh, refuse a file with errors, compute the new lines, parse them again,
-write the archive (if it changes) and then TASKS.md atomically. TASKS.md is replaced
-only if it still holds the bytes that were read: an editor that saved in between
-makes wf start over from the fresh file instead of overwriting the person's edit.
+archive fresh and settled (no editor half-way through a save, see ``settle``), refuse a
+file with structural errors (and a change that touches a task with errors of its own),
+compute the new lines, parse them again, write the archive (if it changes) and then
+TASKS.md atomically. Each file is replaced only if it still holds the settled bytes: an
+editor that saved in between makes wf start over from the person's file.
 """
 
 from __future__ import annotations
 
 import re
+import time
 import unicodedata
 from collections.abc import Callable
 from datetime import datetime
@@ -17,10 +19,9 @@ from typing import Any, NamedTuple
 
 from wf import archive as archivemod
 from wf import backlog as backlogmod
-from wf import edits, parsecache, taskfile
+from wf import edits, parsecache, settle, taskfile
 from wf.backlog import Backlog
-from wf.errors import ClaimError, ParseError, WfError
-from wf.fsutil import atomic_write, read_bytes
+from wf.errors import ClaimError, ParseError, TaskHasErrors, WfError
 from wf.lock import project_lock
 from wf.project import Project
 from wf.taskfile import STATES, TasksFile, check_id, parse_status, utc_stamp
@@ -33,8 +34,14 @@ class Change(NamedTuple):
     archive: bytes | None = None  # the new archive bytes
 
 
-# A hook for tests: called between the fresh read and the replace of TASKS.md.
-_before_replace: Callable[[], None] | None = None
+def _touched(old: TasksFile, new: TasksFile | None) -> set[str]:
+    """The ids of the tasks an edit added, removed or changed (the blank lines an added
+    task puts after the one before it do not change that one)."""
+    if new is None:
+        return set()
+    before = {t.id: old.text_of(t).rstrip() for t in old.tasks}
+    after = {t.id: new.text_of(t).rstrip() for t in new.tasks}
+    return {i for i in before.keys() | after.keys() if before.get(i) != after.get(i)}
 
 
 def transact(
@@ -44,35 +51,54 @@ def transact(
     on_wait: Callable[[str], None] | None = None,
     finishing: str | None = None,
 ) -> Backlog:
-    """Apply ``fn`` to a fresh backlog under the project lock; return the new backlog.
+    """Apply ``fn`` to a fresh, settled backlog under the project lock; return the new
+    backlog.
 
-    ``finishing`` names a task whose archiving was interrupted (it is in both files):
-    that one disagreement is not an error for this change, which completes it.
+    Structural errors of the file stop every write; errors inside one task stop only a
+    change that touches that task. ``finishing`` names a task whose archiving was
+    interrupted (it is in both files): that one disagreement is not an error for this
+    change, which completes it.
     """
-    with project_lock(project.wf_dir, project.lock_timeout, on_wait):
+    timeout = project.lock_timeout
+    wf_dir = project.wf_dir
+    tasks_name, archive_name = project.config.tasks, project.config.archive
+    with project_lock(wf_dir, timeout, on_wait):
+        start = time.monotonic()
         for _ in range(MAX_RETRIES):
-            bl = backlogmod.load(project)
-            errors = [
-                e
-                for e in bl.errors()
-                if not (finishing and e.message.startswith(f"id {finishing!r} is already in the archive"))
-            ]
-            if errors:
-                raise ParseError(errors)
+            left = max(0.0, timeout - (time.monotonic() - start))
+            data, tasks_stamp = settle.settled_read(
+                project.tasks_path, tasks_name, settle.load_seen(wf_dir, tasks_name), left
+            )
+            old_archive, archive_stamp = settle.settled_read(
+                project.archive_path, archive_name, settle.load_seen(wf_dir, archive_name), left, b"- "
+            )
+            bl = backlogmod.from_bytes(project, data, old_archive)
+            structural, by_task = bl.write_errors(finishing)
+            if structural:
+                raise ParseError(structural)
             change = fn(bl)
             new_doc = change.tasks
+            for task_id in sorted(_touched(bl.doc, new_doc)):
+                if by_task.get(task_id):
+                    raise TaskHasErrors(task_id, by_task[task_id])
+            archive = bl.archive
             if change.archive is not None:
-                if read_bytes(project.tasks_path) != bl.data:  # an editor saved: start over
+                stamp = settle.replace_checked(project.archive_path, change.archive, old_archive, left, b"- ")
+                if stamp is None:
                     continue
-                atomic_write(project.archive_path, change.archive)
+                archive_stamp = stamp
+                archive = archivemod.parse(change.archive, archive_name)
             if new_doc is not None:
-                data = new_doc.render()
-                if not atomic_write(project.tasks_path, data, expect=bl.data, before_replace=_before_replace):
+                new_data = new_doc.render()
+                stamp = settle.replace_checked(project.tasks_path, new_data, bl.data, left)
+                settle.save_seen(wf_dir, {tasks_name: stamp or tasks_stamp, archive_name: archive_stamp})
+                if stamp is None:
                     continue
-                parsecache.store(backlogmod.cache_dir(project), new_doc, data)
-                return backlogmod.Backlog(project, new_doc, bl.archive, data)
-            return bl
-        raise WfError(f"{project.config.tasks} kept changing while wf tried to write it; try again")
+                parsecache.store(backlogmod.cache_dir(project), new_doc, new_data)
+                return backlogmod.Backlog(project, new_doc, archive, new_data, change.archive)
+            settle.save_seen(wf_dir, {tasks_name: tasks_stamp, archive_name: archive_stamp})
+            return backlogmod.Backlog(project, bl.doc, archive, bl.data, change.archive or old_archive)
+        raise WfError(f"{tasks_name} kept changing while wf tried to write it; try again")
 
 
 # ------------------------------------------------------------------ add / set

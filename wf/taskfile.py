@@ -9,6 +9,7 @@ parsed again before anything is written, so an edit can never leave a broken fil
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from collections.abc import Callable
@@ -320,24 +321,37 @@ def parse_lines(lines: list[str], path: str = "TASKS.md") -> TasksFile:
 # Lines that can matter outside a task's fields: fences and level-2 headings. Everything
 # else is body text, so the parser jumps from one candidate line to the next in C.
 _CANDIDATE_RE = re.compile(r"^\ufeff? {0,3}(?:`{3,}|~{3,}|##(?!#))", re.M)
-# A line ends with \n or \r\n; a lone \r at the very end of the file is content.
-_FIELD_BLOCK_RE = re.compile(r"(?:[A-Za-z][A-Za-z0-9_-]*:(?:[ \t][^\n]*)?(?:\r?\n|\Z))*")
-# A value is stripped of all whitespace, as str.strip() does ([^\S\n]: whitespace but \n).
-_FIELD_LINE_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*):(?:[ \t][^\S\n]*(.*?))?[^\S\n]*$", re.M)
+# A line ends with \n or \r\n; a lone \r at the very end of the file is content. Every
+# quantifier that could give back what it took is possessive: each line is scanned once,
+# whatever it holds (a value of 200,000 spaces costs what its length costs, no more).
+_FIELD_BLOCK_RE = re.compile(r"(?:[A-Za-z][A-Za-z0-9_-]*+:(?:[ \t][^\n]*+)?(?:\r?\n|\Z))*+")
+_KEY_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_LONE_CR_RE = re.compile(r"\r(?!\n)")
 _ID = r"[a-z0-9][a-z0-9-]{0,47}"
 _VALID_VALUE = {
     "model": MODEL_RE.pattern,
     "lane": _ID,
     "prio": "[0-3]",
-    "effort": r"[1-9]\d*(?:\.\d+)?",
-    "done": r"\S.*?",
-    "after": rf"{_ID}(?:[ \t]*,[ \t]*{_ID})*",
+    "effort": r"[1-9]\d*+(?:\.\d++)?",
+    "done": r"\S[^\n]*+",
+    "after": rf"{_ID}(?:[ \t]*+,[ \t]*+{_ID})*+",
     "sessions": "(?i:owner|solo)",
     "cloud": "(?i:yes|no)",
     "parent": _ID,
-    "status": r"(?i:(?:in progress|awaiting|blocked|wip)(?:[ \t]*:.*?)?|pending)",
-    "note": r"\S.*?",
+    "status": r"(?i:(?:in progress|awaiting|blocked|wip)(?:[ \t]*+:[^\n]*+)?|pending)",
+    "note": r"\S[^\n]*+",
 }
+
+
+def field_pairs(block: str) -> tuple[tuple[str, str], ...]:
+    """(key, value) of each line of a field block: the value is what follows the first
+    colon, stripped of whitespace as ``str.strip()`` does (a CR before the LF included)."""
+    out = []
+    for line in block.split("\n"):
+        if line:
+            key, _, rest = line.partition(":")
+            out.append((key, rest.strip()))
+    return tuple(out)
 
 
 @functools.cache
@@ -346,13 +360,13 @@ def _fast_regexes() -> tuple[re.Pattern[str], re.Pattern[str]]:
     field lines that are all known and valid, and a task heading followed by one."""
     valid = (
         "(?:(?:"
-        + "|".join(f"(?i:{k}):[ \\t]+(?:{v})" for k, v in _VALID_VALUE.items())
-        + r")[ \t]*(?:\r?\n|\Z))*"
+        + "|".join(f"(?i:{k}):[ \\t]++(?>{v})" for k, v in _VALID_VALUE.items())
+        + r")[ \t]*+(?:\r?\n|\Z))*+"
     )
     task = (
         r"##[ \t]+([a-z0-9][a-z0-9-]{0,47})[ \t]*:([^\n]*)(?:\n|\Z)"
         + f"({valid})"
-        + r"(?![A-Za-z][A-Za-z0-9_-]*:(?:[ \t]|\r?\n|\Z))"
+        + r"(?![A-Za-z][A-Za-z0-9_-]*+:(?:[ \t]|\r?\n|\Z))"
     )
     # ASCII: with Unicode case folding, (?i:s) would also match U+017F (long s).
     return re.compile(valid, re.ASCII), re.compile(task, re.ASCII)
@@ -363,8 +377,8 @@ def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
     tasks: list[Task] = []
     first_line: dict[str, int] = {}
 
-    def issue(index: int, level: str, message: str) -> None:
-        issues.append(ParseIssue(path, index + 1, level, message))
+    def issue(index: int, level: str, message: str, task: str | None = None) -> None:
+        issues.append(ParseIssue(path, index + 1, level, message, task))
 
     fence_char = ""
     fence_len = 0
@@ -405,7 +419,7 @@ def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
                 close(line_no, s)
                 first_line[task_id] = line_no + 1
                 block = tm.group(3)
-                pairs = tuple(_FIELD_LINE_RE.findall(block)) if block else ()
+                pairs = field_pairs(block) if block else ()
                 keys = [k.lower() for k, _ in pairs]
                 kv = dict(zip(keys, (v for _, v in pairs), strict=True))
                 if len(kv) != len(keys):
@@ -442,7 +456,7 @@ def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
             first_line[task_id] = line_no + 1
             fm = _FIELD_BLOCK_RE.match(text, line_end)
             block = fm.group(0) if fm else ""
-            pairs = tuple(_FIELD_LINE_RE.findall(block)) if block else ()
+            pairs = field_pairs(block) if block else ()
             keys = [k.lower() for k, _ in pairs]
             kv = dict(zip(keys, (v for _, v in pairs), strict=True))
             if len(kv) != len(keys) or not valid_block_re.fullmatch(block):
@@ -466,15 +480,56 @@ def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
             )
         else:
             issue(fence_at, "warning", "code fence is never closed")
+    if "\r" in text:
+        _lone_crs(text, tasks, issue)
     issues.sort(key=lambda x: x.line)
     return TasksFile(path, text, tasks, issues)
+
+
+_HIDDEN_RE = re.compile(r"\ufeff? {0,3}(?:##[ \t]|`{3}|~{3})")
+
+
+def _lone_crs(text: str, tasks: list[Task], issue: Callable[..., None]) -> None:
+    """A CR not followed by LF is a line break to many editors. wf reads LF and CRLF
+    only, so such a line is reported, never silently read as one line: an error that
+    stops every write if it hides a heading or a fence (a CR-only file's tasks), else
+    an error of the task it is in (a warning in the preamble)."""
+    starts = [t.start for t in tasks]
+    line_no, last, seen = 0, 0, -1
+    for m in _LONE_CR_RE.finditer(text):
+        if m.start() == len(text) - 1:
+            break  # a file cut after the CR of a CRLF: that CR is content
+        line_no += text.count("\n", last, m.start())
+        last = m.start()
+        if line_no == seen:
+            continue
+        seen = line_no
+        nl = text.find("\n", m.start())
+        begin = text.rfind("\n", 0, m.start()) + 1
+        parts = text[begin : len(text) if nl < 0 else nl].split("\r")[1:]
+        hidden = [p for p in parts if _HIDDEN_RE.match(p)]
+        if hidden:
+            heads = [p.strip() for p in hidden if "#" in p[:5]]
+            what = f"{len(heads)} heading(s) from {heads[0][:60]!r} on" if heads else "a code fence"
+            issue(
+                line_no,
+                "error",
+                f"lone CR (\\r) line breaks hide {what}: wf reads LF or CRLF line endings only; "
+                "convert the file's line endings",
+            )
+            continue
+        at = bisect.bisect_right(starts, line_no) - 1
+        if at >= 0 and tasks[at].start <= line_no < tasks[at].end:
+            issue(line_no, "error", "lone CR (\\r) inside the line: use LF or CRLF line breaks", tasks[at].id)
+        else:
+            issue(line_no, "warning", "lone CR (\\r) inside the line: use LF or CRLF line breaks")
 
 
 def _check_fields(
     pairs: tuple[tuple[str, str], ...],
     task_id: str,
     first: int,
-    issue: Callable[[int, str, str], None],
+    issue: Callable[..., None],
 ) -> None:
     """The slow path: say what is wrong with each field line of a task."""
     seen: set[str] = set()
@@ -484,9 +539,9 @@ def _check_fields(
         if k in KEYS:
             problem = check_field(k, value)
             if problem:
-                issue(at, "error", problem)
+                issue(at, "error", problem, task_id)
             elif k not in REPEATABLE and k in seen:
-                issue(at, "error", f"{KEYS[k]} given twice in task {task_id}")
+                issue(at, "error", f"{KEYS[k]} given twice in task {task_id}", task_id)
             seen.add(k)
         else:
             issue(at, "warning", f"unknown field {key!r} (kept as it is)")

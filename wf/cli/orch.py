@@ -340,7 +340,7 @@ def gate_run(ctx: click.Context, sha: str) -> int:
     from wf.orch import gate
 
     result = gate.run(_project(ctx), sha)
-    return 0 if result["ok"] else 1
+    return 0 if result.ok is not False else 1
 
 
 @cli.command()

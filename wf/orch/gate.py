@@ -7,18 +7,17 @@ recorded per main commit in ``.wf/gate/<sha>.json``; a red result turns the next
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from wf import gitops, worktrees
-from wf.fsutil import atomic_write_text
+from wf import records as store
 from wf.lock import project_lock
 from wf.project import Project
 
@@ -30,34 +29,50 @@ def _dir(project: Project) -> Path:
     return project.wf_dir / "gate"
 
 
-def results(project: Project) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class GateResult:
+    """``.wf/gate/<sha>.json``: one run of the gate at one main commit."""
+
+    sha: str
+    cmd: str = ""
+    exit: int | None = None
+    ok: bool | None = None  # None: skipped (a newer main commit superseded it)
+    started: str = ""
+    duration_s: float = 0.0
+    tail: str = ""
+    handled: str | None = None  # the fix task added for a red result
+    pid: int | None = None
+    skipped: str | None = None
+
+
+def results(project: Project) -> list[GateResult]:
+    """Every recorded result, oldest first (CorruptRecord for one that cannot be trusted)."""
     folder = _dir(project)
     if not folder.is_dir():
         return []
     out = []
     for f in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime):
-        try:
-            out.append(json.loads(f.read_text("utf-8")))
-        except (OSError, ValueError):
-            continue
+        rec = store.load(GateResult, f)
+        if rec is not None:
+            out.append(rec)
     return out
 
 
 def unhandled_red(project: Project) -> list[str]:
     """The newest gate result, if it is red and no fix task was added for it yet (an
     older red that a newer green replaced does not count)."""
-    done = [r for r in results(project) if r.get("ok") is not None or r.get("exit") is not None]
+    done = [r for r in results(project) if r.ok is not None]
     if not done:
         return []
     newest = done[-1]
-    return [newest["sha"]] if newest.get("ok") is False and not newest.get("handled") else []
+    return [newest.sha] if newest.ok is False and not newest.handled else []
 
 
 def mark_handled(project: Project, sha: str, fix_task: str) -> None:
     path = _dir(project) / f"{sha}.json"
-    data = json.loads(path.read_text("utf-8"))
-    data["handled"] = fix_task
-    atomic_write_text(path, json.dumps(data, indent=1) + "\n")
+    rec = store.load(GateResult, path)
+    if rec is not None:
+        store.save(path, replace(rec, handled=fix_task))
 
 
 def add_fix_task(
@@ -73,11 +88,11 @@ def add_fix_task(
     from wf import backlog as backlogmod
     from wf import ops
 
-    result = next((r for r in results(project) if r.get("sha") == sha), {})
-    tail = [ln.replace("```", "'''") for ln in str(result.get("tail") or "").strip().splitlines()[-15:]]
-    log = _dir(project) / f"{sha}.log"
+    result = store.load(GateResult, _dir(project) / f"{sha}.json") or GateResult(sha)
+    tail = [ln.replace("```", "'''") for ln in result.tail.strip().splitlines()[-15:]]
+    log = output_path(project, sha)
     where = log.relative_to(project.root) if log.is_relative_to(project.root) else log
-    body = f"The gate `{project.config.gate}` failed at {sha[:12]} (exit {result.get('exit')}).\n"
+    body = f"The gate `{project.config.gate}` failed at {sha[:12]} (exit {result.exit}).\n"
     body += f"Its whole output: {where}\n"
     if tail:
         body += "\n```\n" + "\n".join(tail) + "\n```\n"
@@ -149,18 +164,23 @@ def start(project: Project) -> int | None:
     return p.pid
 
 
-def run(project: Project, sha: str) -> dict[str, Any]:
+def output_path(project: Project, sha: str) -> Path:
+    """The gate command's whole output at ``sha``."""
+    return _dir(project) / f"{sha}.out"
+
+
+def run(project: Project, sha: str) -> GateResult:
     """Run the gate at ``sha`` in the gate's tree and record the result."""
     if not project.config.gate:
         raise ValueError("no gate")
     with project_lock(project.wf_dir, TIMEOUT, None, name="gate.lock"):  # one gate run at a time
         main_now = gitops.rev(project.root, worktrees.main_branch(project))
         if main_now != sha and main_now is not None and gitops.is_ancestor(project.root, sha, main_now):
-            return {"sha": sha, "skipped": f"superseded by {main_now[:12]}", "ok": None}
+            return GateResult(sha, skipped=f"superseded by {main_now[:12]}")
         return _run(project, sha)
 
 
-def _run(project: Project, sha: str) -> dict[str, Any]:
+def _run(project: Project, sha: str) -> GateResult:
     tree = project.worktrees_dir / TREE
     with project_lock(project.wf_dir, worktrees.WT_LOCK_TIMEOUT, None, name="wt.lock"):
         if not (tree / ".git").exists():
@@ -174,23 +194,22 @@ def _run(project: Project, sha: str) -> dict[str, Any]:
     argv = shlex.split(project.config.gate)
     started = time.time()
     try:
-        p = subprocess.run(
-            argv, cwd=tree, capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL
-        )
+        with open(output_path(project, sha), "wb") as out:
+            p = subprocess.run(argv, cwd=tree, stdout=out, stderr=subprocess.STDOUT, timeout=TIMEOUT,
+                               stdin=subprocess.DEVNULL)  # fmt: skip
         code: int | None = p.returncode
-        tail = (p.stdout + p.stderr)[-4000:]
+        tail = output_path(project, sha).read_bytes()[-4000:].decode("utf-8", "replace")
     except (OSError, subprocess.TimeoutExpired) as e:
         code, tail = None, str(e)
-    result = {
-        "sha": sha,
-        "cmd": project.config.gate,
-        "exit": code,
-        "ok": code == 0,
-        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-        "duration_s": round(time.time() - started, 1),
-        "tail": tail,
-        "handled": None,
-        "pid": os.getpid(),
-    }
-    atomic_write_text(_dir(project) / f"{sha}.json", json.dumps(result, indent=1) + "\n")
+    result = GateResult(
+        sha=sha,
+        cmd=project.config.gate or "",
+        exit=code,
+        ok=code == 0,
+        started=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        duration_s=round(time.time() - started, 1),
+        tail=tail,
+        pid=os.getpid(),
+    )
+    store.save(_dir(project) / f"{sha}.json", result)
     return result

@@ -349,7 +349,8 @@ def _post_check_done(
         return f"{rec.id} is not in the archive", None
     if gitops.branch_exists(root, rec.branch):
         return f"branch {rec.branch} still exists", entry.commit
-    errors = bl.errors()
+    # a person's typo in another task is that task's problem, not this one's
+    errors = bl.structural_errors() + bl.task_errors(rec.id)
     if errors:
         return f"wf check has {len(errors)} error(s): {errors[0]}", entry.commit
     if rec.worktree and (Path(rec.worktree) / ".git").exists():

@@ -1,0 +1,165 @@
+"""One test per safety rule and per layer: each fails when that rule alone is removed.
+
+A rule guarded twice (the is-merged check and ``git branch -d``) has a test for each
+layer: the orch layer's test takes git's guard away (a force delete in its place), so
+only the is-merged check stands between the post and the loss of the branch.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import WfRunner, git
+from tests.test_orch import Orch, lanes_toml, task
+from wf import gitops
+
+
+@pytest.fixture
+def o(wf: WfRunner) -> Orch:
+    return Orch(wf)
+
+
+def _tree(o: Orch) -> Path:
+    return o.root / ".worktrees" / "a"
+
+
+def _worked(o: Orch, *script: str) -> str:
+    """Pick a1, let the scripted worker do it; the commit it reported."""
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", *script) + task("a2", "a", "write a2.txt y"))
+    rep = o.work(o.wf.ok("orch", "pick", "a"))
+    assert rep is not None and rep.commit
+    return rep.commit
+
+
+# ------------------------------------------------------------------ the branch of unfinished work
+
+
+@pytest.mark.parametrize(
+    "result,script", [("wip", "wip half"), ("handback", "nomerge"), ("awaiting", "nomerge")]
+)
+def test_the_branch_of_unfinished_work_survives_post(o: Orch, result: str, script: str) -> None:
+    commit = _worked(o, script)
+    o.wf.ok("orch", "post", "a", "--result", result, "--note", "n", "--no-pick")
+    assert git(o.root, "rev-parse", "a/a1").strip() == commit
+
+
+@pytest.mark.parametrize("result", ["wip", "handback", "awaiting"])
+def test_the_is_merged_check_alone_keeps_the_branch(
+    o: Orch, result: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With git's own guard gone (a force delete), the post's is-merged check must still
+    keep a branch that holds work main does not have."""
+    commit = _worked(o, "nomerge")
+
+    def force_delete(cwd: Path, branch: str) -> None:
+        gitops.run(cwd, "branch", "-D", "--", branch)
+
+    monkeypatch.setattr(gitops, "delete_branch", force_delete)
+    o.wf.ok("orch", "post", "a", "--result", result, "--note", "n", "--no-pick")
+    assert git(o.root, "rev-parse", "a/a1").strip() == commit
+
+
+def test_git_branch_d_refuses_unmerged_work(repo: Path) -> None:
+    git(repo, "switch", "-qc", "topic")
+    (repo / "f.txt").write_text("f\n")
+    git(repo, "add", "f.txt")
+    git(repo, "commit", "-qm", "work")
+    git(repo, "switch", "-q", "main")
+    with pytest.raises(gitops.GitError):
+        gitops.delete_branch(repo, "topic")
+    assert git(repo, "rev-parse", "--verify", "-q", "topic").strip()
+
+
+def test_a_branch_with_no_commits_of_its_own_is_deleted_on_handback(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a"))
+    o.wf.ok("orch", "pick", "a")
+    o.wf.ok("orch", "post", "a", "--result", "handback", "--note", "n", "--no-pick")
+    assert git(o.root, "branch", "--list", "a/a1") == ""
+
+
+# ------------------------------------------------------------------ the post-checks of a done
+
+
+def _post_done(o: Orch, commit: str) -> str:
+    r = o.wf("orch", "post", "a", "--result", "done", "--commit", commit, "--no-pick")
+    assert r.code == 0, r.err
+    return r.out
+
+
+def test_post_check_the_tree_is_clean(o: Orch) -> None:
+    commit = _worked(o)
+    (_tree(o) / "left-behind.txt").write_text("oops\n")
+    out = _post_done(o, commit)
+    assert out.startswith("a1: post-check-red") and "has uncommitted changes" in out
+
+
+def test_post_check_the_trees_head_is_in_main(o: Orch) -> None:
+    commit = _worked(o)
+    (_tree(o) / "late.txt").write_text("late\n")
+    git(_tree(o), "add", "late.txt")
+    git(_tree(o), "commit", "-qm", "a commit after the merge")
+    out = _post_done(o, commit)
+    assert out.startswith("a1: post-check-red") and "HEAD is not in main" in out
+
+
+def test_post_check_the_branch_is_gone(o: Orch) -> None:
+    commit = _worked(o)
+    git(o.root, "branch", "a/a1", commit)  # the merged branch came back
+    out = _post_done(o, commit)
+    assert out.startswith("a1: post-check-red") and "branch a/a1 still exists" in out
+
+
+def test_post_check_wf_check_is_clean(o: Orch) -> None:
+    commit = _worked(o)
+    with open(o.root / "TASKS.md", "a") as f:
+        f.write("\n## Not A Task Heading\n")
+    out = _post_done(o, commit)
+    assert out.startswith("a1: post-check-red") and "wf check has 1 error" in out
+
+
+def test_post_check_the_task_is_archived(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", "nomerge"))
+    rep = o.work(o.wf.ok("orch", "pick", "a"))
+    assert rep is not None and rep.commit
+    git(_tree(o), "switch", "-q", "--detach")
+    git(o.root, "branch", "-D", "a/a1")  # the work is gone, nothing was merged
+    out = _post_done(o, rep.commit)
+    assert out.startswith("a1: post-check-red") and "no branch a/a1 and a1 is not archived" in out
+
+
+def test_all_post_checks_green_is_done(o: Orch) -> None:
+    commit = _worked(o)
+    assert _post_done(o, commit).startswith("a1: done as ")
+
+
+# ------------------------------------------------------------------ the tree lock
+
+
+def test_allocations_on_the_same_lane_never_share_a_tree(wf: WfRunner) -> None:
+    """Six processes ready trees for six tasks of one lane at once: six different
+    trees (.wf/wt.lock serialises the choice of a free tree)."""
+    for i in range(6):
+        wf.ok("add", f"Task {i}", "--id", f"t{i}", "--model", "sonnet", "--done", "true")
+    git(wf.root, "add", "-A")
+    git(wf.root, "commit", "-qm", "tasks")
+    import sys
+
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "wf", "wt", "add", "sonnet", f"t{i}"],
+            cwd=wf.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(6)
+    ]
+    paths = []
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+        paths.append(out.strip().splitlines()[-1])
+    assert len(set(paths)) == 6, paths

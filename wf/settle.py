@@ -1,0 +1,324 @@
+"""Reading and replacing a file that a person's editor may be saving at the same time.
+
+Many editors save in place: they truncate the file, then write it. A read in between
+sees an empty or half-written file; a rename over the file in between sends the
+editor's write into the replaced (unlinked) file. So before wf writes TASKS.md or the
+archive it reads them *settled*: nobody holds the file open for writing (a read lease
+probe, or a scan of ``/proc/*/fd`` where leases are not allowed), its size and mtime did
+not move during the read, it did not change in the last moments (unless wf itself wrote
+it), and it did not lose tasks since wf last wrote it (an empty file that held tasks is
+never taken as the truth). wf waits for that within the lock timeout, else refuses.
+
+The replace is a compare-and-swap against the settled bytes, and it is checked after the
+rename too: if a program that had the old file open wrote into it around the rename,
+its bytes are put back and the caller starts over from them.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from wf.errors import WfError
+from wf.fsutil import fsync_dir
+
+QUIET = 0.02  # a file whose mtime is younger than this (and not wf's own write) is still moving
+LOST_QUIET = 0.5  # a file that lost tasks must have been still this long (a person's deletion)
+POLL = 0.01
+
+
+class Unsettled(WfError):
+    """The file is being written by someone else and did not settle in time."""
+
+    def __init__(self, name: str, why: str, waited: float) -> None:
+        self.name = name
+        self.why = why
+        super().__init__(
+            f"{name} is being saved by another program ({why}) and did not settle within "
+            f"{waited:g}s; wf wrote nothing. Try again once the save is done"
+        )
+
+
+class Stamp(NamedTuple):
+    """What a file looked like when wf last wrote (or settled-read) it."""
+
+    ino: int
+    size: int
+    mtime_ns: int
+    units: int  # its task headings (TASKS.md) or archive lines
+
+
+def units(data: bytes, marker: bytes) -> int:
+    """Lines starting with ``marker`` (TASKS.md's '## ' headings, the archive's '- '
+    lines): a cheap count to tell a file that lost tasks since wf last saw it."""
+    return data.count(b"\n" + marker) + data.startswith(marker)
+
+
+# ------------------------------------------------------------------ who is writing
+
+
+def _lease_probe(fd: int) -> bool | None:
+    """True if some process has the file open for writing, False if none, None when
+    leases cannot tell (not the file's owner, a file system without leases)."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+    except OSError as e:
+        if e.errno == errno.EAGAIN:
+            return True
+        return None
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+    except OSError:
+        pass
+    return False
+
+
+def _proc_writers(dev: int, ino: int) -> bool:
+    """Scan /proc for a descriptor open for writing on (dev, ino)."""
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return False
+    for pid in pids:
+        fd_dir = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                st = os.stat(f"{fd_dir}/{fd}")
+            except OSError:
+                continue
+            if st.st_ino != ino or st.st_dev != dev:
+                continue
+            try:
+                with open(f"/proc/{pid}/fdinfo/{fd}", encoding="ascii") as f:
+                    flags = next((int(x.split()[1], 8) for x in f if x.startswith("flags:")), 0)
+            except (OSError, ValueError, IndexError):
+                return True  # it has the file open and we cannot see how: assume writing
+            if flags & os.O_ACCMODE in (os.O_WRONLY, os.O_RDWR):
+                return True
+    return False
+
+
+def being_written(fd: int) -> bool:
+    """Whether any process holds the file of ``fd`` (opened read-only) open for writing."""
+    probe = _lease_probe(fd)
+    if probe is not None:
+        return probe
+    st = os.fstat(fd)
+    return _proc_writers(st.st_dev, st.st_ino)
+
+
+# ------------------------------------------------------------------ settled read
+
+
+def _read_fd(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    offset = 0
+    while True:
+        chunk = os.pread(fd, 1 << 20, offset)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        offset += len(chunk)
+
+
+def _unsettled_why(
+    path: Path, seen: Stamp | None, marker: bytes
+) -> tuple[str | None, bytes | None, Stamp | None]:
+    """(why the file is not settled or None, its bytes, its stamp)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        if seen is not None and seen.units:
+            return "it is missing, but held tasks when wf last wrote it", None, None
+        return None, None, None
+    try:
+        st1 = os.fstat(fd)
+        data = _read_fd(fd)
+        st2 = os.fstat(fd)
+        writing = being_written(fd)
+    finally:
+        os.close(fd)
+    stamp = Stamp(st2.st_ino, st2.st_size, st2.st_mtime_ns, units(data, marker))
+    try:
+        now_ino = os.stat(path).st_ino
+    except FileNotFoundError:
+        now_ino = -1
+    if (st1.st_size, st1.st_mtime_ns) != (st2.st_size, st2.st_mtime_ns) or len(data) != st2.st_size:
+        return "it changed while wf read it", data, stamp
+    if now_ino != st2.st_ino:
+        return "it was replaced while wf read it", data, stamp
+    if writing:
+        return "another program has it open for writing", data, stamp
+    own = seen is not None and seen[:3] == stamp[:3]
+    if own:
+        return None, data, stamp
+    age = time.time() - st2.st_mtime_ns / 1e9
+    if age < QUIET:
+        return "it changed a moment ago", data, stamp
+    if seen is not None and stamp.units < seen.units:
+        if not data:
+            return f"it is empty, but held {seen.units} task(s) when wf last wrote it", data, stamp
+        if age < LOST_QUIET:
+            return "it lost tasks a moment ago", data, stamp
+    return None, data, stamp
+
+
+def settled_read(
+    path: Path, name: str, seen: Stamp | None, timeout: float, marker: bytes = b"## "
+) -> tuple[bytes | None, Stamp | None]:
+    """The file's bytes (None if it does not exist) once nobody is saving it, and its
+    stamp. Raises Unsettled after ``timeout`` seconds."""
+    start = time.monotonic()
+    while True:
+        why, data, stamp = _unsettled_why(path, seen, marker)
+        if why is None:
+            return data, stamp
+        if time.monotonic() - start >= timeout:
+            raise Unsettled(name, why, round(timeout, 1))
+        time.sleep(POLL)
+
+
+# ------------------------------------------------------------------ checked replace
+
+
+def _target(path: Path) -> Path:
+    """The file a write lands in: a symlinked file is written through (the link kept)."""
+    return Path(os.path.realpath(path))
+
+
+def _write_temp(target: Path, data: bytes) -> str:
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        try:
+            os.chmod(tmp, os.stat(target).st_mode & 0o7777)
+        except FileNotFoundError:
+            os.chmod(tmp, 0o644)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def _wait_no_writer(fd: int, timeout: float) -> None:
+    start = time.monotonic()
+    while being_written(fd) and time.monotonic() - start < timeout:
+        time.sleep(POLL)
+
+
+def replace_checked(
+    path: Path, data: bytes, expect: bytes | None, timeout: float, marker: bytes = b"## "
+) -> Stamp | None:
+    """Replace ``path`` by ``data`` if it still holds ``expect`` (None: it must not
+    exist), and nobody wrote into the replaced file around the rename. Returns the new
+    file's stamp, or None when the caller must read again and start over."""
+    target = _target(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _write_temp(target, data)
+    try:
+        try:
+            old = os.open(target, os.O_RDONLY)
+        except FileNotFoundError:
+            old = -1
+        if old < 0:
+            if expect is not None:
+                os.unlink(tmp)
+                return None
+            os.link(tmp, target)  # fails if someone created it meanwhile
+            os.unlink(tmp)
+        else:
+            try:
+                if (
+                    _read_fd(old) != expect
+                    or being_written(old)
+                    or os.stat(target).st_ino != os.fstat(old).st_ino
+                ):
+                    os.unlink(tmp)
+                    return None
+                os.replace(tmp, target)
+                # A program that opened the old file before the rename writes into it now.
+                _wait_no_writer(old, timeout)
+                theirs = _read_fd(old)
+                if theirs != expect:
+                    _put_back(target, theirs, data, timeout)
+                    return None
+            finally:
+                os.close(old)
+    except FileExistsError:
+        os.unlink(tmp)
+        return None
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_dir(target.parent)
+    st = os.stat(target)
+    return Stamp(st.st_ino, st.st_size, st.st_mtime_ns, units(data, marker))
+
+
+def _put_back(target: Path, theirs: bytes, ours: bytes, timeout: float) -> None:
+    """Someone saved into the file wf just replaced: their save wins, wf starts over."""
+    tmp = _write_temp(target, theirs)
+    try:
+        fd = os.open(target, os.O_RDONLY)
+    except FileNotFoundError:
+        os.replace(tmp, target)
+        return
+    try:
+        if _read_fd(fd) == ours and not being_written(fd):
+            os.replace(tmp, target)
+            return
+    finally:
+        os.close(fd)
+    os.unlink(tmp)  # replaced again meanwhile: the fresh read sees the newest file
+
+
+# ------------------------------------------------------------------ what wf last saw
+
+
+def _seen_file(wf_dir: Path) -> Path:
+    return wf_dir / "seen.json"
+
+
+def load_seen(wf_dir: Path, name: str) -> Stamp | None:
+    try:
+        raw = json.loads(_seen_file(wf_dir).read_text("utf-8")).get(name)
+        return Stamp(*(int(x) for x in raw)) if raw else None
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def save_seen(wf_dir: Path, stamps: dict[str, Stamp | None]) -> None:
+    """Best effort: without the record, wf only loses the 'lost tasks' signal."""
+    path = _seen_file(wf_dir)
+    try:
+        current = json.loads(path.read_text("utf-8"))
+        if not isinstance(current, dict):
+            current = {}
+    except (OSError, ValueError):
+        current = {}
+    for name, stamp in stamps.items():
+        if stamp is not None:
+            current[name] = list(stamp)
+    tmp = path.with_name(f".seen.{os.getpid()}")
+    try:
+        wf_dir.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(current), "utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
