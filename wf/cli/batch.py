@@ -310,3 +310,54 @@ def batch_job(ctx: click.Context, stamp: str, ready_fd: int | None) -> int:
     if not re.fullmatch(r"\d{8}T\d{6}Z", stamp):
         raise click.UsageError(f"stamp {stamp!r}: expected YYYYMMDDTHHMMSSZ")
     return batchmod.job_main(_project(ctx), stamp, ready_fd)
+
+
+# ---------------------------------------------------------------- wf pilot
+
+
+@cli.command("pilot")
+@click.option(
+    "--batch", "k", type=click.IntRange(min=1), default=5, show_default=True, help="Tasks per batch."
+)
+@click.option("--lanes", metavar="A,B", help="Lanes to run (default: every lane with runner-ready work).")
+@click.option(
+    "--for", "for_", metavar="DURATION", default="8h", show_default=True, help="End after this long."
+)
+@click.option("--no-prep", is_flag=True, help="Never run prep batches.")
+@click.option("--poll", type=click.FloatRange(min=0.1), default=20.0, hidden=True)
+@click.pass_context
+def pilot(ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: bool, poll: float) -> int:
+    """Batches back to back, in the foreground (a terminal multiplexer, a timer): when no
+    batch is alive and there is runner-ready work, start 'wf batch K'; when there is
+    none, one prep batch per idle spell; after each batch its stop lines and the
+    questions a person must answer. Ends at --for, at the stop file, or when nothing is
+    left to run or prepare, with the cost report for the time it ran.
+
+    \b
+    Example:
+      wf pilot --batch 4 --lanes sonnet,haiku --for 8h
+    """
+    import time
+
+    from wf.orch import pilot as pilotmod
+    from wf.quantity import parse_duration
+
+    proj = _project(ctx)
+
+    def emit(line: str) -> None:
+        click.echo(f"{time.strftime('%H:%M:%S')} {line}")
+
+    end, began = pilotmod.run(
+        proj,
+        k=k,
+        lanes=[x for x in lanes.split(",") if x] if lanes else None,
+        for_s=parse_duration(for_, "--for"),
+        prep=not no_prep,
+        poll=poll,
+        emit=emit,
+    )
+    emit(f"pilot ended: {end.value}")
+    click.echo(f"cost since {began}:")
+    for line in pilotmod.cost_lines(proj, began):
+        click.echo(f"  {line}")
+    return 0
