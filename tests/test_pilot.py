@@ -83,3 +83,27 @@ def test_pilot_stops_at_the_stop_file(b: Batch) -> None:
         env=b.env, timeout=60, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert "pilot ended: stop file" in r.stdout and "started" not in r.stdout
+
+
+def test_skills_live_at_the_top_ship_in_the_package_and_take_arguments(tmp_path: Path, wf: WfRunner) -> None:
+    root = Path(__file__).resolve().parent.parent
+    from importlib import resources
+
+    packaged = Path(str(resources.files("wf").joinpath("data/claude")))
+    for rel, hint in (
+        ("skills/wf-orchestrate/SKILL.md", "argument-hint: [go | batch N]"),
+        ("skills/wf-pilot/SKILL.md", "argument-hint: [--batch K] [--lanes a,b] [--for 8h]"),
+        ("skills/wf-design/SKILL.md", "argument-hint: [topic | id]"),
+    ):
+        top = (root / rel).read_text()
+        assert hint in top.split("\n---\n")[0] and "$ARGUMENTS" in top
+        assert (packaged / rel).read_text() == top  # the package ships the same file
+    assert (packaged / "agents" / "wf-worker.md").read_text() == (
+        root / "agents" / "wf-worker.md"
+    ).read_text()
+    out = wf.ok("install", "--target", str(tmp_path / "claude"))
+    assert out.count("linked  ") == 4
+    assert (
+        out.splitlines()[-1].startswith("a Claude Code session started before this install")
+        and "restart" in out
+    )
