@@ -325,3 +325,40 @@ def test_model_without_agent_is_a_usage_error(b: Batch) -> None:
     three_ready(b)
     r = b.batch("2", "--model", "opus")
     assert r.returncode == 2 and "--agent" in r.stderr
+
+
+# ------------------------------------------------------------------ limits
+
+
+@pytest.mark.timeout(180)
+def test_a_batch_past_its_memory_ends_oom_and_the_next_recovers(b: Batch) -> None:
+    b.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", done=SLOW))
+    assert b.batch("1", "--mem", "30M").returncode == 0  # wf orch run alone is more than that
+    st = b.wait_ended()
+    assert st["reason"] == "oom" and st["state"] == "oom" and st["exit"] == 137
+    assert b.summary(st)[-1].startswith("ended: oom at ")
+    assert b.batch("1").returncode == 0
+    st = b.wait_ended()
+    assert st["reason"] == "N reached" and b.archived() == ["a1"]
+
+
+@pytest.mark.timeout(120)
+def test_a_batch_whose_memory_does_not_fit_yet_waits_and_says_so(b: Batch) -> None:
+    three_ready(b)
+    env = dict(b.env, WF_RES_MEMORY="2G")  # 1G may be reserved in all
+    other = subprocess.Popen(
+        [sys.executable, "-m", "wf", "res", "run", "--mem", "800M", "--title", "big", "--", "sleep", "4"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        b.wait_for(lambda: json.loads(subprocess.run(
+            [sys.executable, "-m", "wf", "res", "ls", "--json"], capture_output=True, text=True, env=env
+        ).stdout))  # fmt: skip
+        r = b.batch("1", "--mem", "500M", env=env)
+        assert r.returncode == 0, r.stderr
+        assert "it waits first: waiting for room: 500M does not fit" in r.stdout and "(big, 800M)" in r.stdout
+        st = b.wait_ended()
+        assert st["reason"] == "N reached" and b.archived() == ["a1"]
+        assert any(x.startswith("- note: waiting for room") for x in b.summary(st))
+    finally:
+        other.kill()

@@ -272,6 +272,8 @@ def batch(
     started = batchmod.start(proj, plan)
     click.echo(f"batch {started.stamp} started: job {started.job} (pid {started.pid}), "
                f"lanes {', '.join(plan.lanes)}, at most {plan.n} task(s)")  # fmt: skip
+    if started.waiting:
+        click.echo(f"it waits first: {started.waiting}")
     click.echo(f"summary: {started.summary}")
     click.echo(f"watch: wf batch --status   stop after the running tasks: wf batch --stop   "
                f"end it now: wf res stop {started.job}")  # fmt: skip

@@ -88,6 +88,7 @@ class Started:
     pid: int
     summary: str
     plan: Plan
+    waiting: str = ""  # what it waits for before it starts (room for its memory)
 
 
 def start(project: Project, p: Plan) -> Started:
@@ -129,8 +130,8 @@ def start(project: Project, p: Plan) -> Started:
     answer = _read_all(r, timeout=60.0)
     word, _, rest = answer.strip().partition(" ")
     if word == "ok":
-        job, _, job_pid = rest.partition(" ")
-        return Started(stamp, job, int(job_pid or 0), f"out/wf-batch-{stamp}.md", p)
+        job, job_pid, *waiting = rest.split(" ", 2)
+        return Started(stamp, job, int(job_pid or 0), f"out/wf-batch-{stamp}.md", p, " ".join(waiting))
     if word == "refused":
         raise WfError(rest)
     raise WfError(f"the batch job did not start (its output: {log.relative_to(project.root)})")
@@ -216,6 +217,12 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
     def on_sample(job: res.Job) -> None:
         follower.poll()
 
+    def on_wait(line: str) -> None:  # its memory does not fit yet: it waits, and says so
+        nonlocal said
+        append_line(project.root / rec.summary, f"- note: {line}")
+        say(f"ok {job_id} {os.getpid()} {line}")
+        said = True
+
     stdin = None
     env = None
     if p.stdin:
@@ -236,7 +243,7 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
             limits=p.limits,
             cwd=project.root,
             job_id=job_id,
-            on_wait=lambda line: append_line(project.root / rec.summary, f"note: {line}"),
+            on_wait=on_wait,
             on_start=on_start,
             on_sample=on_sample,
         )

@@ -95,11 +95,22 @@ class Plan:
 
 
 def ready_lanes(project: Project) -> list[str]:
-    """Lanes (in wf.toml's order) with runner-ready work."""
+    """Lanes (in wf.toml's order) with runner-ready work, or with a record that a run
+    which died left behind (a killed batch): the loop recovers its task in place."""
     from wf import backlog
+    from wf.orch import pick, state
 
     bl = backlog.load(project)
-    return [ln.name for ln in project.config.lanes if bl.runner_ready(ln.name)]
+    out = []
+    for ln in project.config.lanes:
+        try:
+            rec = state.load(project, ln.name)
+        except WfError:
+            rec = None  # a corrupt record: wf doctor's, not a batch's
+        orphan = rec is not None and rec.owner is not None and pick.live_holder(rec) is None
+        if orphan or bl.runner_ready(ln.name):
+            out.append(ln.name)
+    return out
 
 
 def plan(
