@@ -365,7 +365,10 @@ def stop(project: Project) -> list[str]:
     rec = live(project)
     lines = [f"wrote {path.relative_to(project.root)}: running tasks finish, nothing new starts"]
     if rec is None:
-        lines.append("no batch is running (the stop file also stops wf orch pick and wf orch run)")
+        lines.append(
+            "no batch is running: the stop file stops wf orch pick and wf orch run, and the next "
+            f"wf batch refuses to start until you remove {path.relative_to(project.root)}"
+        )
     else:
         lines.append(f"batch {rec.stamp} ({_describe(rec)}) ends when its running tasks end")
     for r in state.status(project):
