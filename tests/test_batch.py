@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,20 @@ class Batch(Orch):
     def summary(self, st: dict[str, Any]) -> list[str]:
         return Path(st["summary"]).read_text().splitlines()
 
+    def end_live(self) -> None:
+        """A test that failed half-way must not leave its detached batch running."""
+        r = self.batch("--status", "--json")
+        st = json.loads(r.stdout) if r.returncode == 0 else {}
+        if st.get("alive"):
+            subprocess.run([sys.executable, "-m", "wf", "res", "stop", st["job"]], env=self.env, timeout=60,
+                           capture_output=True)  # fmt: skip
+
 
 @pytest.fixture
-def b(wf: WfRunner) -> Batch:
-    return Batch(wf)
+def b(wf: WfRunner) -> Iterator[Batch]:
+    batch = Batch(wf)
+    yield batch
+    batch.end_live()
 
 
 def three_ready(b: Batch) -> None:

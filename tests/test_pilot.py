@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,10 @@ WORKER = (
 
 
 @pytest.fixture
-def b(wf: WfRunner) -> Batch:
-    return Batch(wf)
+def b(wf: WfRunner) -> Iterator[Batch]:
+    batch = Batch(wf)
+    yield batch
+    batch.end_live()
 
 
 def t(tid: str, *lines: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,8 +16,10 @@ from tests.test_batch import Batch
 
 
 @pytest.fixture
-def b(wf: WfRunner) -> Batch:
-    return Batch(wf)
+def b(wf: WfRunner) -> Iterator[Batch]:
+    batch = Batch(wf)
+    yield batch
+    batch.end_live()
 
 
 PREPARER = """
