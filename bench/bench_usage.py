@@ -319,7 +319,7 @@ def profile_wf(path: Path, cwd: Path, env: dict[str, str], prof: Path) -> str:
     run(
         [str(PYTHON), "-m", "cProfile", "-o", str(prof), "-m", "wf", "usage", "--file", str(path), "--json"],
         cwd,
-        env,
+        env=env,
     )
     out = io.StringIO()
     stats = pstats.Stats(str(prof), stream=out)
@@ -413,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"# code: wf as committed at {sha} (git archive)")
         pkg = Path(
             run(
-                [str(PYTHON), "-c", "import os, wf; print(os.path.dirname(wf.__file__))"], tmp, env
+                [str(PYTHON), "-c", "import os, wf; print(os.path.dirname(wf.__file__))"], tmp, env=env
             ).stdout.strip()
         )
         digest = sources_digest(pkg)

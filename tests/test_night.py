@@ -227,8 +227,8 @@ def test_a_corrupt_lane_record_is_reported_never_read_as_none(o: Orch) -> None:
     r = o.wf("orch", "pick", "a")
     assert r.code == 1 and "corrupt record" in r.err and "wf doctor --fix" in r.err
     assert "record cannot be trusted" in o.wf.ok("orch", "status")
-    r = o.proc("orch", "run", "a")
-    assert r.returncode == 1 and "corrupt record" in r.stdout
+    run = o.proc("orch", "run", "a")
+    assert run.returncode == 1 and "corrupt record" in run.stdout
     rec.write_text(json.dumps({"id": "a1", "lane": "a", "model": 3}))
     assert "field 'model' has a bad value" in o.wf("orch", "pick", "a").err
     out = o.wf("doctor", "--fix").out
