@@ -18,7 +18,7 @@ import pytest
 from tests.conftest import WfRunner, git
 from tests.test_orch import Orch, lanes_toml, task
 
-SLOW = '`python3 -c "import time; time.sleep(2)"`'  # a Done check that takes a while
+SLOW = '`python3 -c "import time; time.sleep(1)"`'  # a Done check that takes a while
 
 
 class Batch(Orch):
@@ -28,7 +28,7 @@ class Batch(Orch):
             env=env or self.env, timeout=60, stdin=subprocess.DEVNULL,
         )  # fmt: skip
 
-    def status(self, tid: str | None = None) -> Any:  # type: ignore[override]
+    def status(self, tid: str | None = None) -> Any:
         if tid is not None:
             return super().status(tid)
         r = self.batch("--status", "--json")
@@ -304,7 +304,9 @@ print("\\n".join(lines + ["added: -"]))
 
 @pytest.mark.timeout(180)
 def test_agent_batch_runs_claude_as_orchestrator(b: Batch, tmp_path: Path) -> None:
-    three_ready(b)
+    b.setup(
+        lanes_toml("a"), "".join(task(f"a{i}", "a", f"write a{i}.txt x", extra="Prio: 1") for i in (1, 2, 3))
+    )
     script = tmp_path / "orchestrator"
     script.write_text(ORCHESTRATOR.format(python=sys.executable))
     script.chmod(0o755)
@@ -358,7 +360,7 @@ def test_a_batch_whose_memory_does_not_fit_yet_waits_and_says_so(b: Batch) -> No
     three_ready(b)
     env = dict(b.env, WF_RES_MEMORY="2G")  # 1G may be reserved in all
     other = subprocess.Popen(
-        [sys.executable, "-m", "wf", "res", "run", "--mem", "800M", "--title", "big", "--", "sleep", "4"],
+        [sys.executable, "-m", "wf", "res", "run", "--mem", "800M", "--title", "big", "--", "sleep", "3"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
