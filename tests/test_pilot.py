@@ -110,3 +110,27 @@ def test_skills_live_at_the_top_ship_in_the_package_and_take_arguments(tmp_path:
         out.splitlines()[-1].startswith("a Claude Code session started before this install")
         and "restart" in out
     )
+
+
+@pytest.mark.timeout(120)
+def test_a_stop_during_a_batch_ends_the_batch_then_the_pilot(b: Batch) -> None:
+    slow = 'Done: `python3 -c "import time; time.sleep(1)"`'
+    cmd = json.dumps([sys.executable, "-m", "wf.orch.scripted"])
+    b.setup(
+        f'[lanes.a]\nmodel = "ma"\nadapter = "cmd"\ncmd = {cmd}\n',
+        t("r1", "Model: ma", slow, "", "script: write r1.txt x") + t("r2", "Model: ma", slow),
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-m", "wf", "pilot", "--batch", "5", "--poll", "0.3"], cwd=b.root, text=True,
+        env=b.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        b.wait_for(lambda: str(b.status("r1")).startswith("in progress"))
+        assert b.batch("--stop").returncode == 0
+        out, err = p.communicate(timeout=90)
+    finally:
+        p.kill()
+    assert p.returncode == 0, err
+    assert out.count(" started: lanes ") == 1
+    assert " ended: stop file (summary out/wf-batch-" in out and "pilot ended: stop file" in out
+    assert b.archived() == ["r1"] and b.status("r2") == "pending"

@@ -66,11 +66,8 @@ def run(
     prepped = False  # a prep batch ran in this idle spell
     end: PilotEnd
     while True:
-        if batchplan.stop_file(project).exists():
-            end = PilotEnd.STOP_FILE
-            break
         live = batch.live(project)
-        if live is not None:
+        if live is not None:  # a batch runs (the stop file ends it first, then the pilot)
             watched = watched or live.stamp
             time.sleep(poll)
             continue
@@ -81,6 +78,9 @@ def run(
             if stopped:
                 end = PilotEnd.STOP_FILE
                 break
+        if batchplan.stop_file(project).exists():
+            end = PilotEnd.STOP_FILE
+            break
         left = deadline - time.monotonic()
         if left <= 0:
             end = PilotEnd.FOR
