@@ -276,3 +276,41 @@ def test_a_record_whose_pid_was_reused_is_lost() -> None:
     (jobs / "20260101-000000-7.json").write_text(json.dumps(rec))
     assert running_jobs() == []
     assert [(h["id"], h["state"], h["dur_s"]) for h in hist()] == [("20260101-000000-7", "lost", 5.0)]
+
+
+# ------------------------------------------------------------------ the systemd backend's command line
+
+SYSTEMD_RUN = """#!{python}
+import json, os, sys
+with open({log!r}, "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+cmd = sys.argv[sys.argv.index("--") + 1:]
+os.execvp(cmd[0], cmd)
+"""
+
+
+def test_systemd_backend_wraps_the_command_where_a_user_manager_answers(tmp_path: Path) -> None:
+    """Test doubles for a machine with a systemd user session (this one has none): a
+    systemctl that answers and a systemd-run that logs its argv and runs the command."""
+    bindir, log = tmp_path / "bin", tmp_path / "systemd-run.log"
+    bindir.mkdir()
+    (bindir / "systemctl").write_text(
+        '#!/bin/sh\n[ "$1 $2" = "--user show-environment" ] && exit 0\nexit 1\n'
+    )
+    (bindir / "systemd-run").write_text(SYSTEMD_RUN.format(python=sys.executable, log=str(log)))
+    for f in bindir.iterdir():
+        f.chmod(0o755)
+    env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
+    r = wf_res("run", "--mem", "300M", "--cpus", "1.5", "--for", "20s", "--json", "--", "true", env=env)
+    assert r.returncode == 0, r.stderr
+    job = json.loads(r.stdout)
+    assert job["backend"] == "systemd" and job["skipped"] == {} and job["state"] == "done"
+    argv = json.loads(log.read_text().splitlines()[0])
+    assert argv == [
+        "--user", "--scope", "--quiet", "--collect", f"--unit=wf-res-{job['id']}",
+        "-p", f"MemoryMax={300 << 20}", "-p", "MemorySwapMax=0", "-p", "CPUQuota=150%",
+        "-p", "RuntimeMaxSec=80", "--", "true",
+    ]  # fmt: skip
+    # a SIGKILL from inside the scope with a memory cap is the kernel's OOM killer
+    r = wf_res("run", "--mem", "300M", "--json", "--", "sh", "-c", "kill -9 $$", env=env)
+    assert r.returncode == 137 and json.loads(r.stdout)["state"] == "oom"
