@@ -375,3 +375,21 @@ def test_a_batch_whose_memory_does_not_fit_yet_waits_and_says_so(b: Batch) -> No
         assert any(x.startswith("- note: waiting for room") for x in b.summary(st))
     finally:
         other.kill()
+
+
+@pytest.mark.timeout(120)
+def test_two_batches_started_at_once_give_exactly_one(b: Batch) -> None:
+    three_ready(b)
+    argv = [sys.executable, "-m", "wf", "batch", "1"]
+    out, null = subprocess.PIPE, subprocess.DEVNULL
+    procs = [
+        subprocess.Popen(argv, cwd=b.root, env=b.env, text=True, stdout=out, stderr=out, stdin=null)
+        for _ in range(3)
+    ]
+    results = [(p.wait(timeout=60), p.communicate()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 1, 1], results
+    assert all("a batch is running already" in err for code, (_, err) in results if code == 1)
+    st = b.wait_ended()
+    assert len(list((b.root / ".wf" / "batch").glob("*.json"))) == 1  # one record, no plan left over
+    assert b.archived() == ["a1"] and st["reason"] == "N reached"

@@ -20,6 +20,7 @@ import select
 import sys
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from wf import procs
@@ -101,11 +102,9 @@ def start(project: Project, p: Plan) -> Started:
         raise WfError(f"{stop_file(project).relative_to(project.root)} exists: remove it to start a batch")
     if not p.lanes:
         raise WfError("no lane has runner-ready work (wf list --runner; wf batch K --prep)")
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    stamp, log = _new_stamp(project)
     _dir(project).mkdir(parents=True, exist_ok=True)
     atomic_write_text(_dir(project) / f"{stamp}.plan.json", json.dumps(p.as_dict()) + "\n")
-    project.out_dir.mkdir(parents=True, exist_ok=True)
-    log = project.out_dir / f"wf-batch-{stamp}.log"
     r, w = os.pipe()
     argv = [sys.executable, "-m", "wf", "-C", str(project.root), "batch-job", stamp, "--ready-fd", str(w)]
     pid = os.fork()
@@ -135,6 +134,20 @@ def start(project: Project, p: Plan) -> Started:
     if word == "refused":
         raise WfError(rest)
     raise WfError(f"the batch job did not start (its output: {log.relative_to(project.root)})")
+
+
+def _new_stamp(project: Project) -> tuple[str, Path]:
+    """A UTC stamp no other batch has: its log file is created exclusively (two batches
+    started in the same second get different stamps, and only one of them runs)."""
+    project.out_dir.mkdir(parents=True, exist_ok=True)
+    while True:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        log = project.out_dir / f"wf-batch-{stamp}.log"
+        try:
+            os.close(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            return stamp, log
+        except FileExistsError:
+            time.sleep(0.25)
 
 
 def _read_all(fd: int, timeout: float) -> str:
