@@ -111,6 +111,7 @@ def test_batch_runs_detached_archives_n_refuses_a_second_and_summarises(b: Batch
     assert "done: 2, not done: 0" in lines
     assert lines[-1].startswith("ended: N reached at ")
     assert st["needs_person"] == []
+    assert st["usage"]["peak_rss"] > 0 and st["usage"]["limits"]["mem"] == 4 << 30
     assert git(b.root, "status", "--porcelain") == ""
 
 

@@ -290,6 +290,13 @@ def _status_lines(st: dict[str, Any]) -> list[str]:
         f"exit {st['exit']})"
     )
     lines = [head, f"summary: {st['summary']}"]
+    if st.get("usage"):
+        from wf.quantity import fmt_size
+
+        u = st["usage"]
+        lines.append(
+            f"memory: peak {fmt_size(u['peak_rss'])} of {fmt_size(u['limits']['mem'])}, cpu {u['cpu_s']:.0f}s"
+        )
     lines += [f"  {x}" for x in st["tail"] if x.strip()]
     for r in st["lanes"]:
         lines.append(f"lane {r['lane']}: {r['id']} {r['state']}")

@@ -365,7 +365,19 @@ def status(project: Project) -> dict[str, Any]:
         "tail": tail,
         "lanes": state.status(project),
         "needs_person": needs_person(project, rec),
+        "usage": _usage(rec),
     }
+
+
+def _usage(rec: Record) -> dict[str, Any] | None:
+    """The res job's peak memory, CPU and limits (as last written: every few seconds)."""
+    try:
+        job = res.load(rec.job) if rec.job else None
+    except WfError:
+        return None
+    if job is None:
+        return None
+    return {"peak_rss": job.peak_rss, "cpu_s": job.cpu_s, "limits": job.limits.as_dict()}
 
 
 def stop(project: Project) -> list[str]:
