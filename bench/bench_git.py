@@ -300,8 +300,8 @@ FOCUS = (
     ("backlog.load (TASKS.md)", "backlog.py:load"),
     ("lock.project_lock (wt.lock)", "lock.py:project_lock"),
     ("worktrees.allocate", "worktrees.py:allocate"),
-    ("worktrees.listing", "worktrees.py:listing"),
-    ("worktrees.describe", "worktrees.py:describe"),
+    ("treeadmin.listing", "treeadmin.py:listing"),
+    ("treeadmin.describe", "treeadmin.py:describe"),
     ("worktrees.inspect", "worktrees.py:inspect"),
     ("worktrees.main_branch", "worktrees.py:main_branch"),
     ("worktrees._reuse", "worktrees.py:_reuse"),
@@ -355,7 +355,7 @@ STEPS_CODE = """\
 import json, os, statistics, subprocess, sys, time
 from pathlib import Path
 repo, free_tree, n = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-from wf import gitops, procs, worktrees
+from wf import gitops, procs, treeadmin, worktrees
 from wf import project as projmod
 proj = projmod.load(repo)
 
@@ -374,7 +374,7 @@ def counting_run(*a, **k):
     calls["git"] += 1
     return real_run(*a, **k)
 gitops.run = counting_run
-worktrees.listing(proj)
+treeadmin.listing(proj)
 gitops.run = real_run
 plain = ["git", "rev-parse", "--verify", "--quiet", "HEAD^{commit}"]
 status = ["git", "status", "--porcelain=v1", "-z", "--untracked-files=all"]
@@ -382,7 +382,7 @@ out = {
     "processes": sum(1 for d in os.listdir("/proc") if d.isdigit()),
     "git_calls_per_listing": calls["git"],
     "steps": [
-        ["worktrees.listing (all trees, in-process)", med(lambda: worktrees.listing(proj))],
+        ["treeadmin.listing (all trees, in-process)", med(lambda: treeadmin.listing(proj))],
         ["procs.users_of (1 tree)", med(lambda: procs.users_of(free_tree))],
         ["procs.processes_in (1 tree: psutil scan)", med(lambda: procs.processes_in(free_tree))],
         ["procs.claude_sessions_in (1 tree)", med(lambda: procs.claude_sessions_in(free_tree))],

@@ -340,3 +340,17 @@ def test_the_loop_finishes_every_valid_task_around_a_persons_typo(o: Orch) -> No
     assert p.returncode == 0, out + err
     assert sorted(o.archived()) == ["a1", "a2", "b1"]
     assert "Prio: three" in tasks.read_text()
+
+
+def test_a_corrupt_tree_record_is_reported_and_moved_aside(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    o.wf.ok("wt", "add", "a", "a1")
+    rec = o.root / ".wf" / "wt" / "a.json"
+    rec.write_text('{"name": "a", "lane": "a", "path": 12}')
+    r = o.wf("wt", "list")
+    assert r.code == 1 and "corrupt record" in r.err and "field 'path'" in r.err
+    assert "tree record cannot be trusted" in o.wf("doctor").out
+    out = o.wf("doctor", "--fix").out
+    assert "tree record cannot be trusted" in out and "moved to a.json.corrupt-" in out
+    assert not rec.exists()
+    assert o.wf("wt", "list").code == 0

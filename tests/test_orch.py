@@ -377,13 +377,17 @@ def test_install_links_the_worker_and_skills(o: Orch, tmp_path: Path) -> None:
 
 @pytest.mark.timeout(120)
 def test_demo_runs_the_real_loop(tmp_path: Path) -> None:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp))
     r = subprocess.run(
-        [sys.executable, "-m", "wf", "demo", "--dir", str(tmp_path / "demo")], capture_output=True, text=True,
+        [sys.executable, "-m", "wf", "demo"], capture_output=True, text=True,
         env=env, timeout=110, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr + r.stdout
     out = r.stdout
+    # its temporary folder is gone when it is done, and it says so
+    assert list(tmp.iterdir()) == [] and f"removed {tmp.resolve()}/wf-demo-" in out
     assert "sonnet: start cli with cmd model=sonnet [slice]" in out
     assert "stop lane haiku: clock handed back: Done check failed" in out
     for tid in ("greet", "greet-test", "cli-args", "cli-main", "cli", "document-greet-in-the-readme"):
@@ -472,7 +476,7 @@ def test_no_report_stops_the_lane_and_a_crash_twice_blocks(o: Orch) -> None:
 @pytest.mark.timeout(120)
 def test_orch_run_timeout_stops_a_hung_worker_and_recovers_it(o: Orch) -> None:
     o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", "hang"))
-    r = o.proc("orch", "run", "a", "--timeout", "2")
+    r = o.proc("orch", "run", "a", "--timeout", "15")  # room for the recovery to finish on a loaded machine
     assert r.returncode == 0, r.stdout + r.stderr
     assert "a1 ended without a report (timeout" in r.stdout
     assert "(recovery: crashed: timeout" in r.stdout

@@ -49,6 +49,7 @@ class Config(NamedTuple):
     gate: str | None = None
     cloud: bool = False
     lock_timeout: float = 10.0
+    backup_days: float = 14.0
     lanes: tuple[Lane, ...] = (Lane("haiku", "haiku"), Lane("sonnet", "sonnet"), Lane("opus", "opus"))
     warnings: tuple[str, ...] = ()
 
@@ -77,6 +78,7 @@ isolation = "worktree"    # "worktree" (.worktrees/<lane>) or "clone" (throwaway
 gate = ""                 # command run after each merge, e.g. "pytest -q" (no shell)
 cloud = false             # use the cloud lane
 lock_timeout = 10         # seconds to wait for the project lock before giving up
+backup_days = 14          # wf wt prune deletes merge backup refs older than this (once main holds them)
 
 # One lane per model by default; a lane runs at most max_parallel workers.
 [lanes.haiku]
@@ -104,6 +106,7 @@ _TOP_KEYS = {
     "gate",
     "cloud",
     "lock_timeout",
+    "backup_days",
     "lanes",
 }
 
@@ -116,14 +119,21 @@ def load(path: Path) -> Config:
         return Config()
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(str(path.name), f"not valid TOML: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(path.name, _not_utf8(e)) from None
     return from_dict(data, path.name)
+
+
+def _not_utf8(e: UnicodeDecodeError) -> str:
+    return f"not UTF-8 (byte {e.object[e.start]:#04x} at offset {e.start}); TOML files are UTF-8"
 
 
 def _typed(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     value = data[key]
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise ConfigError(where, f"{key} must be a {names}, not {value!r}")
+        names = {str: "a string", bool: "true or false", dict: "a table", int: "a whole number"}
+        what = names.get(kind, "a number") if isinstance(kind, type) else "a number"
+        raise ConfigError(where, f"{key} must be {what}, not {value!r}")
     return value
 
 
@@ -149,6 +159,11 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
         if v < 0:
             raise ConfigError(where, "lock_timeout must be >= 0")
         kw["lock_timeout"] = v
+    if "backup_days" in data:
+        v = float(_typed(data, "backup_days", (int, float), where))
+        if v < 0:
+            raise ConfigError(where, "backup_days must be >= 0")
+        kw["backup_days"] = v
     if "isolation" in data:
         v = _typed(data, "isolation", str, where)
         if v not in ISOLATIONS:
@@ -207,7 +222,10 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
                 where, f"lanes.{name}.cmd must be a list of strings (an argv, run without a shell)"
             )
         if adapter == "cmd" and not cmd:
-            raise ConfigError(where, f'lanes.{name}: adapter cmd needs cmd = ["program", "arg", ...]')
+            warnings.append(
+                f"{w}: adapter cmd has no cmd yet, so the lane cannot run until it is set: "
+                f'wf config lanes.{name}.cmd \'["program", "arg"]\''
+            )
         mode = spec.get("permission_mode", "acceptEdits")
         if mode not in ("acceptEdits", "auto", "bypassPermissions", "dontAsk", "plan", "default"):
             raise ConfigError(where, f"lanes.{name}.permission_mode {mode!r} is not a claude permission mode")
@@ -246,7 +264,12 @@ def set_value(path: Path, dotted: str, raw: str) -> Config:
     if not all(parts):
         raise WfError(f"bad key {dotted!r}")
     data = read_bytes(path)
-    doc = tomlkit.parse(data.decode("utf-8") if data else "")
+    try:
+        doc = tomlkit.parse(data.decode("utf-8") if data else "")
+    except UnicodeDecodeError as e:
+        raise ConfigError(path.name, _not_utf8(e)) from None
+    if raw.strip().lower() in ("null", "none", "nil"):
+        raise WfError(f"TOML has no {raw.strip()}: to remove {dotted}, run wf config --unset {dotted}")
     try:
         value: Any = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
@@ -259,6 +282,43 @@ def set_value(path: Path, dotted: str, raw: str) -> Config:
         if not isinstance(table, dict):
             raise WfError(f"{dotted}: {part} is not a table")
     table[parts[-1]] = value
+    text = tomlkit.dumps(doc)
+    config = from_dict(tomllib.loads(text), path.name)
+    atomic_write(path, text.encode("utf-8"))
+    return config
+
+
+def unset_value(path: Path, dotted: str) -> Config:
+    """Remove one key (``gate``, ``lanes.sonnet.effort``) or a whole lane (``lanes.x``)
+    from wf.toml, keeping comments and layout. With no [lanes] table in the file, the
+    default lanes are written out first, so removing one keeps the others."""
+    import tomlkit
+
+    from wf.fsutil import atomic_write, read_bytes
+
+    parts = dotted.split(".")
+    lane_table = len(parts) == 2 and parts[0] == "lanes" and valid_id(parts[1])
+    if not lane_table:
+        check_key(dotted)
+    data = read_bytes(path)
+    try:
+        doc = tomlkit.parse(data.decode("utf-8") if data else "")
+    except UnicodeDecodeError as e:
+        raise ConfigError(path.name, _not_utf8(e)) from None
+    if parts[0] == "lanes" and "lanes" not in doc:
+        lanes = tomlkit.table(is_super_table=True)
+        for ln in Config().lanes:
+            lanes[ln.name] = {"model": ln.model, "adapter": ln.adapter, "max_parallel": ln.max_parallel}
+        doc["lanes"] = lanes
+    table: Any = doc
+    for part in parts[:-1]:
+        table = table.get(part) if isinstance(table, dict) else None
+    if not isinstance(table, dict) or parts[-1] not in table:
+        what = f"no lane {parts[1]!r}" if lane_table else f"{dotted} is not set"
+        raise WfError(f"{what} in {path.name} (wf config lists the settings)")
+    if lane_table and len(table) == 1:
+        raise WfError(f"lanes.{parts[1]} is the last lane; a project needs one (add another first)")
+    del table[parts[-1]]
     text = tomlkit.dumps(doc)
     config = from_dict(tomllib.loads(text), path.name)
     atomic_write(path, text.encode("utf-8"))

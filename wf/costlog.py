@@ -17,7 +17,7 @@ from wf.usage import Cost
 
 KEYS = (
     "ts", "project", "id", "agent", "kind", "lane", "model", "effort", "done", "turns", "dur_s",
-    "in", "out", "est", "cw5m", "cw1h", "cr", "usd", "usd_rep", "unpriced",
+    "in", "out", "est", "cw5m", "cw1h", "cr", "usd", "usd_rep", "models", "unpriced",
 )  # fmt: skip
 
 
@@ -69,7 +69,22 @@ def line_for(
     }
     if cost.unpriced:
         rec["unpriced"] = ",".join(cost.unpriced)
+    if len(cost.by_model) > 1:  # a session whose subagents ran on other models: $ per model
+        rec["models"] = ",".join(f"{_clean(m).replace(',', '_')}:{usd:.4f}" for m, _, usd, _ in cost.by_model)
     return rec
+
+
+def models_of(rec: dict[str, str]) -> dict[str, float]:
+    """$ per model of one log line: its ``models=`` breakdown, else all of it on ``model``."""
+    out: dict[str, float] = {}
+    for part in (rec.get("models") or "").split(","):
+        model, sep, usd = part.rpartition(":")
+        value = _num(usd)
+        if sep and model and value is not None:
+            out[model] = out.get(model, 0.0) + value
+    if not out:
+        out[rec.get("model", "-")] = _num(rec.get("usd")) or 0.0
+    return out
 
 
 def format_line(rec: dict[str, Any]) -> str:
@@ -120,6 +135,30 @@ def _num(v: str | None) -> float | None:
         return None
 
 
+SINCE_FORMS = "YYYY-MM-DD, today, yesterday, or Nd (N days ago, e.g. 7d)"
+
+
+def since_date(text: str, now: float | None = None) -> str:
+    """The first day ``--since`` means, as YYYY-MM-DD (UTC); ValueError if it is none of
+    SINCE_FORMS."""
+    import datetime as dt
+    import re
+    import time
+
+    t = text.strip().lower()
+    today = dt.datetime.fromtimestamp(time.time() if now is None else now, dt.UTC).date()
+    m = re.fullmatch(r"(\d{1,5})d", t)
+    if t in ("today", "yesterday") or m:
+        days = 0 if t == "today" else 1 if t == "yesterday" else int(m.group(1) if m else 0)
+        return (today - dt.timedelta(days=days)).isoformat()
+    if re.fullmatch(r"\d{4}-\d{2}-\d{2}", t):
+        try:
+            return dt.date.fromisoformat(t).isoformat()
+        except ValueError:
+            pass
+    raise ValueError(f"{text!r} is not a date: use {SINCE_FORMS}")
+
+
 def records(since: str | None = None, project: str | None = None) -> tuple[list[dict[str, str]], int]:
     """Every cost line of every known project (newer than ``since``); and how many lines
     could not be read."""
@@ -158,6 +197,10 @@ def report(recs: list[dict[str, str]]) -> list[dict[str, Any]]:
         durs = [x for x in (_num(r.get("dur_s")) for r in rs) if x is not None]
         done = sum(1 for r in rs if r.get("done") == "1")
         total = sum(usd)
+        by_model: dict[str, float] = {}
+        for r in rs:
+            for m, v in models_of(r).items():
+                by_model[m] = by_model.get(m, 0.0) + v
         rows.append(
             {
                 "lane": lane,
@@ -174,6 +217,8 @@ def report(recs: list[dict[str, str]]) -> list[dict[str, Any]]:
                 "unpriced": sorted({r["unpriced"] for r in rs if r.get("unpriced")}),
             }
         )
+        if len(by_model) > 1:  # subagents on other models: $ per model, largest first
+            rows[-1]["models"] = {m: round(v, 4) for m, v in sorted(by_model.items(), key=lambda x: -x[1])}
     return rows
 
 
@@ -206,6 +251,10 @@ def report_text(rows: list[dict[str, Any]]) -> list[str]:
     lines = _table(table)
     if any(r["estimated"] for r in rows):
         lines.append("~ includes estimated output (a lower bound where thinking is hidden)")
+    for r in rows:
+        if len(r.get("models") or ()) > 1:
+            parts = ", ".join(f"{m} {money(v, r['estimated'])}" for m, v in r["models"].items())
+            lines.append(f"{r['lane']} {r['model']} {r['effort']}: $ by model: {parts}")
     unpriced = sorted({m for r in rows for m in r["unpriced"]})
     if unpriced:
         lines.append(f"unpriced (counted as $0): {', '.join(unpriced)}")

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from wf import backlog as backlogmod
-from wf import gitops, procs, worktrees
+from wf import gitops, procs, treeadmin, worktrees
+from wf.backlog import Backlog
+from wf.lock import project_lock
 from wf.project import Project
 
 STALE_LOCK_AGE = 60.0
@@ -94,6 +96,27 @@ def adapter_findings(project: Project) -> list[Finding]:
     return out
 
 
+def _free_branch(project: Project, branch: str, user: Path | None, bl: Backlog) -> bool:
+    """Delete the merged branch of an archived task; a tree that has it checked out is
+    first detached at its tip, if nothing holds that tree (free and clean)."""
+    if user is not None:
+        wt_dir = project.worktrees_dir.resolve()
+        if user.parent != wt_dir:
+            return False
+        # under the allocators' lock: a tree found free must not be taken meanwhile
+        with project_lock(project.wf_dir, worktrees.WT_LOCK_TIMEOUT, None, name="wt.lock"):
+            if worktrees.inspect(project, user.name, bl).kind != "free":
+                return False
+            if gitops.current_branch(user) != branch:
+                return False
+            worktrees.release(project, user.name)
+            tip = gitops.rev(user, "HEAD")
+            if tip is None:
+                return False
+            gitops.detach(user, tip)
+    return worktrees.drop_done_branch(project, branch, bl)
+
+
 def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[Finding]:
     out: list[Finding] = adapter_findings(project) if adapters else []
     if not project.is_git:
@@ -134,6 +157,16 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
                 )
             )
 
+    from wf import records as recstore
+
+    for bad in worktrees.corrupt_records(project):
+        why = bad.why
+        if fix:
+            why += f"; moved to {recstore.move_aside(bad.path).name}"
+        out.append(Finding("record", bad.path.stem, f"tree record cannot be trusted: {why}", "problem", fix))
+    if not fix and worktrees.corrupt_records(project):
+        return out  # the checks below read every tree record: fix these first (wf doctor --fix)
+
     for name in worktrees.tree_names(project):
         path = project.worktrees_dir / name
         rec = worktrees.load_record(project, name)
@@ -156,18 +189,28 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
             out.append(Finding("tree", name, msg, "problem", repaired))
             continue
         if rec is not None and rec.task:
-            if rec.task in archived and not (rec.branch and gitops.branch_exists(root, rec.branch)):
-                if fix:
-                    worktrees.release(project, name)
+            hold = worktrees.holder(project, rec, bl)
+            if not hold.holds:
+                done = treeadmin.retire(project, name, bl) if fix else None
+                why = {
+                    "archived": "which is done (archived)",
+                    "gone": "which is in no file",
+                }.get(hold.state, f"which is {hold.state}, no longer claimed")
                 out.append(
                     Finding(
-                        "record", name, f"holds task {rec.task}, which is done and merged", "problem", fix
+                        "record",
+                        name,
+                        f"names task {rec.task}, {why}: the tree is free"
+                        + (f" ({done})" if done else " (--fix releases it)"),
+                        "problem",
+                        done is not None,
                     )
                 )
-            elif rec.task not in open_ids and rec.task not in archived:
-                out.append(Finding("record", name, f"holds task {rec.task}, which is in no file", "problem"))
 
-    held = {r.branch for r in worktrees.records(project) if r.branch}
+    held = {
+        r.branch for r in worktrees.records(project) if r.branch and worktrees.holder(project, r, bl).holds
+    }
+    regs = gitops.worktrees(root)
     for lane in sorted(lanes):
         for branch in gitops.branches(root, f"{lane}/*"):
             try:
@@ -178,22 +221,24 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
             tip = gitops.rev(root, branch) or ""
             merged = gitops.is_ancestor(root, tip, main_sha)
             if task_id in archived and merged:
-                checked_out = any(e.branch == branch for e in regs)
-                if fix and not checked_out:
-                    gitops.delete_branch(root, branch)
+                user = next((e.path for e in regs if e.branch == branch), None)
+                fixed = False
+                msg = f"task done and merged into {main}; safe to delete"
+                if fix:
+                    fixed = _free_branch(project, branch, user, bl)
+                    if not fixed and user is not None:
+                        msg += (
+                            f"; not fixed: checked out in {user}, which has uncommitted changes or is in use"
+                        )
+                out.append(Finding("branch", branch, msg, "problem", fixed))
+            elif task_id in archived:
                 out.append(
                     Finding(
                         "branch",
                         branch,
-                        f"task done and merged into {main}; safe to delete",
+                        f"task archived but the branch has commits not in {main}; wf never deletes "
+                        f"unmerged work: merge it (wf merge {branch}) or delete it by hand (git branch -D)",
                         "problem",
-                        fix and not checked_out,
-                    )
-                )
-            elif task_id in archived:
-                out.append(
-                    Finding(
-                        "branch", branch, f"task archived but the branch has commits not in {main}", "problem"
                     )
                 )
             elif task_id not in open_ids:

@@ -94,7 +94,7 @@ def resolve(project: Project, target: str | None, cwd: Path) -> tuple[str, str]:
         raise WfError(f"no branch for task {task_id} (looked for */{task_id})")
     here = cwd.resolve()
     wt_dir = project.worktrees_dir.resolve()
-    if here != wt_dir and wt_dir not in here.parents:
+    if wt_dir not in here.parents:  # outside .worktrees/, or the folder itself (no tree)
         raise WfError("give an ID or a <lane>/<id> branch, or run wf merge inside the task's worktree")
     name = here.relative_to(wt_dir).parts[0]
     rec = worktrees.load_record(project, name)

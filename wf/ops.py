@@ -108,9 +108,22 @@ def slugify(title: str, limit: int = 40) -> str:
     text = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode().lower()
     slug = re.sub(r"[^a-z0-9]+", "-", text).strip("-")
     if len(slug) > limit:
-        cut = slug[:limit]
-        slug = cut.rsplit("-", 1)[0] if "-" in cut else cut
+        slug = _cut(slug, limit)
+        # a title cut short does not end on a little word ("...-loader-to")
+        while slug.count("-") and slug.rsplit("-", 1)[1] in _SMALL_WORDS:
+            slug = slug.rsplit("-", 1)[0]
     return slug.strip("-") or "task"
+
+
+_SMALL_WORDS = {"a", "an", "the", "to", "of", "and", "or", "for", "in", "on", "at", "by", "with", "from"}
+
+
+def _cut(slug: str, limit: int) -> str:
+    """At most ``limit`` characters, cut at a word boundary when there is one."""
+    if len(slug) <= limit:
+        return slug
+    cut = slug[:limit]
+    return (cut.rsplit("-", 1)[0] if "-" in cut and slug[limit] != "-" else cut).strip("-")
 
 
 def _fresh_id(base: str, taken: set[str]) -> str:
@@ -119,7 +132,7 @@ def _fresh_id(base: str, taken: set[str]) -> str:
     n = 2
     while True:
         suffix = f"-{n}"
-        cand = base[: 48 - len(suffix)].rstrip("-") + suffix
+        cand = _cut(base, 48 - len(suffix)) + suffix
         if cand not in taken:
             return cand
         n += 1

@@ -80,8 +80,17 @@ class Cost(NamedTuple):
     malformed: int
     files: int
     kind: str  # claude, codex
+    # per model, when requests ran on more than one (a session and its subagents):
+    # (model, turns, usd, usd_rep), largest cost first
+    by_model: tuple[tuple[str, int, float, float], ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {}
+        if len(self.by_model) > 1:
+            extra["models"] = [
+                {"model": m, "turns": t, "usd": round(u, 6), "usd_rep": round(r, 6)}
+                for m, t, u, r in self.by_model
+            ]
         return {
             "kind": self.kind,
             "model": self.model,
@@ -98,6 +107,7 @@ class Cost(NamedTuple):
             "unpriced": list(self.unpriced),
             "malformed": self.malformed,
             "files": self.files,
+            **extra,
         }
 
 
@@ -272,7 +282,11 @@ def _dur(first: str, last: str) -> float | None:
         return None
 
 
-def _claude_cost(reqs: list[Req], exact_last_out: int | None) -> tuple[dict[str, float], str, set[str]]:
+def _claude_cost(
+    reqs: list[Req], exact_last_out: int | None, per_model: dict[str, list[float]] | None = None
+) -> tuple[dict[str, float], str, set[str]]:
+    """Totals of one file's requests; ``per_model`` (model -> [turns, usd, usd_rep]) is
+    added to in passing."""
     totals = {
         "turns": 0,
         "in": 0,
@@ -318,6 +332,11 @@ def _claude_cost(reqs: list[Req], exact_last_out: int | None) -> tuple[dict[str,
         totals["usd"] += usd
         totals["usd_rep"] += usd_rep
         models[r.model] = models.get(r.model, 0) + r.total
+        if per_model is not None:
+            acc = per_model.setdefault(r.model or "(no model)", [0, 0.0, 0.0])
+            acc[0] += 1
+            acc[1] += usd
+            acc[2] += usd_rep
     model = max(models, key=lambda m: models[m]) if models else ""
     return totals, model, unpriced
 
@@ -332,12 +351,13 @@ def claude_cost(files: list[Path], parent_outputs: dict[str, int] | None = None)
     first = last = ""
     weights: dict[str, int] = {}
     outputs = dict(parent_outputs or {})
+    per_model: dict[str, list[float]] = {}
     read = [(p, read_claude(p)) for p in files]
     for _, cf in read:
         outputs.update(cf.agent_outputs)
     for p, cf in read:
         agent = p.stem.removeprefix("agent-") if p.stem.startswith("agent-") else None
-        totals, main_model, unp = _claude_cost(cf.reqs, outputs.get(agent) if agent else None)
+        totals, main_model, unp = _claude_cost(cf.reqs, outputs.get(agent) if agent else None, per_model)
         for k in agg:
             agg[k] += totals[k]
         unpriced |= unp
@@ -352,7 +372,13 @@ def claude_cost(files: list[Path], parent_outputs: dict[str, int] | None = None)
         model, int(agg["turns"]), int(agg["in"]), int(agg["out"]), int(agg["est"]), int(agg["cw5m"]),
         int(agg["cw1h"]), int(agg["cr"]), float(agg["usd"]), float(agg["usd_rep"]),
         _dur(first, last) if first else None, tuple(sorted(unpriced)), malformed, len(files), "claude",
+        _by_model(per_model),
     )  # fmt: skip
+
+
+def _by_model(per_model: dict[str, list[float]]) -> tuple[tuple[str, int, float, float], ...]:
+    rows = [(m, int(v[0]), v[1], v[2]) for m, v in per_model.items()]
+    return tuple(sorted(rows, key=lambda x: (-x[2], x[0])))
 
 
 def codex_cost(path: Path) -> Cost:

@@ -216,6 +216,7 @@ def show(bl: Backlog, task_id: str) -> dict[str, Any]:
     rec["archived"] = False
     rec["text"] = bl.doc.text_of(task)
     rec["path"] = bl.doc.path
+    rec["errors"] = [str(i) for i in bl.doc.issues if i.level == "error" and task.start < i.line <= task.end]
     return rec
 
 
@@ -231,6 +232,7 @@ def show_text(rec: dict[str, Any]) -> list[str]:
     else:
         lines.append("runner-ready: no")
         lines.extend(f"  - {why}" for why in rec["blockers"])
+        lines.extend(f"      {e}" for e in rec.get("errors", ()))
     lines.append("")
     lines.extend(rec["text"].rstrip("\r\n").splitlines())
     return lines

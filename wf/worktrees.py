@@ -2,31 +2,39 @@
 
 A lane's worker works in ``.worktrees/<lane>``, reused from task to task; when that one
 is in use, the next free of ``<lane>-2``, ``<lane>-3``, ... A tree is in use when its
-record in ``.wf/wt/<name>.json`` names a task, a live process has its cwd inside it, a
-Claude Code session file points into it, or it has uncommitted changes. Allocation runs
-under ``.wf/wt.lock`` (not the project lock: making a worktree can take seconds), so
-concurrent allocators never pick the same tree and never race on git's own locks.
+record in ``.wf/wt/<name>.json`` names a task that still holds it (see ``holder``), a
+live process has its cwd inside it, a Claude Code session file points into it, or it
+has uncommitted changes. Allocation runs under ``.wf/wt.lock`` (not the project lock:
+making a worktree can take seconds), so concurrent allocators never pick the same tree
+and never race on git's own locks.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from wf import gitops, procs
+from wf import records as store
 from wf.errors import WfError
 from wf.fsutil import atomic_write_text
 from wf.lock import project_lock
 from wf.project import Project
 from wf.taskfile import check_id, utc_stamp
 
+if TYPE_CHECKING:
+    from wf.backlog import Backlog
+
 WT_LOCK_TIMEOUT = 120.0
 
 
-class Record(NamedTuple):
+@dataclass(frozen=True)
+class Record:
+    """``.wf/wt/<name>.json``: a tree, and the task it was given (a typed record)."""
+
     name: str
     lane: str
     path: str
@@ -35,9 +43,15 @@ class Record(NamedTuple):
     base: str | None
     isolation: str
     since: str
+    # whether the task was claimed (in progress) when it got the tree; None in records
+    # written before wf kept it, read as claimed
+    claimed: bool | None = None
+
+    def _replace(self, **changes: Any) -> Record:
+        return replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
-        return self._asdict()
+        return store.as_dict(self)
 
 
 def branch_name(lane: str, task_id: str) -> str:
@@ -65,16 +79,29 @@ def _records_dir(project: Project) -> Path:
     return project.wf_dir / "wt"
 
 
+def record_path(project: Project, name: str) -> Path:
+    return _records_dir(project) / f"{name}.json"
+
+
 def load_record(project: Project, name: str) -> Record | None:
-    try:
-        data = json.loads((_records_dir(project) / f"{name}.json").read_text("utf-8"))
-        return Record(**{k: data.get(k) for k in Record._fields})
-    except (OSError, ValueError, TypeError):
-        return None
+    """The tree's record, None if it has none; CorruptRecord if it cannot be trusted."""
+    return store.load(Record, record_path(project, name))
 
 
 def save_record(project: Project, rec: Record) -> None:
-    atomic_write_text(_records_dir(project) / f"{rec.name}.json", json.dumps(rec.as_dict(), indent=1) + "\n")
+    store.save(record_path(project, rec.name), rec)
+
+
+def corrupt_records(project: Project) -> list[store.CorruptRecord]:
+    """Tree records that cannot be trusted (for wf doctor)."""
+    out = []
+    folder = _records_dir(project)
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            store.load(Record, f)
+        except store.CorruptRecord as e:
+            out.append(e)
+    return out
 
 
 def records(project: Project) -> list[Record]:
@@ -94,6 +121,44 @@ def release(project: Project, name: str) -> None:
     rec = load_record(project, name)
     if rec is not None and rec.task is not None:
         save_record(project, rec._replace(task=None, branch=None, base=None, since=utc_stamp()))
+
+
+class Holder(NamedTuple):
+    """What a record's task is now, seen from its tree."""
+
+    holds: bool
+    state: str  # progress, pending, awaiting, blocked, wip, archived, gone, unknown
+
+
+def holder(project: Project, rec: Record, bl: Backlog | None = None) -> Holder:
+    """Whether the record's task still holds its tree, from the task's status now (so a
+    hand edit of TASKS.md counts as much as a wf command): a claimed task (in progress)
+    holds it; an archived one, one set awaiting, blocked or wip, one set pending again
+    after its claim, or one gone from both files does not. A task given a tree before
+    anyone claimed it holds it while it stays pending. When TASKS.md cannot be read
+    cleanly, the record is believed."""
+    if rec.task is None:
+        return Holder(False, "free")
+    if bl is None:
+        from wf import backlog
+
+        try:
+            bl = backlog.load(project)
+        except WfError:
+            return Holder(True, "unknown")
+    if bl.archive.find(rec.task) is not None:
+        return Holder(False, "archived")
+    task = bl.doc.find(rec.task)
+    if task is None:
+        if any(i.level == "error" for i in bl.doc.issues):
+            return Holder(True, "unknown")
+        return Holder(False, "gone")
+    state = task.status.state
+    if state == "progress":
+        return Holder(True, state)
+    if state == "pending" and rec.claimed is False:
+        return Holder(True, state)
+    return Holder(False, state)
 
 
 def _names(lane: str) -> list[str]:
@@ -148,8 +213,9 @@ def unsaved_commits(path: Path) -> int:
     return int(r.out.strip() or 0) if r.status == 0 else 0
 
 
-def inspect(project: Project, name: str, regs: dict[Path, gitops.WorktreeEntry] | None = None) -> State:
-    """Whether ``.worktrees/<name>`` can take a new task."""
+def inspect(project: Project, name: str, bl: Backlog | None = None) -> State:
+    """Whether ``.worktrees/<name>`` can take a new task (``bl``: the backlog, if the
+    caller has it loaded already)."""
     path = project.worktrees_dir / name
     rec = load_record(project, name)
     if not path.exists():
@@ -161,7 +227,7 @@ def inspect(project: Project, name: str, regs: dict[Path, gitops.WorktreeEntry] 
         verify(project, path)
     except WrongRepository as e:
         return State("broken", str(e).split("(", 1)[-1].split(")")[0])
-    if rec is not None and rec.task is not None:
+    if rec is not None and rec.task is not None and holder(project, rec, bl).holds:
         return State("busy", f"task {rec.task}")
     users = procs.users_of(path)
     if users:
@@ -252,32 +318,77 @@ def allocate(
         base = gitops.rev(project.root, main)
         if base is None:
             raise WfError(f"the main branch {main!r} has no commit yet")
+        bl = _backlog(project)
+        task = bl.doc.find(task_id) if bl is not None else None
+        claimed = task is not None and task.status.state == "progress"
         for rec in records(project):
             if rec.task == task_id and rec.lane == lane:
-                return _resume(project, rec, base)
+                rec = _resume(project, rec, base)
+                if claimed and rec.claimed is False:
+                    rec = rec._replace(claimed=True)
+                    save_record(project, rec)
+                return rec
         wt_dir = project.worktrees_dir.resolve()
         for e in gitops.worktrees(project.root):
             if e.branch == branch and e.path.parent == wt_dir and e.path.exists():
                 # made by an allocation that was killed before it wrote its record
-                rec = Record(e.path.name, lane, str(e.path), task_id, branch, base, "worktree", utc_stamp())
+                rec = Record(
+                    e.path.name, lane, str(e.path), task_id, branch, base, "worktree", utc_stamp(), claimed
+                )
                 rec = _resume(project, rec, base)
                 save_record(project, rec)
                 return rec
         for name in _names(lane):
-            state = inspect(project, name)
+            state = inspect(project, name, bl)
             if state.kind == "broken" and repair(project, project.worktrees_dir / name):
-                state = inspect(project, name)
+                state = inspect(project, name, bl)
             if state.kind in ("busy", "broken"):
                 continue
             path = project.worktrees_dir / name
+            before = load_record(project, name)
             if state.kind == "missing":
                 _create(project, path, branch, base, isolation)
             else:
                 _reuse(project, path, branch, base)
-            rec = Record(name, lane, str(path), task_id, branch, base, isolation_of(path), utc_stamp())
+            rec = Record(
+                name, lane, str(path), task_id, branch, base, isolation_of(path), utc_stamp(), claimed
+            )
             save_record(project, rec)
+            if before is not None and before.branch and before.branch != branch:
+                drop_done_branch(project, before.branch, bl)
             return rec
     raise WfError(f"no free worktree for lane {lane} (tried {lane} to {lane}-99)")
+
+
+def _backlog(project: Project) -> Backlog | None:
+    from wf import backlog
+
+    try:
+        return backlog.load(project)
+    except WfError:
+        return None
+
+
+def drop_done_branch(project: Project, branch: str, bl: Backlog | None = None) -> bool:
+    """Delete ``branch`` if its task is archived, it holds nothing main lacks and no tree
+    has it checked out (``git branch -d``, which refuses unmerged work anyway)."""
+    root = project.root
+    try:
+        _, task_id = parse_branch(branch)
+    except WfError:
+        return False
+    bl = bl or _backlog(project)
+    tip = gitops.rev(root, f"refs/heads/{branch}")
+    main_sha = gitops.rev(root, main_branch(project))
+    if bl is None or bl.archive.find(task_id) is None or tip is None or main_sha is None:
+        return False
+    if not gitops.is_ancestor(root, tip, main_sha) or any(e.branch == branch for e in gitops.worktrees(root)):
+        return False
+    try:
+        gitops.delete_branch(root, branch)
+    except gitops.GitError:
+        return False
+    return True
 
 
 def isolation_of(path: Path) -> str:
@@ -377,101 +488,3 @@ def tree_names(project: Project) -> list[str]:
     if project.worktrees_dir.is_dir():
         names |= {p.name for p in project.worktrees_dir.iterdir() if p.is_dir()}
     return sorted(names)
-
-
-def describe(project: Project, name: str, main_sha: str | None) -> dict[str, Any]:
-    path = project.worktrees_dir / name
-    rec = load_record(project, name)
-    state = inspect(project, name)
-    info: dict[str, Any] = {
-        "name": name,
-        "lane": rec.lane if rec else name.rsplit("-", 1)[0] if name[-1:].isdigit() and "-" in name else name,
-        "path": str(path),
-        "isolation": isolation_of(path) if (path / ".git").exists() else (rec.isolation if rec else None),
-        "task": rec.task if rec else None,
-        "branch": None,
-        "state": state.kind,
-        "by": state.why or None,
-        "dirty": None,
-        "behind": None,
-        "size": gitops.dir_size(path) if path.exists() else 0,
-    }
-    if state.kind in ("free", "busy") and path.exists():
-        info["branch"] = gitops.current_branch(path)
-        info["dirty"] = state.dirty if state.dirty is not None else len(gitops.dirty_paths(path))
-        head = gitops.rev(path, "HEAD")
-        if head == main_sha:
-            info["behind"] = 0
-        elif head and main_sha:
-            if info["isolation"] == "clone":
-                info["behind"] = (
-                    None
-                    if not gitops.commit_exists(path, main_sha)
-                    else gitops.count(path, f"HEAD..{main_sha}")
-                )
-            else:
-                info["behind"] = gitops.count(project.root, f"{head}..{main_sha}")
-    return info
-
-
-def listing(project: Project) -> list[dict[str, Any]]:
-    main_sha = gitops.rev(project.root, main_branch(project))
-    return [describe(project, n, main_sha) for n in tree_names(project)]
-
-
-def _holds_caller(path: Path) -> bool:
-    """The tree this wf (or the shell that started it) runs in is never removed."""
-    here = Path.cwd().resolve()
-    target = path.resolve()
-    return here == target or target in here.parents or procs.ancestors_inside(target)
-
-
-def prune(project: Project, *, dry_run: bool = False) -> list[str]:
-    """Remove free, clean trees whose HEAD is in the main branch, and registrations
-    whose folder is gone. Never a tree with uncommitted or unmerged work."""
-    done: list[str] = []
-    with project_lock(project.wf_dir, WT_LOCK_TIMEOUT, None, name="wt.lock"):
-        main = main_branch(project)
-        main_sha = gitops.rev(project.root, main) or main
-        for entry in gitops.worktrees(project.root):
-            if entry.prunable and not entry.path.exists():
-                done.append(f"forget stale registration {entry.path}")
-                if not dry_run:
-                    forget(project, entry.path)
-        for name in tree_names(project):
-            path = project.worktrees_dir / name
-            if not path.exists():
-                if load_record(project, name) is not None:
-                    done.append(f"drop record of vanished {name}")
-                    if not dry_run:
-                        (_records_dir(project) / f"{name}.json").unlink(missing_ok=True)
-                continue
-            if inspect(project, name).kind != "free" or _holds_caller(path):
-                continue
-            head = gitops.rev(path, "HEAD")
-            if head is None:
-                continue
-            if isolation_of(path) == "clone":
-                # every branch of a clone lives only there: all must already be in main
-                tips = [head] + [
-                    t
-                    for t in gitops.out(path, "for-each-ref", "--format=%(objectname)", "refs/heads").split()
-                    if t
-                ]
-                merged = all(
-                    gitops.commit_exists(project.root, t) and gitops.is_ancestor(project.root, t, main_sha)
-                    for t in tips
-                )
-            else:
-                merged = gitops.is_ancestor(project.root, head, main_sha)
-            if not merged:
-                continue
-            done.append(f"remove {name} (clean, at a commit of {main})")
-            if dry_run:
-                continue
-            if isolation_of(path) == "clone":
-                shutil.rmtree(path)
-            else:
-                gitops.worktree_remove(project.root, path)
-            (_records_dir(project) / f"{name}.json").unlink(missing_ok=True)
-    return done

@@ -14,7 +14,11 @@ from wf.errors import WfError
 
 @cli.group(cls=_Group)
 def wt() -> None:
-    """Lane worktrees (or clones) in .worktrees/: add, list, prune."""
+    """Lane worktrees (or clones) in .worktrees/: add, list, rm, prune.
+
+    \b
+    Example: wf wt list
+    """
 
 
 @wt.command("add")
@@ -30,6 +34,11 @@ def wt_add(ctx: click.Context, lane: str, task_id: str, as_json: bool) -> None:
     LANE-3, ... A tree is busy while a task holds it, a live process has its cwd
     in it, a Claude Code session points into it, or it has uncommitted changes.
     Asking again for the same task gives the same tree (never a second one).
+    The tree is free again once its task is archived, set awaiting, blocked, wip
+    or pending again (its branch stays while it has commits main lacks).
+
+    \b
+    Example: wf status fetch-retry progress me && wf wt add sonnet fetch-retry
     """
     from wf import backlog, worktrees
     from wf.taskfile import check_id
@@ -51,10 +60,14 @@ def wt_add(ctx: click.Context, lane: str, task_id: str, as_json: bool) -> None:
 @click.pass_context
 def wt_list(ctx: click.Context, as_json: bool) -> None:
     """Each tree: name, branch, task, free or busy (and by whom), dirty paths,
-    commits behind main, size on disk."""
-    from wf import worktrees
+    commits behind main, size on disk.
 
-    rows = worktrees.listing(_project(ctx))
+    \b
+    Example: wf wt list --json
+    """
+    from wf import treeadmin
+
+    rows = treeadmin.listing(_project(ctx))
     if as_json:
         _echo_json(rows)
         return
@@ -90,15 +103,39 @@ def _size(n: int) -> str:
     return f"{n}B"
 
 
+@wt.command("rm")
+@click.argument("name")
+@click.pass_context
+def wt_rm(ctx: click.Context, name: str) -> None:
+    """Remove the free tree .worktrees/NAME (and its record).
+
+    \b
+    Refused, saying why, when the tree is busy (a task in progress holds it, a
+    process runs in it, a Claude Code session points into it), has uncommitted
+    changes, or has commits not in the main branch. The branch of an archived,
+    merged task goes with it; any other branch is kept.
+    Example: wf wt rm sonnet-2
+    """
+    from wf import treeadmin
+
+    click.echo(treeadmin.remove(_project(ctx), name))
+
+
 @wt.command("prune")
 @click.option("--dry-run", is_flag=True, help="Only say what would be removed.")
 @click.pass_context
 def wt_prune(ctx: click.Context, dry_run: bool) -> None:
-    """Remove free, clean trees whose HEAD is already in main, and stale git
-    registrations. Never a tree with uncommitted or unmerged work."""
-    from wf import worktrees
+    """Remove free, clean trees whose HEAD is already in main, stale git
+    registrations, and backup refs (refs/wf/backup/) older than backup_days
+    (wf.toml, default 14) whose commits main holds. Never a tree with
+    uncommitted or unmerged work, never a backup main lacks.
 
-    done = worktrees.prune(_project(ctx), dry_run=dry_run)
+    \b
+    Example: wf wt prune --dry-run
+    """
+    from wf import treeadmin
+
+    done = treeadmin.prune(_project(ctx), dry_run=dry_run)
     for line in done or ["nothing to prune"]:
         click.echo(("would " if dry_run and done else "") + line)
 
@@ -120,6 +157,9 @@ def merge_cmd(ctx: click.Context, target: str | None, as_json: bool) -> None:
     - the worktree left detached at the new main commit, the branch deleted
       (git branch -d: never unmerged work).
     Running it again after success, failure or a kill finishes what is left.
+    Examples:
+      wf merge fetch-retry
+      cd .worktrees/sonnet && wf merge
     """
     from wf import merge
 
@@ -141,7 +181,14 @@ def merge_cmd(ctx: click.Context, target: str | None, as_json: bool) -> None:
 def doctor(ctx: click.Context, fix: bool, as_json: bool) -> int:
     """Reconcile tree records, worktrees, LANE/* branches, live pids and stale git
     lock files; one line per disagreement, repaired with --fix. Exit 1 if anything
-    needs attention and was not fixed."""
+    needs attention and was not fixed.
+
+    \b
+    --fix never removes work: it releases trees whose task let go, deletes the
+    merged branches of archived tasks, forgets registrations whose folder is gone
+    and removes stale git locks; what it leaves says why.
+    Example: wf doctor --fix
+    """
     from wf import doctor as doctormod
 
     findings = doctormod.run(_project(ctx), fix=fix)

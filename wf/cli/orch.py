@@ -361,12 +361,18 @@ def install(ctx: click.Context, target: str | None) -> None:
 @click.option(
     "--dir", "dir_", metavar="DIR", help="Make the demo repository here (default: a new temp folder)."
 )
+@click.option("--keep", is_flag=True, help="Keep the temporary folder (and say where it is).")
 @click.pass_context
-def demo(ctx: click.Context, dir_: str | None) -> int:
+def demo(ctx: click.Context, dir_: str | None, keep: bool) -> int:
     """Run the real loop on a small made-up project, with a scripted worker (no network,
     no API key): two lanes, a task with After, an owner task, an awaiting one, one big
     enough to be sliced, one whose Done fails. Shows each step, then the lanes, the
-    archive, the orch log and where to look next."""
+    archive and the orch log. The temporary folder is removed at the end unless --keep
+    (or --dir) is given; then it says where to look next.
+
+    \b
+    Example: wf demo --keep
+    """
     from wf.orch import demo as demomod
 
-    return demomod.run(Path(dir_) if dir_ else None, echo=click.echo)
+    return demomod.run(Path(dir_) if dir_ else None, echo=click.echo, keep=keep)

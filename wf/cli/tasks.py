@@ -37,49 +37,80 @@ def init(ctx: click.Context, as_json: bool) -> None:
 @cli.command("config")
 @click.argument("key", required=False)
 @click.argument("value", required=False)
+@click.option("--unset", is_flag=True, help="Remove KEY from wf.toml (lanes.NAME removes a whole lane).")
 @click.option("--json", "as_json", is_flag=True, help="Print the settings as JSON.")
 @click.pass_context
-def config_cmd(ctx: click.Context, key: str | None, value: str | None, as_json: bool) -> None:
+def config_cmd(ctx: click.Context, key: str | None, value: str | None, unset: bool, as_json: bool) -> None:
     """Show the settings, one KEY, or set KEY to VALUE in wf.toml (comments kept).
 
     \b
     Keys: main, tasks, archive, slice_above, isolation (worktree|clone), gate,
-    cloud, lock_timeout, and per lane lanes.<name>.model | adapter | max_parallel |
-    effort | cmd | permission_mode | allowed_tools.
+    cloud, lock_timeout, backup_days, and per lane lanes.<name>.model | adapter |
+    max_parallel | effort | cmd | permission_mode | allowed_tools.
     VALUE is read as TOML when it is (2, true, ["a", "b"]), else as a string.
-    Example: wf config lanes.sonnet.max_parallel 2
+    A setting that is not set shows as '# KEY: not set'; --unset removes one
+    (main and gate also go back to unset when given "").
+    Examples:
+      wf config lanes.sonnet.max_parallel 2
+      wf config lanes.sonnet
+      wf config --unset lanes.haiku
     """
     from wf import config as configmod
 
     proj = _project(ctx)
     cfg = proj.config
-    if value is not None and key is not None:
+    if unset:
+        if key is None or value is not None:
+            raise click.UsageError("--unset takes one KEY: wf config --unset lanes.haiku")
+        cfg = configmod.unset_value(proj.config_path, key)
+    elif value is not None and key is not None:
         configmod.check_key(key)
-        cfg = configmod.set_value(proj.config_path, key, value)
+        if key in ("main", "gate") and value.strip() in ("", '""', "''"):
+            cfg = _unset_if_set(proj.config_path, key) or cfg
+        else:
+            cfg = configmod.set_value(proj.config_path, key, value)
+    if unset or value is not None:
+        for w in cfg.warnings:
+            _warn(w)
     data = cfg._asdict()
     data["lanes"] = {ln.name: {k: v for k, v in ln.as_dict().items() if k != "name"} for ln in cfg.lanes}
     data.pop("warnings")
+    if unset:
+        click.echo(f"removed {key}" if key not in data else f"{key}: back to its default")
+        return
+    node: Any = data
     if key is not None:
-        node: Any = data
         for part in key.split("."):
             if not isinstance(node, dict) or part not in node:
                 raise WfError(f"no setting {key!r} (wf config lists them)")
             node = node[part]
-        if as_json:
-            _echo_json(node)
-        else:
-            click.echo(f"{key} = {_toml_value(node)}")
-        return
     if as_json:
-        _echo_json(data)
+        _echo_json(node)
         return
-    for k, v in data.items():
-        if k == "lanes":
-            for name, spec in v.items():
-                for a2, b2 in spec.items():
-                    click.echo(f"lanes.{name}.{a2} = {_toml_value(b2)}")
-        else:
-            click.echo(f"{k} = {_toml_value(v)}")
+    for line in _setting_lines(key, node):
+        click.echo(line)
+
+
+def _unset_if_set(path: Path, key: str) -> Any:
+    from wf import config as configmod
+
+    try:
+        return configmod.unset_value(path, key)
+    except WfError:
+        return None  # not set: nothing to remove
+
+
+def _setting_lines(key: str | None, node: Any) -> list[str]:
+    """``key = value`` lines in TOML syntax, one per leaf; a leaf that is not set is a
+    comment saying so."""
+    if isinstance(node, dict):
+        out: list[str] = []
+        for k, v in node.items():
+            out += _setting_lines(f"{key}.{k}" if key else k, v)
+        return out
+    if node is None or node == ():
+        return [f"# {key}: not set"]
+    return [f"{key} = {_toml_value(node)}"]
 
 
 def _toml_value(v: Any) -> str:
@@ -240,6 +271,17 @@ def log(ctx: click.Context, count: int, as_json: bool) -> None:
 # ---------------------------------------------------------------- writes
 
 
+def _check_effort(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A bad --effort is a usage error (exit 2), as a bad --prio is; '' removes the field."""
+    from wf.taskfile import check_field
+
+    if value is not None and value.strip():
+        why = check_field("effort", value)
+        if why:
+            raise click.BadParameter(why.removeprefix("bad Effort ").split(": ", 1)[-1] + f", not {value!r}")
+    return value
+
+
 def _field_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option(
@@ -256,7 +298,11 @@ def _field_options(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--lane", help="Lane (default: the lane of the Model)."),
         click.option("--done", help="How a machine can tell it is done (a command, a test, a file)."),
         click.option("--after", help="Ids that must be done first, comma-separated."),
-        click.option("--effort", help="Rough size, a positive number (above slice_above: sliced first)."),
+        click.option(
+            "--effort",
+            callback=_check_effort,
+            help="Rough size, a positive number (above slice_above: sliced first).",
+        ),
         click.option("--sessions", type=click.Choice(["owner", "solo", ""]), help="owner or solo."),
         click.option("--cloud", type=click.Choice(["yes", "no", ""]), help="Prefer the cloud lane."),
         click.option("--parent", help="This task is a slice of that id."),
@@ -388,12 +434,31 @@ def edit(ctx: click.Context, task_id: str) -> None:
 
     from wf import ops
 
-    editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+    var = "VISUAL" if os.environ.get("VISUAL") else "EDITOR"
+    try:
+        editor = shlex.split(os.environ.get(var) or "vi")
+    except ValueError as e:
+        raise WfError(f"${var} is not a command line wf can split ({e}): {os.environ.get(var)!r}") from None
+    if not editor:
+        editor = ["vi"]
 
     def run_editor(path: Path) -> None:
-        code = subprocess.call([*editor, str(path)])
+        try:
+            code = subprocess.call([*editor, str(path)])
+        except OSError as e:
+            raise WfError(
+                f"cannot start the editor {editor[0]!r} (from ${var}): {e.strerror}; "
+                f"set VISUAL or EDITOR to an editor's command; nothing was changed"
+            ) from None
         if code != 0:
             raise WfError(f"the editor {editor[0]} exited {code}; nothing was changed (draft: {path})")
+        try:
+            path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise WfError(
+                f"the editor saved {path} in another encoding than UTF-8 (byte {e.object[e.start]:#04x} "
+                f"at offset {e.start}); nothing was changed: save it as UTF-8 and edit again"
+            ) from None
 
     changed = ops.edit_task(_project(ctx), task_id, run_editor, on_wait=_on_wait)
     click.echo(f"{task_id}: {'edited' if changed else 'unchanged'}")

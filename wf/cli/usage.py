@@ -25,7 +25,11 @@ from wf.errors import WfError
 @click.option("--done", type=click.Choice(["0", "1"]), help="Whether the task got done (1) or not (0).")
 @click.option("--duration", type=click.FloatRange(min=0), help="Wall seconds (default: from the transcript).")
 @click.option("--report", is_flag=True, help="The report over every project's cost log instead.")
-@click.option("--since", metavar="DATE", help="With --report: only lines from this date (YYYY-MM-DD) on.")
+@click.option(
+    "--since",
+    metavar="DATE",
+    help="With --report: only lines from this day on (YYYY-MM-DD, today, yesterday, 7d).",
+)
 @click.option("--project", metavar="P", help="With --report: only this project (name or path).")
 @click.option(
     "--json", "as_json", is_flag=True, help="One JSON object (the log line's keys), or the report rows."
@@ -57,19 +61,32 @@ def usage_cmd(
 
     \b
     The report groups every known project's out/wf-cost.log by lane, model and effort:
-    n, done, median and total $, $ per done task, median turns and duration.
+    n, done, median and total $, $ per done task, median turns and duration; a group
+    whose sessions ran subagents on other models also gets its $ per model.
+    --since takes YYYY-MM-DD, today, yesterday or Nd (N days ago, UTC).
+
+    \b
+    Examples:
+      wf usage --session 3f1c... --json
+      wf usage --report --since 7d --project app
     """
     from wf import costlog, usage
 
+    if (since or project) and not report:
+        raise click.UsageError("--since and --project go with --report")
     if report:
-        recs, bad = costlog.records(since, project)
+        first_day = None
+        if since is not None:
+            try:
+                first_day = costlog.since_date(since)
+            except ValueError as e:
+                raise click.BadParameter(str(e), param_hint="--since") from None
+        recs, bad = costlog.records(first_day, project)
         rows = costlog.report(recs)
         if as_json:
             _echo_json(rows)
         else:
-            for line in costlog.report_text(rows) or [
-                "no cost lines yet (wf usage --log, wf orch post --agent)"
-            ]:
+            for line in costlog.report_text(rows) or [_nothing_found(first_day, project)]:
                 click.echo(line)
         if bad:
             _warn(f"{bad} unreadable line(s) in cost logs were skipped")
@@ -128,4 +145,26 @@ def usage_cmd(
     click.echo(
         f"usd {tilde}{cost.usd:.4f}" + (f" (reported output only: {cost.usd_rep:.4f})" if cost.est else "")
     )
+    if len(cost.by_model) > 1:
+        click.echo(
+            "by model: " + ", ".join(f"{m} {t} turns usd {tilde}{u:.4f}" for m, t, u, _ in cost.by_model)
+        )
     return 0
+
+
+def _nothing_found(since: str | None, project: str | None) -> str:
+    """Why the report is empty: no line at all, or none passed the filters (say which)."""
+    from wf import costlog
+
+    everything, _ = costlog.records()
+    if not everything:
+        return "no cost lines yet (wf usage --log, wf orch post --agent)"
+    what = " and ".join(
+        x for x in (f"since {since}" if since else "", f"for project {project}" if project else "") if x
+    )
+    projects = sorted({r.get("project", "-") for r in everything})
+    days = sorted(r.get("ts", "")[:10] for r in everything)
+    return (
+        f"no cost lines {what} (the logs have {len(everything)}, from {days[0]} to {days[-1]}; "
+        f"projects: {', '.join(projects)})"
+    )

@@ -136,6 +136,8 @@ def run_cmd(ctx: click.Context, manifest: str, max_parallel: int | None, run_id:
     """
     from wf import workers
 
+    if not workers.load_manifest(Path(manifest))[1]:
+        raise click.UsageError(f"{manifest} has no units: nothing to run (its 'units' list is empty)")
     run, units, completed = workers.run_manifest(
         _project(ctx),
         Path(manifest),

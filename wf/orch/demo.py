@@ -8,6 +8,7 @@ task. Everything else is the real thing: picks, claims, worktrees, merges, posts
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -110,8 +111,20 @@ def make_repo(root: Path) -> None:
     _git(root, "commit", "-q", "-m", "A made-up project and its backlog")
 
 
-def run(dir_: Path | None, echo: Callable[[str], None]) -> int:
-    root = (dir_ or Path(tempfile.mkdtemp(prefix="wf-demo-"))).resolve()
+def run(dir_: Path | None, echo: Callable[[str], None], *, keep: bool = False) -> int:
+    """Run the demo in ``dir_`` (kept), or in a temporary folder removed at the end
+    unless ``keep``."""
+    if dir_ is not None or keep:
+        return _run((dir_ or Path(tempfile.mkdtemp(prefix="wf-demo-"))).resolve(), echo, keep=True)
+    root = Path(tempfile.mkdtemp(prefix="wf-demo-")).resolve()
+    try:
+        return _run(root, echo, keep=False)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        echo(f"removed {root} (wf demo --keep keeps the project to look at)")
+
+
+def _run(root: Path, echo: Callable[[str], None], *, keep: bool) -> int:
     make_repo(root)
     project = projectmod.load(root)
     start = time.monotonic()
@@ -143,11 +156,14 @@ def run(dir_: Path | None, echo: Callable[[str], None]) -> int:
     except OSError:
         pass
     echo("")
+    if code == 4:  # by design: storage awaits an answer and clock was handed back
+        echo("The loop exited 4: a person is needed (an awaiting task, a handed-back one), as planned.")
+        code = 0
+    if not keep:
+        echo(f"Done in {time.monotonic() - start:.1f}s.")
+        return code
     echo(f"Done in {time.monotonic() - start:.1f}s. Look next at:")
     echo(f"  cd {root} && git log --oneline --graph   # the merges, one per task")
     echo(f"  wf -C {root} list; wf -C {root} show clock  # the handed-back task and its note")
     echo(f"  ls {root}/.wf/runs/                       # every worker's prompt, log and answer")
-    if code == 4:  # by design: storage awaits an answer and clock was handed back
-        echo("The loop exited 4: a person is needed (an awaiting task, a handed-back one), as planned.")
-        return 0
     return code
