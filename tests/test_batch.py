@@ -394,3 +394,17 @@ def test_two_batches_started_at_once_give_exactly_one(b: Batch) -> None:
     st = b.wait_ended()
     assert len(list((b.root / ".wf" / "batch").glob("*.json"))) == 1  # one record, no plan left over
     assert b.archived() == ["a1"] and st["reason"] == "N reached"
+
+
+@pytest.mark.parametrize(
+    "data", ['{"stamp": "x", "pid": "nope", "state": "running"}', "[]", "{", '{"stamp": 1}']
+)
+def test_a_broken_batch_record_never_crashes(b: Batch, data: str) -> None:
+    three_ready(b)
+    folder = b.root / ".wf" / "batch"
+    folder.mkdir(parents=True)
+    (folder / "20260101T000000Z.json").write_text(data)
+    for args in (["--status"], ["--status", "--json"], ["--stop"], ["1", "--dry-run"]):
+        r = b.batch(*args)
+        assert r.returncode in (0, 1, 2), (args, r.stderr)
+        assert "internal error" not in r.stderr, (args, r.stderr)

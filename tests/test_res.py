@@ -314,3 +314,33 @@ def test_systemd_backend_wraps_the_command_where_a_user_manager_answers(tmp_path
     # a SIGKILL from inside the scope with a memory cap is the kernel's OOM killer
     r = wf_res("run", "--mem", "300M", "--json", "--", "sh", "-c", "kill -9 $$", env=env)
     assert r.returncode == 137 and json.loads(r.stdout)["state"] == "oom"
+
+
+@pytest.mark.parametrize(
+    "name, data",
+    [
+        ("jobs/20260101-000000-1.json", '{"id": "20260101-000000-1", "state": "running", "pid": "x"}'),
+        ("jobs/20260101-000000-2.json", '{"id": "../../x", "state": "running", "pid": 1}'),
+        ("jobs/20260101-000000-3.json", '{"id": "20260101-000000-3", "limits": 5, "pid_start": "y"}'),
+        ("jobs/20260101-000000-4.json", "[1, 2"),
+        ("reservations.json", '{"a": {"pid": "x", "mem": "lots"}, "b": 3}'),
+        (
+            "hist.jsonl",
+            '{"id": "x", "title": "t", "state": "done", "peak_rss": "big", "dur_s": []}\n[]\n{"id": 5}\n',
+        ),
+    ],
+)
+def test_broken_records_never_crash(name: str, data: str) -> None:
+    path = state() / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data)
+    for args in (
+        ["ls"],
+        ["hist"],
+        ["hist", "--json"],
+        ["run", "--mem", "100M", "--", "true"],
+        ["stop", "20260101-000000-1"],
+    ):
+        r = wf_res(*args)
+        assert r.returncode in (0, 1, 2), (args, r.stderr)
+        assert "internal error" not in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)

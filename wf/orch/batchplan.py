@@ -278,13 +278,20 @@ def save(project: Project, rec: Record) -> None:
 
 
 def records(project: Project) -> list[Record]:
+    """Every batch record, oldest first; one that cannot be trusted is skipped (the
+    batch lock, not the record, is what keeps a second batch out)."""
+    from wf import records as store
+
     out = []
     for f in sorted(folder(project).glob("*.json")):
-        try:
-            d = json.loads(f.read_text("utf-8"))
-            out.append(Record(**{**d, "known_ids": tuple(d.get("known_ids") or ())}))
-        except (OSError, ValueError, TypeError):
+        if f.name.endswith((".plan.json", ".prep.json")):
             continue
+        try:
+            rec = store.load(Record, f)
+        except store.CorruptRecord:
+            continue
+        if rec is not None:
+            out.append(rec)
     return out
 
 

@@ -40,6 +40,9 @@ class Limits:
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> Limits:
+        if not isinstance(d, dict):
+            raise TypeError("limits: not a JSON object")
+
         def num(v: object) -> float | None:
             return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 

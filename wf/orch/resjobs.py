@@ -101,8 +101,28 @@ class Job:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Job:
+        """From a record as written; a value of the wrong type raises ValueError or
+        TypeError (the record is then skipped, or named as unreadable)."""
+        if not isinstance(d, dict):
+            raise TypeError("not a JSON object")
+
+        def num(key: str) -> float | None:
+            v = d.get(key)
+            if v is None:
+                return None
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise TypeError(f"{key}: not a number")
+            return float(v)
+
+        def text(key: str) -> str | None:
+            v = d.get(key)
+            if v is not None and not isinstance(v, str):
+                raise TypeError(f"{key}: not a string")
+            return v
+
+        exit_, child = num("exit"), num("child")
         return cls(
-            id=str(d["id"]),
+            id=check_job_id(str(d["id"])),
             title=str(d.get("title") or ""),
             argv=tuple(str(a) for a in d.get("argv") or ()),
             cwd=str(d.get("cwd") or ""),
@@ -110,18 +130,18 @@ class Job:
             limits=Limits.from_dict(d.get("limits") or {}),
             start=str(d.get("start") or ""),
             state=State(d.get("state") or "running"),
-            end=d.get("end"),
-            dur_s=d.get("dur_s"),
-            exit=d.get("exit"),
-            peak_rss=int(d.get("peak_rss") or 0),
-            cpu_s=float(d.get("cpu_s") or 0.0),
-            pid=int(d.get("pid") or 0),
-            pid_start=d.get("pid_start"),
-            child=d.get("child"),
+            end=text("end"),
+            dur_s=num("dur_s"),
+            exit=None if exit_ is None else int(exit_),
+            peak_rss=int(num("peak_rss") or 0),
+            cpu_s=num("cpu_s") or 0.0,
+            pid=int(num("pid") or 0),
+            pid_start=num("pid_start"),
+            child=None if child is None else int(child),
             token=str(d.get("token") or ""),
-            skipped=dict(d.get("skipped") or {}),
-            notes=tuple(d.get("notes") or ()),
-            updated=d.get("updated"),
+            skipped={str(k): str(v) for k, v in dict(d.get("skipped") or {}).items()},
+            notes=tuple(str(x) for x in d.get("notes") or ()),
+            updated=text("updated"),
         )
 
 
@@ -147,7 +167,7 @@ def load(job_id: str) -> Job | None:
         return Job.from_dict(json.loads((_jobs() / f"{check_job_id(job_id)}.json").read_text("utf-8")))
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError) as e:
         raise WfError(f"job record {job_id}: unreadable ({e})") from None
 
 
@@ -159,7 +179,7 @@ def records() -> list[Job]:
     for f in sorted(folder.glob("*.json")):
         try:
             out.append(Job.from_dict(json.loads(f.read_text("utf-8"))))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError):
             continue  # half-written by hand or from an older wf: not ours to judge here
     return out
 
@@ -215,11 +235,24 @@ def history(title: str | None = None, limit: int | None = None) -> list[dict[str
             d = json.loads(line)
         except ValueError:
             continue
-        if isinstance(d, dict) and (title is None or d.get("title") == title):
+        if not _sane(d):
+            continue  # a line written by hand or cut short: not a job
+        if title is None or d.get("title") == title:
             out.append(d)
             if limit is not None and len(out) >= limit:
                 break
     return out
+
+
+def _sane(d: Any) -> bool:
+    """A history line with the fields the report and the suggestions read, of their types."""
+    if not isinstance(d, dict) or not isinstance(d.get("id"), str):
+        return False
+    for key in ("peak_rss", "dur_s", "cpu_s", "exit"):
+        v = d.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+            return False
+    return all(isinstance(d.get(k), str | None) for k in ("title", "state", "backend"))
 
 
 @dataclass(frozen=True)
@@ -271,11 +304,14 @@ def _read_ledger() -> dict[str, dict[str, Any]]:
 
 def reserved() -> dict[str, dict[str, Any]]:
     """The live reservations: job id -> {mem, pid, pid_start, title}."""
-    return {
-        k: v
-        for k, v in _read_ledger().items()
-        if procs.same_process(int(v.get("pid") or 0), v.get("pid_start"))
-    }
+    live = {}
+    for k, v in _read_ledger().items():
+        pid, started, mem = v.get("pid"), v.get("pid_start"), v.get("mem")
+        if not (isinstance(pid, int) and isinstance(started, float | int) and isinstance(mem, int)):
+            continue  # not an entry wf wrote
+        if procs.same_process(pid, float(started)):
+            live[k] = v
+    return live
 
 
 def reserve(
