@@ -344,3 +344,11 @@ def test_broken_records_never_crash(name: str, data: str) -> None:
         r = wf_res(*args)
         assert r.returncode in (0, 1, 2), (args, r.stderr)
         assert "internal error" not in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
+def test_a_state_folder_that_cannot_be_made_is_an_error_not_a_crash() -> None:
+    env = {"XDG_STATE_HOME": "/dev/null"}
+    assert wf_res("ls", env=env).returncode == 0  # nothing ran: nothing to read, nothing made
+    assert wf_res("hist", env=env).stdout.strip() == "no jobs yet"
+    r = wf_res("run", "--", "true", env=env)
+    assert r.returncode == 1 and "state folder /dev/null/wf/res cannot be made" in r.stderr

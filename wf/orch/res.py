@@ -35,6 +35,7 @@ from wf.orch.resjobs import (
     Job,
     State,
     check_job_id,
+    ensure_state_dir,
     finish,
     history,
     load,
@@ -107,6 +108,7 @@ def run(
     """
     if not argv:
         raise UsageError("give the command to run after --")
+    ensure_state_dir()
     sweep()
     job_id = job_id or new_id()
     plan = resbackend.plan(argv, limits, job_id)

@@ -58,6 +58,18 @@ def state_dir() -> Path:
     return Path(base) / "wf" / "res"
 
 
+def ensure_state_dir() -> Path:
+    """The state folder, made if missing; one that cannot be made is an error (exit 1)."""
+    path = state_dir()
+    try:
+        (path / "jobs").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise WfError(
+            f"wf's state folder {path} cannot be made: {e.strerror or e} (see $XDG_STATE_HOME)"
+        ) from None
+    return path
+
+
 def now_iso(t: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
@@ -194,8 +206,10 @@ def finish(job: Job) -> None:
 def sweep() -> list[Job]:
     """Finalise as ``lost`` every running record whose supervisor is gone (ending what is
     left of its tree: with no supervisor, nothing would hold it to its limits)."""
-    lost = []
-    with project_lock(state_dir(), timeout=30, name="res.lock"):
+    lost: list[Job] = []
+    if not _jobs().is_dir():
+        return lost  # no job ever ran here: nothing to look at, nothing to create
+    with project_lock(ensure_state_dir(), timeout=30, name="res.lock"):
         for job in records():
             if job.state is not State.RUNNING or procs.same_process(job.pid, job.pid_start):
                 continue
@@ -227,7 +241,7 @@ def history(title: str | None = None, limit: int | None = None) -> list[dict[str
     path = state_dir() / "hist.jsonl"
     try:
         lines = path.read_text("utf-8").splitlines()
-    except FileNotFoundError:
+    except OSError:  # none yet, or a state folder that is not one
         return []
     out = []
     for line in reversed(lines):
@@ -323,7 +337,7 @@ def reserve(
         raise WfError(f"--mem {mem >> 20}M can never fit: wf may reserve {room >> 20}M here in all")
     said = False
     while True:
-        with project_lock(state_dir(), timeout=30, name="res.lock"):
+        with project_lock(ensure_state_dir(), timeout=30, name="res.lock"):
             live = reserved()
             used = sum(int(v.get("mem") or 0) for v in live.values())
             if used + mem <= room:
