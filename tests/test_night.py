@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,11 +24,32 @@ def o(wf: WfRunner) -> Orch:
     return Orch(wf)
 
 
+_STARTED: list[subprocess.Popen[str]] = []
+
+
+@pytest.fixture(autouse=True)
+def _end_started_loops() -> Iterator[None]:
+    """A test that fails half-way never leaves its wf orch run behind (a --until-stop
+    loop would run on): SIGTERM, which stops its workers too."""
+    yield
+    while _STARTED:
+        p = _STARTED.pop()
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+
+
 def _popen(o: Orch, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    p = subprocess.Popen(
         [sys.executable, "-m", "wf", *args], cwd=o.root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, env=o.env, stdin=subprocess.DEVNULL,
     )  # fmt: skip
+    _STARTED.append(p)
+    return p
 
 
 def _wait_for(pred: object, timeout: float = 60, what: str = "") -> None:
@@ -94,6 +116,38 @@ def test_a_tool_wide_failure_stops_every_lane_on_that_tool(o: Orch) -> None:
     assert infra_failure({"failure": "task"}) is None and infra_failure({}) is None
 
 
+def test_a_tool_wide_failure_stops_the_other_idle_lanes_on_that_tool(o: Orch) -> None:
+    """Lane a's worker met a not-logged-in tool: the claim is released, and lane b (same
+    tool, not started yet) stops with the same words instead of claiming b1. No adapter
+    of this version classifies a login failure (only 'tool': it cannot start), so the
+    failure is handed to the loop as the supervisor would record it."""
+    from types import SimpleNamespace
+
+    from wf import project
+    from wf.orch.loop import Loop
+    from wf.orch.pick import pick
+
+    o.setup(lanes_toml("a", "b"), task("a1", "a", "write a1.txt x") + task("b1", "b", "write b1.txt y"))
+    before = (o.root / "TASKS.md").read_bytes()
+    proj = project.load(o.root)
+    lines: list[str] = []
+    loop = Loop(proj, ["a", "b"], adapter=None, emit=lines.append)
+    p = pick(proj, "a", owner=loop.me)
+    assert p.record is not None
+    unit = SimpleNamespace(
+        status={"state": "failed", "failure": "auth", "reason": "Not logged in"},
+        adapter=SimpleNamespace(name="cmd"),
+    )
+    loop._ended("a", unit, p.record)  # type: ignore[arg-type]
+    stop = "cmd could not run (auth): Not logged in"
+    assert f"stop lane a: {stop}" in lines and f"stop lane b: {stop}" in lines
+    loop._pick("b")  # a later look at lane b (a wake, the next round) starts nothing
+    loop._wake()
+    assert not loop.units and (o.root / "TASKS.md").read_bytes() == before
+    assert o.wf.ok("orch", "status").strip() == "no active lanes"
+    assert loop.exit_code() == 1
+
+
 # ------------------------------------------------------------------ people editing TASKS.md
 
 
@@ -151,6 +205,53 @@ def test_a_killed_loop_is_taken_over_and_its_finished_report_posted(o: Orch) -> 
     assert not _alive(worker)
     outcomes = [e["outcome"] for e in o.orch_log() if e["id"] == "a1"]
     assert outcomes == ["done"]
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_loops_captured_report_is_posted_not_worked_again(o: Orch) -> None:
+    """kill -9 of wf orch run after its worker reported awaiting (nothing merged, so the
+    archive cannot tell): the next run posts the captured report; the task is not worked
+    again."""
+    o.setup(lanes_toml("a"), task("a1", "a", "awaiting Which colour?", "linger 30"))
+    p = _popen(o, "orch", "run", "a")
+    rec_path = o.root / ".wf" / "orch" / "a.json"
+    _wait_for(lambda: rec_path.exists() and json.loads(rec_path.read_text()).get("unit"), what="the record")
+    rec = json.loads(rec_path.read_text())
+    log = o.root / ".wf" / "runs" / rec["run"] / rec["unit"] / "worker.log"
+    _wait_for(lambda: log.exists() and "result: awaiting" in log.read_text(), what="the report")
+    os.kill(p.pid, signal.SIGKILL)
+    p.communicate(timeout=30)
+    r = o.proc("orch", "run", "a", timeout=90)
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "taking over a finished worker" in r.stdout
+    assert "start a1" not in r.stdout
+    assert "stop lane a: a1 awaits an answer: Which colour?" in r.stdout
+    assert o.status("a1") == "awaiting: Which colour?"
+    assert [e["outcome"] for e in o.orch_log()] == ["awaiting"]
+
+
+@pytest.mark.timeout(120)
+def test_a_live_runs_worker_is_left_alone_by_a_second_run(o: Orch) -> None:
+    """A second wf orch run on a lane another live run works: it stops the lane as held
+    and never touches the first run's worker or record."""
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", "hang"))
+    first = _popen(o, "orch", "run", "a")
+    rec_path = o.root / ".wf" / "orch" / "a.json"
+    try:
+        _wait_for(
+            lambda: rec_path.exists() and json.loads(rec_path.read_text()).get("pid"), what="the worker"
+        )
+        before = rec_path.read_bytes()
+        worker = int(json.loads(before)["pid"])
+        r = o.proc("orch", "run", "a", timeout=90)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"stop lane a: a1 is held by wf orch run pid {first.pid}" in r.stdout
+        assert _alive(worker)
+        assert rec_path.read_bytes() == before
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=60)
+    assert "a1 ended without a report" not in _events(o)
 
 
 def _alive(pid: int) -> bool:

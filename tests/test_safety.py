@@ -130,9 +130,38 @@ def test_post_check_the_task_is_archived(o: Orch) -> None:
     assert out.startswith("a1: post-check-red") and "no branch a/a1 and a1 is not archived" in out
 
 
+def test_post_check_the_task_is_archived_after_the_posts_merge(o: Orch) -> None:
+    """The worker reported done without merging and a person deleted the task meanwhile:
+    the post's merge lands the work but archives nothing, so the post is red, never done."""
+    commit = _worked(o, "nomerge")
+    text = (o.root / "TASKS.md").read_text()
+    (o.root / "TASKS.md").write_text(text[: text.index("\n## a1:")] + text[text.index("\n## a2:") :])
+    out = _post_done(o, commit)
+    assert out.startswith("a1: post-check-red") and "a1 is not in the archive" in out
+    assert o.archived() == []
+
+
 def test_all_post_checks_green_is_done(o: Orch) -> None:
     commit = _worked(o)
     assert _post_done(o, commit).startswith("a1: done as ")
+
+
+# ------------------------------------------------------------------ the record before the claim
+
+
+def test_a_pick_that_failed_after_its_claim_is_finished_by_the_next(o: Orch) -> None:
+    """The record is written before the claim: a pick that fails once a1 is claimed (its
+    branch cannot be made) leaves a record, and the next pick finishes a1, never a2."""
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x") + task("a2", "a", "write a2.txt y"))
+    git(o.root, "branch", "a")  # refs/heads/a blocks refs/heads/a/a1
+    r = o.wf("orch", "pick", "a")
+    assert r.code == 1
+    assert o.status("a1").startswith("in progress")
+    assert "claimed by a worker but no lane record holds it" not in o.wf("doctor").out
+    git(o.root, "branch", "-D", "a")
+    out = o.wf.ok("orch", "pick", "a")
+    assert "Task: a1  Lane: a" in out
+    assert o.status("a2") == "pending"
 
 
 # ------------------------------------------------------------------ the tree lock
