@@ -340,18 +340,50 @@ def test_merge_never_overwrites_an_ignored_file(proj: WfRunner) -> None:
     assert (proj.root / "local.cfg").read_text() == "secret\n"
 
 
-PAUSE_STEPS = ["start", "merged", "archived", "committed", "detached"]
+# A `git` earlier on PATH that runs the real one, except that it hangs at one step of a
+# merge (so that the test can kill wf there): before the merge is computed, after the
+# fast-forward, before the archive commit, inside it while its temporary index exists,
+# inside it after main moved but before the real index took the new files, before the
+# tree is detached, before the branch is deleted.
+FAKE_GIT = """#!/bin/sh
+hang() {{ echo $$ > "$WF_FAKE_GIT_MARKER"; exec sleep 3600; }}
+case "$WF_FAKE_GIT_STEP:$*" in
+  start:merge-tree*) hang ;;
+  archived:hash-object*) hang ;;
+  tmpindex:write-tree*) hang ;;
+  halfmade:update-index\\ --add\\ --cacheinfo*) [ -z "$GIT_INDEX_FILE" ] && hang ;;
+  committed:switch\\ --quiet\\ --detach*) hang ;;
+  detached:branch\\ -d*) hang ;;
+  merged:merge\\ --quiet\\ --ff-only*) {git} "$@" && hang; exit $? ;;
+esac
+exec {git} "$@"
+"""
+
+KILL_STEPS = ["start", "merged", "archived", "tmpindex", "halfmade", "committed", "detached"]
 
 
-@pytest.mark.parametrize("step", PAUSE_STEPS)
+@pytest.mark.parametrize("step", KILL_STEPS)
 @pytest.mark.timeout(120)
-def test_kill_merge_at_each_step_then_finish(proj: WfRunner, step: str) -> None:
+def test_kill_merge_at_each_step_then_finish(proj: WfRunner, step: str, tmp_path: Path) -> None:
+    import shutil
+
     rec = json.loads(proj.ok("wt", "add", "sonnet", "a", "--json"))
     wt = Path(rec["path"])
     (wt / "f.txt").write_text("f\n")
     tip = commit_all(wt, "work to keep")
     before = reachable(proj.root)
-    env = dict(os.environ, WF_TEST_PAUSE_AT=step, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    bin_dir = tmp_path / "fakegit"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(FAKE_GIT.format(git=shutil.which("git")))
+    (bin_dir / "git").chmod(0o755)
+    marker = tmp_path / "hung"
+    env = dict(
+        os.environ,
+        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        WF_FAKE_GIT_STEP=step,
+        WF_FAKE_GIT_MARKER=str(marker),
+        PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+    )
     p = subprocess.Popen(
         [sys.executable, "-m", "wf", "merge", "a"],
         cwd=proj.root,
@@ -359,15 +391,19 @@ def test_kill_merge_at_each_step_then_finish(proj: WfRunner, step: str) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    marker = proj.root / ".wf" / f"paused-{step}"
     deadline = time.monotonic() + 60
-    while not marker.exists():
+    while not marker.exists() or not marker.read_text().strip():
         assert p.poll() is None, p.communicate()
         assert time.monotonic() < deadline
         time.sleep(0.02)
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
-    marker.unlink()
+    os.kill(int(marker.read_text()), signal.SIGKILL)  # the hung git, in its own process group
+    git_dir = proj.root / ".git"
+    if step == "halfmade":  # the state the issue found: main archived, the index not
+        assert "DONE.md" in git(proj.root, "diff", "--cached", "--name-only")
+    if step == "tmpindex":
+        assert list(git_dir.glob("wf-index.*")) != []
     # nothing lost: every commit that was reachable still is (from main, a branch or a backup ref)
     assert before <= reachable(proj.root)
     r = proj("merge", "a")
@@ -391,6 +427,28 @@ def test_kill_merge_at_each_step_then_finish(proj: WfRunner, step: str) -> None:
         f" a lane=sonnet model=sonnet commit={merge_commit} -- Task a" in (proj.root / "DONE.md").read_text()
     )
     assert before <= reachable(proj.root)
+    assert git(proj.root, "diff", "--cached", "--name-only") == ""
+    assert list(git_dir.glob("wf-index.*")) == []
+
+
+def test_rerun_repairs_a_half_made_archive_commit_made_by_hand(proj: WfRunner) -> None:
+    """The exact state a kill inside the archive commit can leave, made with git itself:
+    main at the archive commit, index and files of TASKS.md and DONE.md as before it."""
+    rec = json.loads(proj.ok("wt", "add", "sonnet", "a", "--json"))
+    wt = Path(rec["path"])
+    (wt / "f.txt").write_text("f\n")
+    commit_all(wt, "work")
+    proj.ok("merge", "a")
+    git(proj.root, "reset", "-q", "main^", "--", "TASKS.md", "DONE.md")
+    git(proj.root, "checkout", "main^", "--", "TASKS.md")
+    (proj.root / "DONE.md").unlink()
+    assert git(proj.root, "status", "--porcelain") != ""
+    r = proj("merge", "a")
+    assert r.code == 0, r.err
+    assert "set to main's" in r.out
+    assert git(proj.root, "status", "--porcelain") == ""
+    assert " a lane=sonnet" in (proj.root / "DONE.md").read_text()
+    assert "## a: " not in (proj.root / "TASKS.md").read_text()
 
 
 # ------------------------------------------------------------------ clones

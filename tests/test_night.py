@@ -341,6 +341,7 @@ def test_a_corrupt_lane_record_is_reported_never_read_as_none(o: Orch) -> None:
 def test_every_stop_kind_maps_to_one_exit_code() -> None:
     from wf.orch.state import Stop, StopReason, exit_code
 
+    assert len(list(Stop)) == len(Stop.__members__)  # no kind is an alias of another
     assert exit_code([StopReason(Stop.NO_WORK, "")]) == 0
     assert exit_code([StopReason(Stop.STOP_FILE, ""), StopReason(Stop.TIME_UP, "")]) == 0
     for kind in (Stop.AWAITING, Stop.HANDBACK, Stop.WIP, Stop.POST_CHECK_RED, Stop.CRASHED_TWICE):

@@ -7,6 +7,7 @@ comments and layout survive. No wf.toml at all is a valid setup with the default
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path, PurePosixPath
@@ -17,6 +18,8 @@ from wf.taskfile import ID_HELP, MODEL_RE, valid_id
 
 ADAPTERS = ("claude", "codex", "opencode", "cmd")
 ISOLATIONS = ("worktree", "clone")
+CLOUD_PERIODS = ("day", "week", "month")
+CLOUD_LANE = "cloud"  # the virtual lane of cloud sessions: no [lanes.cloud] table
 
 
 class Lane(NamedTuple):
@@ -48,6 +51,11 @@ class Config(NamedTuple):
     isolation: str = "worktree"
     gate: str | None = None
     cloud: bool = False
+    cloud_budget: float = 0.0  # USD per cloud_period; 0: no budget set, so nothing is sent
+    cloud_reserve: float = 0.0  # USD of the budget the cloud lane never spends
+    cloud_period: str = "month"  # day, week or month (UTC)
+    cloud_max_parallel: int = 1  # cloud sessions running at once
+    cloud_models: tuple[str, ...] = ()  # models the cloud lane takes; () = opus-class only
     lock_timeout: float = 10.0
     backup_days: float = 14.0
     lanes: tuple[Lane, ...] = (Lane("haiku", "haiku"), Lane("sonnet", "sonnet"), Lane("opus", "opus"))
@@ -76,7 +84,12 @@ archive = "DONE.md"       # done tasks, one line each
 slice_above = 4           # a task with a larger Effort is sliced before it is implemented
 isolation = "worktree"    # "worktree" (.worktrees/<lane>) or "clone" (throwaway clone)
 gate = ""                 # command run after each merge, e.g. "pytest -q" (no shell)
-cloud = false             # use the cloud lane
+cloud = false             # use the cloud lane (Claude Code cloud sessions; see README)
+# cloud_budget = 0        # USD per cloud_period for cloud sessions; 0 sends nothing
+# cloud_reserve = 0       # USD of that budget the cloud lane leaves unspent
+# cloud_period = "month"  # day, week or month (UTC)
+# cloud_max_parallel = 1  # cloud sessions running at once
+# cloud_models = []       # models sent to the cloud; empty = opus-class models only
 lock_timeout = 10         # seconds to wait for the project lock before giving up
 backup_days = 14          # wf wt prune deletes merge backup refs older than this (once main holds them)
 
@@ -105,6 +118,11 @@ _TOP_KEYS = {
     "isolation",
     "gate",
     "cloud",
+    "cloud_budget",
+    "cloud_reserve",
+    "cloud_period",
+    "cloud_max_parallel",
+    "cloud_models",
     "lock_timeout",
     "backup_days",
     "lanes",
@@ -144,26 +162,40 @@ def _rel_path(value: str, key: str, where: str) -> str:
     return value
 
 
+# A branch name, as git check-ref-format allows it, minus what could be read as a
+# revision expression (HEAD~1, main^, @{u}, a:b) or an option (-x).
+_BRANCH_RE = re.compile(r"(?!-)(?!.*(?:\.\.|@\{|//|/\.|\.lock(?:/|$)))[A-Za-z0-9._/@+-]{1,200}(?<![./])")
+
+
+def check_branch(value: str, where: str = "wf.toml", key: str = "main") -> str:
+    if not _BRANCH_RE.fullmatch(value) or value in ("HEAD", "@") or value.startswith("."):
+        raise ConfigError(where, f"{key} must be a branch name (like main), not {value!r}")
+    return value
+
+
+def _number(data: dict[str, Any], key: str, where: str) -> float:
+    """A finite number >= 0 (nan, inf and negatives are refused)."""
+    v = float(_typed(data, key, (int, float), where))
+    if not math.isfinite(v) or v < 0:
+        raise ConfigError(where, f"{key} must be a finite number >= 0, not {data[key]!r}")
+    return v
+
+
 def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
     warnings = [f"{where}: unknown key {k!r} (ignored)" for k in data if k not in _TOP_KEYS]
     kw: dict[str, Any] = {}
     if "main" in data:
-        kw["main"] = _typed(data, "main", str, where) or None
+        main = _typed(data, "main", str, where)
+        kw["main"] = check_branch(main, where) if main else None
     for key in ("tasks", "archive"):
         if key in data:
             kw[key] = _rel_path(_typed(data, key, str, where), key, where)
     if "slice_above" in data:
-        kw["slice_above"] = float(_typed(data, "slice_above", (int, float), where))
+        kw["slice_above"] = _number(data, "slice_above", where)
     if "lock_timeout" in data:
-        v = float(_typed(data, "lock_timeout", (int, float), where))
-        if v < 0:
-            raise ConfigError(where, "lock_timeout must be >= 0")
-        kw["lock_timeout"] = v
+        kw["lock_timeout"] = _number(data, "lock_timeout", where)
     if "backup_days" in data:
-        v = float(_typed(data, "backup_days", (int, float), where))
-        if v < 0:
-            raise ConfigError(where, "backup_days must be >= 0")
-        kw["backup_days"] = v
+        kw["backup_days"] = _number(data, "backup_days", where)
     if "isolation" in data:
         v = _typed(data, "isolation", str, where)
         if v not in ISOLATIONS:
@@ -173,6 +205,27 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
         kw["gate"] = _typed(data, "gate", str, where).strip() or None
     if "cloud" in data:
         kw["cloud"] = _typed(data, "cloud", bool, where)
+    for key in ("cloud_budget", "cloud_reserve"):
+        if key in data:
+            v = float(_typed(data, key, (int, float), where))
+            if v < 0:
+                raise ConfigError(where, f"{key} must be >= 0")
+            kw[key] = v
+    if "cloud_period" in data:
+        v = _typed(data, "cloud_period", str, where)
+        if v not in CLOUD_PERIODS:
+            raise ConfigError(where, f"cloud_period must be one of {', '.join(CLOUD_PERIODS)}, not {v!r}")
+        kw["cloud_period"] = v
+    if "cloud_max_parallel" in data:
+        mp = _typed(data, "cloud_max_parallel", int, where)
+        if mp < 1:
+            raise ConfigError(where, "cloud_max_parallel must be a whole number >= 1")
+        kw["cloud_max_parallel"] = mp
+    if "cloud_models" in data:
+        models = _typed(data, "cloud_models", list, where)
+        if not all(isinstance(m, str) and MODEL_RE.fullmatch(m) for m in models):
+            raise ConfigError(where, "cloud_models must be a list of model names")
+        kw["cloud_models"] = tuple(models)
     if "lanes" in data:
         kw["lanes"] = _lanes(_typed(data, "lanes", dict, where), where, warnings)
     kw["warnings"] = tuple(warnings)
@@ -185,6 +238,8 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
         w = f"{where}: [lanes.{name}]"
         if not valid_id(name):
             raise ConfigError(where, f"bad lane name {name!r}: {ID_HELP}")
+        if name == CLOUD_LANE:
+            raise ConfigError(where, "'cloud' is the cloud lane's name (cloud = true), not a table of lanes")
         if re.search(r"-\d+$", name):
             raise ConfigError(
                 where, f"bad lane name {name!r}: '-<number>' is how a lane's extra trees are named"

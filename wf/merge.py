@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from wf import backlog as backlogmod
-from wf import gitops, ops, worktrees
+from wf import gitops, ops, settle, worktrees
 from wf.errors import WfError
+from wf.fsutil import read_bytes
 from wf.lock import project_lock
 from wf.project import Project
 from wf.taskfile import check_id
@@ -62,11 +63,63 @@ class Outcome(NamedTuple):
         return self._asdict()
 
 
-def _pause(project: Project, step: str) -> None:
-    """A test hook: stop at a step so a test can kill wf there (WF_TEST_PAUSE_AT)."""
-    if os.environ.get("WF_TEST_PAUSE_AT") == step:
-        (project.wf_dir / f"paused-{step}").write_text(str(os.getpid()))
-        time.sleep(3600)
+def repair(project: Project, main: str) -> list[str]:
+    """Finish what a killed archive commit left half-made, and say what was done.
+
+    ``gitops.commit_files`` moves the branch first and then updates the real index: a
+    ``kill -9`` in between leaves the index staging the old TASKS.md and archive (the
+    next ``git commit`` would revert the archiving). When the main commit is wf's own
+    archive commit and an index entry (or a working-tree file) of those two files still
+    holds exactly the version before it, that entry is set to the commit's version.
+    Temporary index files of processes that are gone are removed."""
+    root = project.root
+    done: list[str] = []
+    git_dir = Path(gitops.out(root, "rev-parse", "--absolute-git-dir").strip())
+    for stray in git_dir.glob("wf-index.*"):
+        pid = stray.name.removeprefix("wf-index.")
+        if not pid.isdigit() or not _alive(int(pid)):
+            stray.unlink(missing_ok=True)
+            done.append(f"removed {stray.name}, left by a killed wf")
+    subject = gitops.out(root, "log", "-1", "--format=%s", main).strip()
+    if not subject.startswith("wf: archive ") or gitops.rev(root, f"{main}^") is None:
+        return done
+    for path in (project.config.tasks, project.config.archive):
+        now = _blob(root, f"{main}:{path}")
+        before = _blob(root, f"{main}^:{path}")
+        if now == before:
+            continue
+        staged = gitops.out(root, "ls-files", "--stage", "--", path).split()
+        index = staged[1] if len(staged) >= 2 else None
+        if index == before:
+            if now is None:
+                gitops.run(root, "update-index", "--force-remove", "--", path)
+            else:
+                gitops.run(root, "update-index", "--add", "--cacheinfo", f"100644,{now},{path}")
+            done.append(f"the index staged {path} as before the archive commit; set to {main}'s")
+        work = read_bytes(root / path)
+        if now is not None and work == (_content(root, before) if before is not None else None):
+            settle.replace_checked(root / path, _content(root, now), work, project.lock_timeout)
+            done.append(f"{path} held the version before the archive commit; set to {main}'s")
+    return done
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _blob(root: Path, spec: str) -> str | None:
+    r = gitops.run(root, "rev-parse", "--verify", "--quiet", spec, ok=(0, 1))
+    return r.out.strip() if r.status == 0 else None
+
+
+def _content(root: Path, blob: str) -> bytes:
+    return gitops.run(root, "cat-file", "blob", blob).out.encode("utf-8")
 
 
 def resolve(project: Project, target: str | None, cwd: Path) -> tuple[str, str]:
@@ -146,7 +199,7 @@ def merge(
             worktrees.verify(project, Path(tree.path))
         if tree is not None and tree.isolation == "clone":
             _fetch_from_clone(project, Path(tree.path), branch)
-        _pause(project, "start")
+        notes.extend(repair(project, main))
         tip = gitops.rev(root, branch)
         bl = backlogmod.load(project)
         entry = bl.archive.find(task_id)
@@ -169,7 +222,6 @@ def merge(
                 raise WfError(f"{branch} has no commits that are not in {main}: nothing to merge")
         else:
             merge_commit = _merge(project, main, main_sha, branch, tip, task_id, title)
-        _pause(project, "merged")
         if tip is not None and tree is not None and _tree_head(project, tree, branch) not in (tip, None):
             raise WfError(
                 f"{branch} got new commits while it was being merged; main has the work up to "
@@ -183,15 +235,12 @@ def merge(
             archived = ops.done_task(project, task_id, commit=merge_commit, lane=lane)
         elif archived is None:
             notes.append(f"{task_id} is neither in {project.config.tasks} nor archived; not archived")
-        _pause(project, "archived")
         if archived is not None:
             _commit_bookkeeping(project, main, task_id, archived)
-        _pause(project, "committed")
 
         new_main = gitops.rev(root, main) or main_sha
         if tree is not None:
             _park_tree(project, tree, branch, new_main, notes)
-        _pause(project, "detached")
         if gitops.branch_exists(root, branch):
             try:
                 gitops.delete_branch(root, branch)

@@ -50,6 +50,7 @@ def transact(
     *,
     on_wait: Callable[[str], None] | None = None,
     finishing: str | None = None,
+    fixing: str | None = None,
 ) -> Backlog:
     """Apply ``fn`` to a fresh, settled backlog under the project lock; return the new
     backlog.
@@ -57,7 +58,9 @@ def transact(
     Structural errors of the file stop every write; errors inside one task stop only a
     change that touches that task. ``finishing`` names a task whose archiving was
     interrupted (it is in both files): that one disagreement is not an error for this
-    change, which completes it.
+    change, which completes it. ``fixing`` names a task a person rewrites whole (``wf
+    edit``): its errors do not stop the change that fixes them (the new text is parsed
+    and must have none).
     """
     timeout = project.lock_timeout
     wf_dir = project.wf_dir
@@ -79,7 +82,7 @@ def transact(
             change = fn(bl)
             new_doc = change.tasks
             for task_id in sorted(_touched(bl.doc, new_doc)):
-                if by_task.get(task_id):
+                if by_task.get(task_id) and task_id != fixing:
                     raise TaskHasErrors(task_id, by_task[task_id])
             archive = bl.archive
             if change.archive is not None:
@@ -319,6 +322,9 @@ def set_status(
 
     def change(bl: Backlog) -> Change:
         task = bl.doc.task(task_id)
+        errors = bl.task_errors(task_id)
+        if errors:
+            raise TaskHasErrors(task_id, errors)
         if state == "progress" and not force:
             current = task.status
             if current.state == "progress":
@@ -429,6 +435,6 @@ def edit_task(
         index = fresh.doc.tasks.index(task)
         return Change(tasks=edits.replace_region(fresh.doc, index, index + 1, after, [task_id]))
 
-    transact(project, change, on_wait=on_wait)
+    transact(project, change, on_wait=on_wait, fixing=task_id)
     draft.unlink()
     return True

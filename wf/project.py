@@ -8,12 +8,13 @@ files directly keeps ``wf list`` fast (no GitPython, no git process).
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import NamedTuple
 
 from wf import config as configmod
-from wf.errors import NotAProject
+from wf.errors import ConfigError, NotAProject
 
 
 class Project(NamedTuple):
@@ -50,9 +51,11 @@ class Project(NamedTuple):
         env = os.environ.get("WF_LOCK_TIMEOUT")
         if env:
             try:
-                return max(0.0, float(env))
+                value = float(env)
             except ValueError:
-                pass
+                value = math.nan
+            if math.isfinite(value):
+                return max(0.0, value)
         return self.config.lock_timeout
 
 
@@ -101,7 +104,37 @@ def find_root(start: Path) -> tuple[Path, bool]:
     raise NotAProject(str(start))
 
 
+# Folders that belong to git and to wf itself: TASKS.md and the archive never live there.
+_OWN_FOLDERS = (".git", ".wf", ".worktrees")
+
+
+def check_paths(root: Path, cfg: configmod.Config) -> None:
+    """Refuse a ``tasks`` or ``archive`` setting whose file, once symlinks are resolved,
+    is outside the work tree, inside .git/ (or wf's own folders), wf.toml, the other of
+    the two, or a folder. A symlinked file inside the tree is fine: wf writes through it."""
+    real_root = Path(os.path.realpath(root))
+    seen: dict[Path, str] = {Path(os.path.realpath(root / "wf.toml")): "wf.toml"}
+    for key in ("tasks", "archive"):
+        value: str = getattr(cfg, key)
+        real = Path(os.path.realpath(root / value))
+
+        def refuse(why: str, key: str = key, value: str = value) -> ConfigError:
+            return ConfigError("wf.toml", f"{key} = {value!r} {why}")
+
+        if real != real_root and real_root not in real.parents:
+            raise refuse(f"leads outside the work tree {real_root} (to {real})")
+        parts = real.relative_to(real_root).parts
+        if not parts or real.is_dir():
+            raise refuse("is a folder; name a file such as TASKS.md")
+        if any(p in _OWN_FOLDERS for p in parts[:-1]) or ".git" in parts:
+            raise refuse(f"is inside {parts[0]}/, which belongs to git or wf")
+        if real in seen:
+            raise refuse(f"is the same file as {seen[real]}")
+        seen[real] = f"{key} ({value})"
+
+
 def load(start: Path | None = None) -> Project:
     root, is_git = find_root(start or Path.cwd())
     cfg = configmod.load(root / "wf.toml")
+    check_paths(root, cfg)
     return Project(root, cfg, is_git)

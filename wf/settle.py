@@ -18,18 +18,19 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import json
 import os
 import tempfile
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from wf.errors import WfError
 from wf.fsutil import fsync_dir
 
 QUIET = 0.02  # a file whose mtime is younger than this (and not wf's own write) is still moving
-LOST_QUIET = 0.5  # a file that lost tasks must have been still this long (a person's deletion)
+LOST_QUIET = 1.0  # a file that lost tasks must have been still this long (a person's deletion)
 POLL = 0.01
 
 
@@ -63,20 +64,59 @@ def units(data: bytes, marker: bytes) -> int:
 # ------------------------------------------------------------------ who is writing
 
 
-def _lease_probe(fd: int) -> bool | None:
-    """True if some process has the file open for writing, False if none, None when
-    leases cannot tell (not the file's owner, a file system without leases)."""
+@functools.cache
+def _leases_usable() -> bool:
+    """Leases notify their holder with SIGIO, whose default action ends the process: wf
+    uses leases only where it can ignore SIGIO (the main thread of a process that does
+    not use SIGIO itself)."""
+    try:
+        import signal
+
+        if signal.getsignal(signal.SIGIO) == signal.SIG_DFL:
+            signal.signal(signal.SIGIO, signal.SIG_IGN)
+        return bool(signal.getsignal(signal.SIGIO) == signal.SIG_IGN)
+    except (ValueError, AttributeError, OSError):
+        return False
+
+
+def _take_lease(fd: int) -> bool | None:
+    """Take a read lease on ``fd`` (opened read-only): True if taken, False if some
+    process has the file open for writing, None when leases cannot tell (not the file's
+    owner, a file system without leases). While it is held, a program that opens the
+    file for writing waits (and wf sees it waiting in F_GETLEASE)."""
+    if not _leases_usable():
+        return None
     try:
         fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
     except OSError as e:
         if e.errno == errno.EAGAIN:
-            return True
+            return False
         return None
+    return True
+
+
+def _drop_lease(fd: int) -> None:
     try:
         fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
     except OSError:
         pass
-    return False
+
+
+def _lease_broken(fd: int) -> bool:
+    """Whether a program is waiting to open the leased file for writing."""
+    try:
+        return bool(fcntl.fcntl(fd, fcntl.F_GETLEASE) != fcntl.F_RDLCK)
+    except OSError:
+        return True
+
+
+def _lease_probe(fd: int) -> bool | None:
+    """True if some process has the file open for writing, False if none, None when
+    leases cannot tell."""
+    taken = _take_lease(fd)
+    if taken:
+        _drop_lease(fd)
+    return None if taken is None else not taken
 
 
 def _proc_writers(dev: int, ino: int) -> bool:
@@ -219,59 +259,121 @@ def _wait_no_writer(fd: int, timeout: float) -> None:
         time.sleep(POLL)
 
 
+@functools.cache
+def _renameat2() -> Any:
+    try:
+        import ctypes
+
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    return fn
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2); False where that is not supported."""
+    fn = _renameat2()
+    if fn is None:
+        return False
+    import ctypes
+
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
 def replace_checked(
     path: Path, data: bytes, expect: bytes | None, timeout: float, marker: bytes = b"## "
 ) -> Stamp | None:
     """Replace ``path`` by ``data`` if it still holds ``expect`` (None: it must not
     exist), and nobody wrote into the replaced file around the rename. Returns the new
-    file's stamp, or None when the caller must read again and start over."""
+    file's stamp, or None when the caller must read again and start over.
+
+    A read lease on the old file is held from the check through the rename: a program
+    that opens it for writing meanwhile waits, and wf sees it waiting and swaps the old
+    file back before letting it go on. On Linux the rename is an exchange: afterwards
+    the temporary name holds exactly the file that was replaced, so a save that still
+    slipped in (a rename, or a write into the old file by a program that had it open) is
+    seen, put back, and the caller starts over from it. Elsewhere the old file is
+    watched through a descriptor."""
     target = _target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _write_temp(target, data)
+    tmp = Path(_write_temp(target, data))
     try:
         try:
             old = os.open(target, os.O_RDONLY)
         except FileNotFoundError:
-            old = -1
-        if old < 0:
             if expect is not None:
-                os.unlink(tmp)
+                tmp.unlink()
                 return None
             os.link(tmp, target)  # fails if someone created it meanwhile
-            os.unlink(tmp)
-        else:
-            try:
-                if (
-                    _read_fd(old) != expect
-                    or being_written(old)
-                    or os.stat(target).st_ino != os.fstat(old).st_ino
-                ):
-                    os.unlink(tmp)
+            tmp.unlink()
+            return _stamp(target, data, marker)
+        try:
+            lease = _take_lease(old)
+            if (
+                lease is False
+                or _read_fd(old) != expect
+                or os.stat(target).st_ino != os.fstat(old).st_ino
+                or (lease is None and being_written(old))
+            ):
+                if lease:
+                    _drop_lease(old)
+                tmp.unlink()
+                return None
+            ours, checked = os.stat(tmp).st_ino, os.fstat(old).st_ino
+            if _exchange(tmp, target):
+                if os.stat(tmp).st_ino != checked or (lease and _lease_broken(old)):
+                    # A save slipped in (renamed over the file, or opening the old file
+                    # to write it, right now): swap back at once, so that the save stays
+                    # in place, and start over from it.
+                    _exchange(tmp, target)
+                    if lease:
+                        _drop_lease(old)
+                    if os.stat(tmp).st_ino != ours:  # and another one between the swaps
+                        _exchange(tmp, target)
+                    tmp.unlink()
                     return None
-                os.replace(tmp, target)
-                # A program that opened the old file before the rename writes into it now.
-                _wait_no_writer(old, timeout)
-                theirs = _read_fd(old)
-                if theirs != expect:
-                    _put_back(target, theirs, data, timeout)
-                    return None
-            finally:
+                if lease:
+                    _drop_lease(old)
                 os.close(old)
+                old = os.open(tmp, os.O_RDONLY)  # exactly the file that was replaced
+                tmp.unlink()
+            else:
+                os.replace(tmp, target)
+                if lease:
+                    _drop_lease(old)
+            # A program that opened the old file before the rename may write into it now.
+            _wait_no_writer(old, timeout)
+            theirs = _read_fd(old)
+        finally:
+            os.close(old)
+        if theirs != expect:
+            _put_back(target, theirs, data)
+            return None
     except FileExistsError:
-        os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
         return None
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        tmp.unlink(missing_ok=True)
         raise
+    return _stamp(target, data, marker)
+
+
+def _stamp(target: Path, data: bytes, marker: bytes) -> Stamp:
     fsync_dir(target.parent)
     st = os.stat(target)
     return Stamp(st.st_ino, st.st_size, st.st_mtime_ns, units(data, marker))
 
 
-def _put_back(target: Path, theirs: bytes, ours: bytes, timeout: float) -> None:
+def _put_back(target: Path, theirs: bytes, ours: bytes) -> None:
     """Someone saved into the file wf just replaced: their save wins, wf starts over."""
     tmp = _write_temp(target, theirs)
     try:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wf.errors import ParseIssue, UnknownTask
+from wf.text import safe_line
 
 if TYPE_CHECKING:  # kept out of the import path of a cached `wf list`
     from wf.backlog import Backlog
@@ -53,8 +54,10 @@ def task_record(bl: Backlog, task: Task, blockers: list[str] | None = None) -> d
 
 
 def _table(rows: list[list[str]]) -> list[str]:
+    """Aligned columns; every cell made safe for a terminal first (so widths are right)."""
     if not rows:
         return []
+    rows = [[safe_line(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     out = []
     for r in rows:
@@ -111,7 +114,7 @@ def list_text(records: list[dict[str, Any]], total: int, *, runner: bool) -> lis
 
 
 def issue_lines(issues: list[ParseIssue], limit: int = 50) -> list[str]:
-    lines = [str(i) for i in issues[:limit]]
+    lines = [safe_line(str(i)) for i in issues[:limit]]
     if len(issues) > limit:
         lines.append(f"... {len(issues) - limit} more (wf check)")
     return lines
@@ -234,8 +237,8 @@ def show_text(rec: dict[str, Any]) -> list[str]:
         lines.extend(f"  - {why}" for why in rec["blockers"])
         lines.extend(f"      {e}" for e in rec.get("errors", ()))
     lines.append("")
-    lines.extend(rec["text"].rstrip("\r\n").splitlines())
-    return lines
+    lines.extend(x.removesuffix("\r") for x in rec["text"].rstrip("\r\n").split("\n"))
+    return lines  # made safe for the terminal where they are printed
 
 
 def ctx(bl: Backlog, task_id: str, cwd: Path) -> dict[str, Any]:
@@ -290,5 +293,5 @@ def ctx_text(c: dict[str, Any]) -> list[str]:
             "This is a slice job: split it into tasks with 'Parent: " + c["id"] + "', do not implement it."
         )
     lines.append("")
-    lines.extend(c["text"].rstrip("\r\n").splitlines())
-    return lines
+    lines.extend(x.removesuffix("\r") for x in c["text"].rstrip("\r\n").split("\n"))
+    return lines  # made safe for the terminal where they are printed

@@ -22,6 +22,7 @@ import click
 
 from wf import __version__
 from wf.errors import ParseError, WfError
+from wf.text import safe
 
 
 def _echo_json(data: Any) -> None:
@@ -34,7 +35,7 @@ def _print(as_json: bool, data: Any, lines: Iterable[str]) -> None:
         _echo_json(data)
         return
     for line in lines:
-        click.echo(line)
+        click.echo(safe(line))
 
 
 def _n(count: int, word: str) -> str:
@@ -42,7 +43,7 @@ def _n(count: int, word: str) -> str:
 
 
 def _warn(line: str) -> None:
-    click.echo(f"wf: {line}", err=True)
+    click.echo(safe(f"wf: {line}"), err=True)
 
 
 def _project(ctx: click.Context) -> Any:
@@ -170,14 +171,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         e.show()
         return e.exit_code
     except ParseError as e:
-        click.echo(str(e), err=True)
+        click.echo(safe(str(e)), err=True)
         click.echo(
             f"wf: {len(e.issues)} error(s); wf writes nothing to the file until they are fixed (wf check)",
             err=True,
         )
         return e.exit_code
     except WfError as e:
-        click.echo(f"wf: {e}", err=True)
+        click.echo(safe(f"wf: {e}"), err=True)
         return e.exit_code
     except KeyboardInterrupt:
         click.echo("wf: interrupted", err=True)
@@ -186,7 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except Exception as e:  # a bug: keep the traceback, show one line
         path = _crash_log(e)
-        click.echo(f"wf: internal error: {type(e).__name__}: {e} (traceback in {path})", err=True)
+        click.echo(safe(f"wf: internal error: {type(e).__name__}: {e} (traceback in {path})"), err=True)
         return 3
     return rv if isinstance(rv, int) else 0
 

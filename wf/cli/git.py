@@ -8,6 +8,7 @@ import click
 
 from wf.cli.base import _echo_json, _Group, _n, _on_wait, _project, cli
 from wf.errors import WfError
+from wf.text import safe
 
 # ---------------------------------------------------------------- git: worktrees, merge, doctor
 
@@ -52,7 +53,7 @@ def wt_add(ctx: click.Context, lane: str, task_id: str, as_json: bool) -> None:
     if as_json:
         _echo_json(rec.as_dict())
     else:
-        click.echo(f"{rec.path}  branch {rec.branch}  base {rec.base[:12] if rec.base else '-'}")
+        click.echo(safe(f"{rec.path}  branch {rec.branch}  base {rec.base[:12] if rec.base else '-'}"))
 
 
 @wt.command("list")
@@ -91,7 +92,7 @@ def wt_list(ctx: click.Context, as_json: bool) -> None:
     from wf.views import _table
 
     for line in _table(table):
-        click.echo(line)
+        click.echo(safe(line))
 
 
 def _size(n: int) -> str:
@@ -137,7 +138,7 @@ def wt_prune(ctx: click.Context, dry_run: bool) -> None:
 
     done = treeadmin.prune(_project(ctx), dry_run=dry_run)
     for line in done or ["nothing to prune"]:
-        click.echo(("would " if dry_run and done else "") + line)
+        click.echo(safe(("would " if dry_run and done else "") + line))
 
 
 @cli.command("merge")
@@ -171,7 +172,7 @@ def merge_cmd(ctx: click.Context, target: str | None, as_json: bool) -> None:
     verb = "already merged" if outcome.already else "merged"
     click.echo(f"{verb} {outcome.branch} as {sha}")
     for n in outcome.notes:
-        click.echo(f"note: {n}")
+        click.echo(safe(f"note: {n}"))
 
 
 @cli.command()
@@ -196,7 +197,7 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> int:
         _echo_json([f.as_dict() for f in findings])
     else:
         for f in findings:
-            click.echo(str(f))
+            click.echo(safe(str(f)))
     problems = sum(1 for f in findings if not f.fixed and f.level == "problem")
     if not as_json:
         click.echo("all consistent" if not problems else f"{_n(problems, 'problem')} to look at")

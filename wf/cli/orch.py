@@ -13,6 +13,7 @@ import click
 
 from wf.cli.base import _echo_json, _Group, _on_wait, _project, cli
 from wf.errors import WfError
+from wf.text import safe, safe_line
 
 # ---------------------------------------------------------------- the orchestration loop
 
@@ -46,7 +47,7 @@ def _echo_pick(p: Any, as_json: bool) -> None:
             }
         )
     else:
-        click.echo(p.text(), nl=not p.text().endswith("\n"))
+        click.echo(safe(p.text()), nl=not p.text().endswith("\n"))
 
 
 @orch.command("pick")
@@ -120,6 +121,7 @@ def orch_post(
     done, gate red        -> P0 fix task added, and it is the next pick
     awaiting / handback / wip / post-check red -> stop the lane, saying why
     crashed (no report)   -> one recovery pick in the same tree; twice -> blocked
+    LANE cloud (cloud = true): posts the sessions 'wf cloud pull' saw end; no --result
 
     \b
     Example:
@@ -128,6 +130,9 @@ def orch_post(
     from wf.orch.post import post
     from wf.orch.report import read_report
 
+    if lane == "cloud" and _project(ctx).config.cloud:
+        _post_cloud(ctx, result or report, task_id, no_pick, as_json)
+        return
     if report is not None:
         text = sys.stdin.read() if report == "-" else report
         rep = read_report(text)
@@ -172,7 +177,37 @@ def orch_post(
             }
         )
     else:
-        click.echo(posted.text(), nl=False)
+        click.echo(safe(posted.text()), nl=False)
+
+
+def _post_cloud(
+    ctx: click.Context, given: str | None, task_id: str | None, no_pick: bool, as_json: bool
+) -> None:
+    """The cloud lane's post: the result of each session comes from its pull."""
+    from wf.cloud import lane
+
+    if given is not None:
+        raise click.UsageError("the cloud lane's results come from 'wf cloud pull'; drop --result/--report")
+    posts = lane.post(_project(ctx), task_id, no_pick=no_pick, on_wait=_on_wait)
+    if as_json:
+        _echo_json(
+            [
+                {
+                    "lane": p.lane,
+                    "task": p.task,
+                    "outcome": p.outcome.value,
+                    "commit": p.commit,
+                    "lines": p.lines,
+                    "stop": p.next.stop.text if p.next and p.next.stop else None,
+                    "stop_kind": p.next.stop.kind.name.lower() if p.next and p.next.stop else None,
+                    "next": p.next.prompt if p.next and not p.next.stop else None,
+                }
+                for p in posts
+            ]
+        )
+        return
+    for p in posts:
+        click.echo(p.text(), nl=False)
 
 
 @orch.command("status")
@@ -203,8 +238,10 @@ def orch_status(ctx: click.Context, as_json: bool) -> None:
         alive = {True: "worker alive", False: "worker gone", None: "worker unknown"}[r["worker_alive"]]
         age = f"{r['age_s']}s" if r["age_s"] is not None else "-"
         click.echo(
-            f"{r['lane']}: {r['id']} {r['state']} {age} {alive} {r['worktree'] or '-'}"
-            + (f" recovery: {r['recovery']}" if r["recovery"] else "")
+            safe(
+                f"{r['lane']}: {r['id']} {r['state']} {age} {alive} {r['worktree'] or '-'}"
+                + (f" recovery: {r['recovery']}" if r["recovery"] else "")
+            )
         )
 
 
@@ -276,11 +313,6 @@ def orch_run(
     return code
 
 
-def _safe(text: str) -> str:
-    """Control characters from task text or a worker shown, never interpreted."""
-    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in text)
-
-
 class _Out:
     """The loop's terminal: event lines, a status line on a tty; a closed stdout (a
     reader that went away, as with '| head') is said once on stderr and then ignored,
@@ -311,12 +343,12 @@ class _Out:
 
     def line(self, text: str) -> None:
         prefix = "\r\033[K" if self.tty else ""
-        self._write(f"{prefix}{time.strftime('%H:%M:%S')} {_safe(text.rstrip())}\n")
+        self._write(f"{prefix}{time.strftime('%H:%M:%S')} {safe_line(text.rstrip())}\n")
 
     def status(self, text: str) -> None:
         if self.tty:
             width = shutil.get_terminal_size((100, 20)).columns - 1
-            self._write(f"\r\033[K{text[:width]}")
+            self._write(f"\r\033[K{safe_line(text)[:width]}")
 
     def clear(self) -> None:
         if self.tty:

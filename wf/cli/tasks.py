@@ -14,6 +14,7 @@ import click
 
 from wf.cli.base import _backlog, _echo_json, _n, _on_wait, _print, _project, _warn, cli
 from wf.errors import WfError
+from wf.text import safe
 
 # ---------------------------------------------------------------- init / config
 
@@ -88,7 +89,7 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, unset: bo
         _echo_json(node)
         return
     for line in _setting_lines(key, node):
-        click.echo(line)
+        click.echo(safe(line))
 
 
 def _unset_if_set(path: Path, key: str) -> Any:
@@ -136,9 +137,12 @@ def _toml_value(v: Any) -> str:
 def check(ctx: click.Context, as_json: bool) -> int:
     """Check TASKS.md, the archive and wf.toml; exit 1 if there are errors.
 
-    Each problem is one line 'FILE:LINE: error|warning: what'. Errors (a malformed
-    heading, a duplicate or bad id, a bad field value, an unknown status, an After id
-    that does not exist, an After cycle) make every writing command refuse the file.
+    Each problem is one line 'FILE:LINE: error|warning: what'. Structural errors (a
+    malformed heading, a duplicate or bad id, an open fence hiding a heading, lone CR
+    line breaks) make every writing command refuse the file; an error inside one task
+    (a bad field value, an unknown status, an unknown After id, an After cycle, a Lane
+    wf.toml lacks) refuses only writes to that task and makes it not runner-ready.
+    Example: wf check --json
     """
     from wf import views
 
@@ -265,7 +269,7 @@ def log(ctx: click.Context, count: int, as_json: bool) -> None:
         _echo_json([e.as_dict() for e in entries])
         return
     for e in entries:
-        click.echo(e.raw)
+        click.echo(safe(e.raw))
 
 
 # ---------------------------------------------------------------- writes
@@ -404,7 +408,7 @@ def status(
     if as_json:
         _echo_json({"id": task_id, "state": st.state, "status": str(st)})
     else:
-        click.echo(f"{task_id}: {st}")
+        click.echo(safe(f"{task_id}: {st}"))
 
 
 @cli.command()
@@ -474,4 +478,4 @@ def done(ctx: click.Context, task_id: str, commit: str | None, as_json: bool) ->
     from wf import ops
 
     line = ops.done_task(_project(ctx), task_id, commit=commit, on_wait=_on_wait)
-    _echo_json({"id": task_id, "archived": line}) if as_json else click.echo(line)
+    _echo_json({"id": task_id, "archived": line}) if as_json else click.echo(safe(line))

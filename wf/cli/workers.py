@@ -9,6 +9,7 @@ import click
 
 from wf.cli.base import _echo_json, _Group, _project, cli
 from wf.errors import WfError
+from wf.text import safe, safe_line
 
 # ---------------------------------------------------------------- headless workers
 
@@ -189,7 +190,9 @@ def runs_status(ctx: click.Context, run: str, as_json: bool) -> None:
         return
     for st in units:
         answer = runsmod.read_output(runsmod.unit_dir(proj, run, str(st["unit"])))
-        click.echo(f"{workers.status_line(st)}  {runsmod.preview(answer) if answer else ''}".rstrip())
+        click.echo(
+            safe_line(f"{workers.status_line(st)}  {runsmod.preview(answer) if answer else ''}".rstrip())
+        )
 
 
 @runs.command("output")
@@ -206,7 +209,7 @@ def runs_output(ctx: click.Context, run: str, unit: str, show_log: bool) -> None
         raise WfError(f"no unit {unit} in run {run}")
     name = "worker.log" if show_log else "output.txt"
     try:
-        click.echo((folder / name).read_text("utf-8", errors="replace"), nl=False)
+        click.echo(safe((folder / name).read_text("utf-8", errors="replace")), nl=False)
     except OSError:
         raise WfError(f"unit {unit} has no {name} yet") from None
 

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from wf import backlog as backlogmod
 from wf import ops, worktrees
+from wf.config import CLOUD_LANE
 from wf.errors import WfError
 from wf.lock import project_lock
 from wf.orch import state
@@ -104,6 +105,12 @@ def pick(
         check_id(task_id, "task id")
     if recovery is not None and "\n" in recovery:
         raise WfError("--recovery WHY must be one line")
+    if lane == CLOUD_LANE and project.config.cloud:  # the virtual lane: a cloud session
+        if recovery is not None:
+            raise WfError("the cloud lane has no recovery pick: wf cloud pull, then wf orch post cloud")
+        from wf.cloud import lane as cloud
+
+        return cloud.send(project, task_id, on_wait=on_wait).pick
     if state.stop_file(project).exists() and recovery is None:
         where = state.stop_file(project).relative_to(project.root)
         return stopped(lane or "*", Stop.STOP_FILE, f"stop file {where} exists")

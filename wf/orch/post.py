@@ -63,6 +63,7 @@ TABLE: dict[Outcome, Rule] = {
     Outcome.CRASHED_RECOVERY: Rule(None, Next.RECOVERY, free_tree=False),
     Outcome.CRASHED_TWICE: Rule("blocked", Next.STOP, Stop.CRASHED_TWICE),
     Outcome.RELEASED: Rule(None, Next.STOP, Stop.INFRA),
+    Outcome.LOST: Rule("pending", Next.STOP, Stop.LOST),  # the cloud lane (wf.cloud.lane)
 }
 
 

@@ -53,6 +53,7 @@ class Outcome(enum.StrEnum):
     CRASHED_RECOVERY = "crashed-recovery"
     CRASHED_TWICE = "crashed-twice"
     RELEASED = "released"  # an infrastructure failure: the claim was released
+    LOST = "lost"  # a cloud session that ended without a report, or vanished
 
     @property
     def done(self) -> bool:
@@ -60,7 +61,15 @@ class Outcome(enum.StrEnum):
 
 
 class Stop(enum.Enum):
-    """Why a lane stopped: (soft, a person is needed, an error)."""
+    """Why a lane stopped: (soft, a person is needed, an error).
+
+    Each member has a value of its own (its name): members with the same three flags
+    would otherwise be aliases of one another (``Stop.SOLO is Stop.NO_WORK``)."""
+
+    def __new__(cls, soft: bool, person: bool, error: bool) -> Stop:
+        obj = object.__new__(cls)
+        obj._value_ = len(cls.__members__)
+        return obj
 
     NO_WORK = (True, False, False)
     SOLO = (True, False, False)
@@ -75,6 +84,9 @@ class Stop(enum.Enum):
     REPICKED = (False, True, False)
     INFRA = (False, False, True)  # the tool could not run: nothing of the task's doing
     ERROR = (False, False, True)  # wf could not get past an error
+    LEDGER = (False, False, False)  # the cloud lane: the budget's reserve is reached
+    MAX_PARALLEL = (True, False, False)  # the cloud lane: as many sessions run as it may
+    LOST = (False, True, False)  # the cloud lane: a session ended without a report
 
     def __init__(self, soft: bool, person: bool, error: bool) -> None:
         self.soft = soft

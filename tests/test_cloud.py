@@ -1,0 +1,453 @@
+"""The cloud lane: wf cloud send / pull / ledger, wf orch pick|post cloud, the sidecar.
+
+The real backend (wf.cloud.claude) runs against tests/fakes/cloud/claude, a fake that
+replays the real binary's recorded messages (tests/test_cloud_fake.py checks it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import WfRunner, git
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKES = ROOT / "tests" / "fakes" / "cloud"
+GITHUB = "https://github.com/example/app.git"
+
+
+def toml(budget: float = 5.0, reserve: float = 0.5, parallel: int = 2) -> str:
+    cmd = json.dumps([sys.executable, "-m", "wf.scripted"])
+    lanes = "".join(
+        f'[lanes.{n}]\nmodel = "m{n}"\nadapter = "cmd"\ncmd = {cmd}\n' for n in ("sonnet", "opus")
+    )
+    return (
+        f"cloud = true\ncloud_budget = {budget}\ncloud_reserve = {reserve}\n"
+        f"cloud_max_parallel = {parallel}\n{lanes}"
+    )
+
+
+def task(tid: str, lane: str, *lines: str, extra: str = "") -> str:
+    body = "".join(f"{x}\n" for x in lines)
+    fields = f"Model: m{lane}\nDone: true\n" + (f"{extra}\n" if extra else "")
+    return f"\n## {tid}: Task {tid}\n{fields}\n{body}"
+
+
+class Cloud:
+    def __init__(self, wf: WfRunner, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.wf = wf
+        self.root = wf.root
+        self.sessions = tmp / "cloud"
+        monkeypatch.setenv("PATH", f"{FAKES}{os.pathsep}{os.environ['PATH']}")
+        monkeypatch.setenv("WF_FAKE_CLOUD", str(self.sessions))
+        self.creds = Path(os.environ["CLAUDE_CONFIG_DIR"]) / ".credentials.json"
+        self.login()
+        git(self.root, "remote", "add", "origin", GITHUB)
+
+    def login(self) -> None:
+        self.creds.parent.mkdir(parents=True, exist_ok=True)
+        self.creds.write_text('{"claudeAiOauth": {"accessToken": "made-up"}}')
+
+    def setup(self, tasks: str, **kw: float) -> None:
+        (self.root / "wf.toml").write_text(toml(**kw))  # type: ignore[arg-type]
+        (self.root / "TASKS.md").write_text("# Tasks\n" + tasks)
+        git(self.root, "add", "-A")
+        git(self.root, "commit", "-qm", "setup")
+
+    def env(self, **extra: str) -> dict[str, str]:
+        return dict(os.environ, PYTHONPATH=str(ROOT), WF_RESULT_GRACE="0.5", **extra)
+
+    def proc(self, *args: str, timeout: float = 120, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "wf", *args], cwd=self.root, capture_output=True, text=True,
+            env=self.env(**extra), timeout=timeout, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def show(self, tid: str) -> dict[str, object]:
+        return dict(json.loads(self.wf.ok("show", tid, "--json")))
+
+    def status(self, tid: str) -> str:
+        return str(self.show(tid)["status"])
+
+    def record(self, tid: str) -> dict[str, object] | None:
+        p = self.root / ".wf" / "cloud" / f"{tid}.json"
+        return dict(json.loads(p.read_text())) if p.exists() else None
+
+    def archived(self) -> dict[str, str]:
+        return {e["id"]: f"lane={e['lane']}" for e in json.loads(self.wf.ok("log", "-n", "100", "--json"))}
+
+
+@pytest.fixture
+def c(wf: WfRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cloud:
+    return Cloud(wf, tmp_path, monkeypatch)
+
+
+# ------------------------------------------------------------------ send
+
+
+def test_send_claims_records_and_local_lanes_never_pick_it(c: Cloud) -> None:
+    c.setup(task("big", "opus", "cloud: write big.txt x"))
+    out = c.wf.ok("cloud", "send")
+    rec = c.record("big")
+    assert rec is not None and rec["state"] == "running" and rec["lane"] == "opus"
+    sid = str(rec["session"])
+    assert sid.startswith("session_01") and f"to cloud session {sid}" in out
+    assert c.status("big").startswith(f"in progress: cloud:{sid} since ")
+    # the local lane of the task does not pick it, and cannot be made to
+    assert c.wf.ok("orch", "pick", "opus").startswith("stop lane opus: no runner-ready task")
+    r = c.wf("orch", "pick", "opus", "--id", "big")
+    assert r.code == 1 and "not runner-ready" in r.err
+
+
+def test_send_order_and_what_fits(c: Cloud) -> None:
+    c.setup(
+        task("sonnet-task", "sonnet", extra="Cloud: yes")  # not opus-class: never sent
+        + task("refused", "opus", extra="Cloud: no\nPrio: 0")
+        + task("low", "opus", extra="Prio: 3\nEffort: 3")
+        + task("small", "opus", extra="Prio: 1\nEffort: 1")
+        + task("large", "opus", extra="Prio: 1\nEffort: 3")
+        + task("wanted", "opus", extra="Cloud: yes\nPrio: 3"),
+        parallel=9,
+    )
+    sent = []
+    for _ in range(5):
+        out = c.wf.ok("cloud", "send", "--json")
+        rec = json.loads(out)["record"]
+        sent.append(rec["id"] if rec else json.loads(out)["stop"])
+    assert sent[:4] == ["wanted", "large", "small", "low"]
+    assert sent[4].startswith("none fit (")
+    assert c.status("refused") == "pending" and c.status("sonnet-task") == "pending"
+    # a configured model list replaces the opus-class rule
+    c.wf.ok("config", "cloud_models", '["msonnet"]')
+    assert json.loads(c.wf.ok("cloud", "send", "--json"))["record"]["id"] == "sonnet-task"
+
+
+def test_send_refuses_without_a_github_remote_before_claiming(c: Cloud) -> None:
+    c.setup(task("big", "opus"))
+    git(c.root, "remote", "set-url", "origin", "/srv/git/app.git")
+    r = c.wf("cloud", "send")
+    assert r.code == 1 and "stop lane cloud: no GitHub remote" in r.out and "git remote add" in r.out
+    assert c.status("big") == "pending" and not (c.root / ".wf" / "cloud").exists()  # nothing claimed
+
+
+def test_the_backend_itself_refuses_without_a_github_remote(c: Cloud) -> None:
+    from wf.cloud.backend import CloudRefused, Refusal
+    from wf.cloud.claude import ClaudeBackend
+
+    git(c.root, "remote", "remove", "origin")
+    for call in (
+        lambda: ClaudeBackend().create(c.root, "Do it", "t"),
+        lambda: ClaudeBackend().state(c.root, "session_01x", c.root),
+    ):
+        with pytest.raises(CloudRefused) as e:
+            call()
+        assert e.value.kind is Refusal.NO_GITHUB_REMOTE
+    assert not c.sessions.exists()  # claude was never run
+
+
+def test_not_logged_in_releases_the_claim(c: Cloud) -> None:
+    c.setup(task("big", "opus") + task("said", "opus", extra="Status: pending\nPrio: 3"))
+    c.creds.unlink()
+    before = (c.root / "TASKS.md").read_bytes()
+    r = c.wf("cloud", "send")
+    assert r.code == 1, r.out + r.err
+    assert "not logged in: Cloud sessions need a claude.ai sign-in" in r.out
+    assert c.status("big") == "pending" and c.record("big") is None
+    r = c.wf("cloud", "send", "said")  # a Status line of its own comes back as it was
+    assert r.code == 1 and c.record("said") is None
+    assert (c.root / "TASKS.md").read_bytes() == before
+
+
+def test_max_parallel_and_the_cloud_lane_off(c: Cloud) -> None:
+    c.setup(task("a", "opus") + task("b", "opus"), parallel=1)
+    c.wf.ok("cloud", "send")
+    assert c.wf.ok("orch", "pick", "cloud") == "stop lane cloud: max parallel (1 of 1 running)\n"
+    assert c.status("b") == "pending"
+    c.wf.ok("config", "cloud", "false")
+    r = c.wf("cloud", "send")
+    assert r.code == 1 and "the cloud lane is off" in r.err
+    assert "no lane 'cloud'" in c.wf("orch", "pick", "cloud").err
+
+
+# ------------------------------------------------------------------ pull and post
+
+
+def test_pull_then_post_done_merges_and_awaiting_goes_back_to_its_lane(c: Cloud) -> None:
+    c.setup(
+        task("fix", "opus", "cloud: write fix.txt fixed", "cloud: polls 1", extra="Cloud: yes")
+        + task("ask", "opus", "cloud: result awaiting", "cloud: note Which API?", "script: write ask.txt x")
+    )
+    c.wf.ok("cloud", "send")
+    c.wf.ok("cloud", "send")
+    r = c.wf("cloud", "pull", "--all")
+    assert r.code == 4, r.out + r.err  # fix still runs
+    lines = r.out.splitlines()
+    assert lines[0].startswith("ask: awaiting (") and lines[0].endswith(", $0.09)")
+    assert lines[1].startswith("fix: running (")
+    r = c.wf("cloud", "pull", "fix")
+    assert r.code == 0 and r.out.startswith("fix: done (")
+    assert c.record("fix")["commit"]  # type: ignore[index]
+    assert git(c.root, "branch", "--list", "cloud/fix").strip() == "cloud/fix"
+    assert git(c.root, "branch", "--list", "claude/*").strip() == ""  # the teleported branch, tidied
+    assert not list((c.root / ".worktrees").glob("_cloud-*"))  # the teleport trees are gone
+    out = c.wf.ok("orch", "post", "cloud", "--no-pick")
+    assert "ask: awaiting" in out and "fix: done as " in out
+    assert "stop lane cloud: ask came back awaiting: Which API? (back to lane opus)" in out
+    # done: merged from cloud/fix and archived; the branch is gone
+    assert "lane=cloud" in c.archived()["fix"] and (c.root / "fix.txt").read_text() == "fixed\n"
+    assert git(c.root, "branch", "--list", "cloud/fix").strip() == ""
+    # awaiting: back to its local lane, never to the cloud again, with the note
+    show = c.show("ask")
+    assert show["status"] == "pending" and "\nCloud: no\n" in (c.root / "TASKS.md").read_text()
+    assert c.wf.ok("cloud", "send").startswith("stop lane cloud: none fit (")  # never sent again
+    assert any(
+        "Recovery: cloud attempt session_01" in n and "ended awaiting: Which API?" in n for n in show["notes"]
+    )  # type: ignore[attr-defined]
+    assert c.record("ask") is None and c.record("fix") is None
+    assert c.wf.ok("orch", "pick", "opus").startswith("spawn: wf-worker model=mopus")
+    log = (c.root / "out" / "wf-orch.log").read_text()
+    assert "lane=cloud model=mopus id=fix" in log and "outcome=awaiting" in log
+    spend = (c.root / "out" / "wf-cloud.log").read_text().splitlines()
+    # the spend of each session, the running poll's local turn included for fix
+    assert ["usd=0.085050" in spend[0], "usd=0.121100" in spend[1]] == [True, True], spend
+
+
+def test_a_vanished_session_is_lost_and_goes_back(c: Cloud) -> None:
+    c.setup(task("gone", "opus", "cloud: vanish"))
+    c.wf.ok("cloud", "send")
+    assert c.wf.ok("cloud", "pull", "gone").startswith("gone: lost (")
+    out = c.wf.ok("orch", "post", "cloud", "--json")
+    p = json.loads(out)[0]
+    assert p["outcome"] == "lost" and p["stop_kind"] == "lost"
+    assert c.status("gone") == "pending"
+
+
+def test_post_of_a_running_session_is_refused(c: Cloud) -> None:
+    c.setup(task("slow", "opus", "cloud: polls 5"))
+    c.wf.ok("cloud", "send")
+    r = c.wf("orch", "post", "cloud", "--id", "slow")
+    assert r.code == 1 and "pull first" in r.err
+    r = c.wf("orch", "post", "cloud", "--result", "done")
+    assert r.code == 2
+
+
+@pytest.mark.timeout(60)
+def test_two_pulls_of_one_id_at_once_one_skips(c: Cloud) -> None:
+    c.setup(task("race", "opus", "cloud: write r.txt x"))
+    c.wf.ok("cloud", "send")
+    env = c.env(WF_FAKE_CLOUD_DELAY="2")
+    argv = [sys.executable, "-m", "wf", "cloud", "pull", "race"]
+    procs = [
+        subprocess.Popen(argv, cwd=c.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=50) for p in procs]
+    texts = [o[0] for o in outs]
+    assert sum("another pull holds it" in t and "skipped" in t for t in texts) == 1, outs
+    assert sum(t.startswith("race: done (") for t in texts) == 1, outs
+    assert len((c.root / "out" / "wf-cloud.log").read_text().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ the ledger
+
+
+def test_ledger_stops_the_cloud_lane_while_local_lanes_go_on(c: Cloud) -> None:
+    c.setup(task("one", "opus", "cloud: write one.txt x") + task("two", "opus") + task("local", "sonnet"),
+            budget=0.15, reserve=0.07)  # fmt: skip
+    c.wf.ok("cloud", "send")
+    c.wf.ok("cloud", "pull", "one")
+    led = json.loads(c.wf.ok("cloud", "ledger", "--json"))
+    assert led["spent"] == pytest.approx(0.08505) and led["left"] == pytest.approx(0.06495)
+    assert led["stop"] == "$0.06 of $0.15 left, reserve $0.07"
+    assert (
+        c.wf.ok("orch", "pick", "cloud") == "stop lane cloud: ledger ($0.06 of $0.15 left, reserve $0.07)\n"
+    )
+    assert c.status("two") == "pending"
+    assert c.wf.ok("orch", "pick", "sonnet").startswith("spawn: wf-worker model=msonnet")
+    c.wf.ok("config", "cloud_budget", "0")
+    assert "ledger (no cloud_budget in wf.toml)" in c.wf.ok("cloud", "send")
+
+
+# ------------------------------------------------------------------ with a batch: the sidecar
+
+
+@pytest.mark.timeout(240)
+def test_sidecar_beside_the_local_loop(c: Cloud) -> None:
+    """The done-when of the cloud lane, with the sidecar function (wf batch has not
+    landed): two local lanes and cloud = true; one task comes back done, one awaiting and
+    goes back to its local lane, which then does it; a pull racing another skips; the
+    ledger stops the cloud lane while the local lanes go on."""
+    from wf import project as projectmod
+    from wf.cloud import sidecar
+
+    c.setup(
+        task("c-done", "opus", "cloud: write c.txt from the cloud", extra="Cloud: yes")
+        + task("c-ask", "opus", "cloud: result awaiting", "cloud: note Which API?", "script: write ask.txt x")
+        + task("l1", "sonnet", "script: write l1.txt x")
+        + task("l2", "opus", "script: write l2.txt x", extra="Cloud: no"),
+        budget=0.25,
+        reserve=0.1,
+    )
+    assert "to cloud session" in c.wf.ok("orch", "pick", "cloud")
+    assert "to cloud session" in c.wf.ok("cloud", "send")
+    # a pull racing another pull of the same id skips it
+    env = c.env(WF_FAKE_CLOUD_DELAY="1.5")
+    racers = [
+        subprocess.Popen([sys.executable, "-m", "wf", "cloud", "pull", "c-done"], cwd=c.root, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]  # fmt: skip
+    texts = [p.communicate(timeout=60)[0] for p in racers]
+    assert sorted("skipped" in t for t in texts) == [False, True], texts
+    # the batch: the sidecar pulls and posts (no sends) beside the local loop
+    lines: list[str] = []
+    stop = threading.Event()
+    proj = projectmod.load(c.root)
+    side = threading.Thread(
+        target=sidecar, args=(proj, stop), kwargs={"interval": 0.2, "on_line": lines.append}
+    )
+    side.start()
+    deadline = time.monotonic() + 60
+    while not any("posted:" in ln for ln in lines) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    r = c.proc("orch", "run", "sonnet", "opus", timeout=200)
+    stop.set()
+    side.join(timeout=30)
+    assert not side.is_alive()
+    assert r.returncode == 0, r.stdout + r.stderr
+    archived = c.archived()
+    assert {"c-done", "c-ask", "l1", "l2"} <= set(archived), archived
+    assert "lane=cloud" in archived["c-done"] and "lane=opus" in archived["c-ask"]
+    assert (c.root / "c.txt").exists() and (c.root / "ask.txt").exists()
+    round_line = next(ln for ln in lines if "posted:" in ln)
+    assert (
+        "c-ask: awaiting (" in round_line and "c-ask awaiting" in round_line and "c-done done" in round_line
+    )
+    assert lines[-1] == "cloud: no session left"
+    # the ledger stops the cloud lane; the local lanes went on regardless
+    assert c.wf.ok("orch", "pick", "cloud").startswith("stop lane cloud: ledger ($0.08 of $0.25 left")
+    notes = " ".join(ln for ln in (c.root / "TASKS.md").read_text().splitlines() if "Recovery:" in ln)
+    assert notes == "" or "cloud attempt" in notes  # c-ask is archived with its text gone from TASKS.md
+
+
+# ------------------------------------------------------------------ the safety rules, one test each
+
+
+def test_a_session_id_wf_does_not_accept_is_refused_and_released(
+    c: Cloud, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c.setup(task("big", "opus"))
+    monkeypatch.setenv("WF_FAKE_CLOUD_SID", "../../etc")
+    r = c.wf("cloud", "send")
+    assert r.code == 1 and "session id wf does not accept" in r.out
+    assert c.status("big") == "pending" and c.record("big") is None
+
+
+def test_pull_teleports_in_its_own_tree_never_the_main_checkout(c: Cloud) -> None:
+    c.setup(task("fix", "opus", "cloud: write fix.txt x"))
+    c.wf.ok("cloud", "send")
+    (c.root / "README.md").write_text("a person's edit\n")  # uncommitted, in the main checkout
+    assert c.wf.ok("cloud", "pull", "fix").startswith("fix: done (")
+    assert (c.root / "README.md").read_text() == "a person's edit\n"
+    assert git(c.root, "branch", "--show-current").strip() == "main"
+
+
+def test_an_ended_session_is_pulled_and_logged_once(c: Cloud) -> None:
+    c.setup(task("fix", "opus", "cloud: write fix.txt x"))
+    c.wf.ok("cloud", "send")
+    c.wf.ok("cloud", "pull", "fix")
+    again = c.wf.ok("cloud", "pull", "--all")
+    assert again.startswith("fix: done (") and "post it: wf orch post cloud" in again
+    assert len((c.root / "out" / "wf-cloud.log").read_text().splitlines()) == 1
+
+
+@pytest.mark.timeout(60)
+def test_two_sends_at_once_never_pass_max_parallel(c: Cloud, tmp_path: Path) -> None:
+    from wf.lock import project_lock
+
+    c.setup(task("a", "opus") + task("b", "opus"), parallel=1)
+    errs = [tmp_path / f"send{i}.err" for i in range(2)]
+    handles = [open(e, "w") for e in errs]  # noqa: SIM115 (closed below)
+    with project_lock(c.root / ".wf", 10):  # both sends pass the early check, then wait here
+        procs = [
+            subprocess.Popen([sys.executable, "-m", "wf", "cloud", "send"], cwd=c.root, env=c.env(),
+                             stdout=subprocess.PIPE, stderr=h, text=True)
+            for h in handles
+        ]  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not all("waiting for the project lock" in e.read_text() for e in errs):
+            assert time.monotonic() < deadline, [e.read_text() for e in errs]
+            time.sleep(0.05)
+    outs = sorted(p.communicate(timeout=40)[0] for p in procs)
+    for h in handles:
+        h.close()
+    assert "to cloud session" in outs[0]
+    assert outs[1] == "stop lane cloud: max parallel (1 of 1 running)\n", outs
+    assert len(list((c.root / ".wf" / "cloud").glob("*.json"))) == 1
+
+
+def test_the_sidecar_never_sends(c: Cloud) -> None:
+    from wf import project as projectmod
+    from wf.cloud import sidecar
+
+    c.setup(task("first", "opus", "cloud: write f.txt x") + task("second", "opus"), parallel=1)
+    c.wf.ok("cloud", "send", "first")
+    lines: list[str] = []
+    stop = threading.Event()
+    stop.set()  # the batch has ended: pull until none is left
+    pulls = sidecar(projectmod.load(c.root), stop, interval=0.1, on_line=lines.append)
+    assert pulls == 1 and lines[-1] == "cloud: no session left", lines
+    assert "first" in c.archived()
+    assert c.status("second") == "pending" and c.record("second") is None
+
+
+def test_no_lane_may_be_called_cloud(c: Cloud) -> None:
+    (c.root / "wf.toml").write_text('[lanes.cloud]\nmodel = "opus"\n')
+    r = c.wf("check")
+    assert r.code == 1 and "'cloud' is the cloud lane's name" in r.err
+
+
+@pytest.mark.timeout(60)
+def test_the_task_is_claimed_while_its_session_is_created(c: Cloud) -> None:
+    c.setup(task("big", "opus"))
+    send = subprocess.Popen(
+        [sys.executable, "-m", "wf", "cloud", "send"], cwd=c.root, env=c.env(WF_FAKE_CLOUD_DELAY="3"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while (c.record("big") or {}).get("state") != "sending":
+        assert time.monotonic() < deadline and send.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.3)  # the claim follows the record, under the same lock
+    assert c.status("big").startswith("in progress: cloud:sending since ")
+    assert c.wf.ok("orch", "pick", "opus").startswith("stop lane opus: no runner-ready task")
+    out, err = send.communicate(timeout=30)
+    assert "to cloud session" in out, err
+
+
+def test_after_the_batch_the_sidecar_ends_at_the_stop_file_or_its_time(c: Cloud) -> None:
+    from wf import project as projectmod
+    from wf.cloud import sidecar
+
+    c.setup(task("slow", "opus", "cloud: polls 1000"))
+    c.wf.ok("cloud", "send")
+    proj = projectmod.load(c.root)
+    stop = threading.Event()
+    stop.set()
+    lines: list[str] = []
+    assert sidecar(proj, stop, interval=0.05, linger=0.3, on_line=lines.append) >= 1
+    assert lines[-1].startswith("cloud: gave up after 0s; sessions left: slow"), lines
+    assert all("slow: running (" in ln for ln in lines[:-1])
+    (c.root / "out").mkdir(exist_ok=True)
+    (c.root / "out" / "wf-batch.stop").write_text("")
+    lines.clear()
+    sidecar(proj, stop, interval=0.05, linger=60, on_line=lines.append)
+    assert lines == ["cloud: the stop file is set; sessions left: slow"]
+    r = c.wf("cloud", "pull", "--watch", "--interval", "1s", "--for", "5s")
+    assert r.code == 4 and "stop file is set" in r.out

@@ -1,0 +1,278 @@
+"""``wf cloud pull``: read each cloud session's state and bring back what ended.
+
+Per record, under its own lock taken without waiting (a second pull of the same id
+says so and skips): read the session's state in a clean tree of its own
+(``.worktrees/_cloud-<id>``, detached at main); a session that ended has its work
+brought back as the branch ``cloud/<id>``, its cost found and logged in
+``out/wf-cloud.log``, and its record marked with how it ended, ready for
+``wf orch post cloud``. One line per session: ``<id>: <state> (<duration>, $<cost>)``.
+
+``sidecar`` is the same pull every few minutes, with the post of what ended, for a
+batch to run beside its loop (``wf cloud pull --watch`` runs it in the foreground).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from wf import gitops
+from wf.cloud import ledger as ledgermod
+from wf.cloud import records
+from wf.cloud.backend import Backend, CloudRefused, SessionState
+from wf.cloud.records import CloudRecord
+from wf.errors import WfError
+from wf.project import Project
+from wf.taskfile import check_id
+
+SENDING_GRACE = 600.0  # seconds a send may take before its record counts as lost
+
+
+@dataclass
+class Pulled:
+    lines: list[str] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """4 while some still run, 1 if a session could not be read, else 0."""
+        if self.running:
+            return 4
+        return 1 if self.failed else 0
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "lines": self.lines,
+            "running": self.running,
+            "ended": self.ended,
+            "skipped": self.skipped,
+            "failed": self.failed,
+        }
+
+
+def _dur(seconds: float) -> str:
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def line_for(rec: CloudRecord) -> str:
+    cost = "?" if rec.cost_usd is None else f"{rec.cost_usd:.2f}"
+    dur = rec.duration if rec.state.ended else max(0.0, time.time() - rec.started_at)
+    return f"{rec.id}: {rec.state.value} ({_dur(dur)}, ${cost})"
+
+
+def pull(
+    project: Project,
+    ids: list[str] | None = None,
+    *,
+    backend: Backend | None = None,
+) -> Pulled:
+    """Pull the given ids, or every record (``ids`` None)."""
+    from wf.cloud.lane import backend_for
+
+    be = backend or backend_for(project)
+    out = Pulled()
+    if ids is None:
+        targets = [r.id for r in records.all_records(project)]
+    else:
+        targets = [check_id(i, "task id") for i in ids]
+        for i in targets:
+            if records.load(project, i) is None:
+                raise WfError(f"no cloud record for {i} (wf cloud pull --all)")
+    if not targets:
+        out.lines.append("no cloud sessions")
+    for task_id in targets:
+        try:
+            with records.locked(project, task_id):
+                _pull_one(project, task_id, be, out)
+        except records.Busy as e:
+            out.skipped.append(task_id)
+            out.lines.append(str(e))
+    return out
+
+
+def _pull_one(project: Project, task_id: str, be: Backend, out: Pulled) -> None:
+    rec = records.load(project, task_id)  # again, under the lock
+    if rec is None:
+        out.lines.append(f"{task_id}: posted already")
+        return
+    if rec.state.ended:
+        out.ended.append(rec.id)
+        out.lines.append(line_for(rec) + " (post it: wf orch post cloud)")
+        return
+    if rec.state is SessionState.SENDING or rec.session is None:
+        from wf import procs
+
+        if rec.sender and procs.alive(rec.sender) and time.time() - rec.started_at < SENDING_GRACE:
+            out.running.append(rec.id)
+            out.lines.append(f"{rec.id}: sending (pid {rec.sender})")
+            return
+        _end(project, rec, SessionState.LOST, "the send ended before a session was recorded", None, None)
+        out.ended.append(rec.id)
+        out.lines.append(line_for(records.load(project, rec.id) or rec))
+        return
+    session = rec.session
+    try:
+        workdir = _workdir(project, rec.id)
+    except WfError as e:
+        out.failed.append(rec.id)
+        out.lines.append(f"{rec.id}: cannot read session {session}: {e}")
+        return
+    try:
+        status = be.state(project.root, session, workdir)
+        if not status.state.ended:
+            rec = rec.but(polls_usd=round(rec.polls_usd + (be.cost(status) or 0.0), 6))
+            records.save(project, rec)
+            out.running.append(rec.id)
+            out.lines.append(line_for(rec))
+            return
+        tip = be.pull(project.root, session, workdir, rec.branch)
+        cost = be.cost(status)
+        if cost is not None:
+            cost = round(cost + rec.polls_usd, 6)
+    except CloudRefused as e:
+        out.failed.append(rec.id)
+        out.lines.append(f"{rec.id}: cannot read session {rec.session}: {e}")
+        return
+    finally:
+        _drop_workdir(project, workdir)
+    _end(project, rec, status.state, status.note, tip, cost)
+    out.ended.append(rec.id)
+    out.lines.append(line_for(records.load(project, rec.id) or rec))
+
+
+def _end(
+    project: Project,
+    rec: CloudRecord,
+    state: SessionState,
+    note: str,
+    tip: str | None,
+    cost: float | None,
+) -> None:
+    note = " ".join(note.split())[:300]
+    rec = rec.but(state=state, note=note, commit=tip, cost_usd=cost, ended_at=time.time())
+    ledgermod.record_spend(project, rec.id, rec.session or "-", state.value, cost, rec.duration)
+    records.save(project, rec)
+
+
+def _workdir(project: Project, task_id: str) -> Path:
+    """A clean tree of the repository, detached at main, for one session's teleport."""
+    from wf import worktrees
+
+    path = project.worktrees_dir / f"_cloud-{task_id}"
+    main = gitops.rev(project.root, worktrees.main_branch(project))
+    if main is None:
+        raise WfError("the main branch has no commit")
+    if (path / ".git").exists():
+        if gitops.dirty_paths(path):
+            raise WfError(f"{path} has uncommitted changes; wf leaves them for a person (remove the tree)")
+        gitops.detach(path, main)
+    else:
+        gitops.worktree_add_detached(project.root, path, main)
+    return path
+
+
+def _drop_workdir(project: Project, path: Path) -> None:
+    if (path / ".git").exists() and not gitops.dirty_paths(path):
+        gitops.worktree_remove(project.root, path)
+
+
+# ------------------------------------------------------------------ the sidecar
+
+
+def sidecar(
+    project: Project,
+    stop: threading.Event,
+    *,
+    interval: float = 600.0,
+    linger: float = 24 * 3600.0,
+    on_line: Callable[[str], None] | None = None,
+    backend: Backend | None = None,
+) -> int:
+    """Pull every ``interval`` seconds and post what ended (``--no-pick``), reporting each
+    pull as one line through ``on_line``. Until ``stop`` is set (the batch ended) this
+    goes on for good; after it, only until no record is left, the stop file appears, or
+    ``linger`` seconds passed. Returns the number of pulls. Never sends."""
+    from wf.orch import state
+
+    say = on_line or (lambda _line: None)
+    pulls = 0
+    stopped_at: float | None = None
+    while True:
+        if stop.is_set() and stopped_at is None:
+            stopped_at = time.monotonic()
+        if stopped_at is not None:
+            left = ", ".join(r.id for r in records.all_records(project))
+            if not left:
+                say("cloud: no session left")
+                return pulls
+            if state.stop_file(project).exists():
+                say(f"cloud: the stop file is set; sessions left: {left}")
+                return pulls
+            if time.monotonic() - stopped_at > linger:
+                say(f"cloud: gave up after {_dur(linger)}; sessions left: {left}")
+                return pulls
+        if records.all_records(project):
+            pulls += 1
+            say(_one_round(project, backend))
+        if stopped_at is None:
+            stop.wait(interval)
+        else:
+            _sleep(interval, project)
+
+
+def _sleep(seconds: float, project: Project) -> bool:
+    """Sleep, waking early for the stop file."""
+    from wf.orch import state
+
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if state.stop_file(project).exists():
+            return True
+        time.sleep(min(1.0, max(0.0, end - time.monotonic())))
+    return False
+
+
+def _one_round(project: Project, backend: Backend | None) -> str:
+    from wf.cloud import lane as lanemod
+
+    stamp = time.strftime("%H:%M", time.gmtime())
+    try:
+        pulled = pull(project, backend=backend)
+    except WfError as e:
+        return f"- {stamp} cloud pull failed: {e}"
+    posted: list[str] = []
+    if any(r.state.ended for r in records.all_records(project)):
+        try:
+            for p in lanemod.post(project, no_pick=True, backend=backend):
+                posted.append(f"{p.task} {p.outcome.value}")
+        except WfError as e:
+            posted.append(f"post failed: {e}")
+    text = "; ".join(pulled.lines)
+    if posted:
+        text += " | posted: " + ", ".join(posted)
+    return f"- {stamp} cloud pull: {text}"
+
+
+def watch(
+    project: Project,
+    *,
+    interval: float = 600.0,
+    duration: float = 24 * 3600.0,
+    on_line: Callable[[str], None] | None = None,
+) -> int:
+    """``wf cloud pull --watch``: the sidecar in the foreground, as after a batch."""
+    stop = threading.Event()
+    stop.set()
+    sidecar(project, stop, interval=interval, linger=duration, on_line=on_line)
+    return 4 if records.all_records(project) else 0

@@ -1,0 +1,37 @@
+"""Text from files and workers, made safe for a terminal before it is printed.
+
+A task title, a note, a unit's answer or a worker's log can hold control characters:
+an escape sequence that erases and rewrites a row of ``wf list``, a carriage return
+that overwrites a line, a bidirectional override that shows text in another order.
+``safe`` shows each of them visibly (``^[`` for ESC, ``^M`` for CR, ``\\x9b``, ``\\u202e``)
+and leaves everything else, tabs and newlines included, as it is. ``--json`` output
+carries the exact text instead (JSON escapes control characters itself).
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls but tab and newline, DEL, C1 controls, and the bidirectional controls.
+_UNSAFE_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _show(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    if c < 0x20:
+        return "^" + chr(c + 0x40)
+    if c == 0x7F:
+        return "^?"
+    if c <= 0x9F:
+        return f"\\x{c:02x}"
+    return f"\\u{c:04x}"
+
+
+def safe(text: str) -> str:
+    """``text`` with every control character shown visibly, never interpreted."""
+    return _UNSAFE_RE.sub(_show, text)
+
+
+def safe_line(text: str) -> str:
+    """One line: a newline inside is shown as ``^J`` too."""
+    return safe(text).replace("\n", "^J")
