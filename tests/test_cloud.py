@@ -206,9 +206,8 @@ def test_pull_then_post_done_merges_and_awaiting_goes_back_to_its_lane(c: Cloud)
     show = c.show("ask")
     assert show["status"] == "pending" and "\nCloud: no\n" in (c.root / "TASKS.md").read_text()
     assert c.wf.ok("cloud", "send").startswith("stop lane cloud: none fit (")  # never sent again
-    assert any(
-        "Recovery: cloud attempt session_01" in n and "ended awaiting: Which API?" in n for n in show["notes"]
-    )  # type: ignore[attr-defined]
+    notes = [str(n) for n in show["notes"]]  # type: ignore[attr-defined]
+    assert any("Recovery: cloud attempt session_01" in n and "ended awaiting: Which API?" in n for n in notes)
     assert c.record("ask") is None and c.record("fix") is None
     assert c.wf.ok("orch", "pick", "opus").startswith("spawn: wf-worker model=mopus")
     log = (c.root / "out" / "wf-orch.log").read_text()

@@ -96,9 +96,9 @@ def test_sixteen_processes_add_and_claim_while_an_editor_saves(wf: WfRunner, tmp
     for p in workers:
         out, err = p.communicate(timeout=90)
         line = next(x for x in out.splitlines() if x.startswith("RESULT"))
-        _, n, add, claim = line.split()
-        results[int(n)] = (int(add), int(claim))
-        errors[int(n)] = err
+        _, who, add, claim = line.split()
+        results[int(who)] = (int(add), int(claim))
+        errors[int(who)] = err
     stop.touch()
     editor_out, _ = editor.communicate(timeout=30)
 
@@ -123,8 +123,8 @@ def test_sixteen_processes_add_and_claim_while_an_editor_saves(wf: WfRunner, tmp
     assert words[0] == "VERSIONS" and int(words[1]) > 0
     text = path.read_text()
     for pair in words[2:]:
-        i, v = pair.split("=")
-        assert f"body c{i} v{v}\n" in text
+        body, version = pair.split("=")
+        assert f"body c{body} v{version}\n" in text
 
 
 LOCK_HOLDER = textwrap.dedent(

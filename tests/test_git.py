@@ -528,7 +528,7 @@ def test_doctor_finds_and_fixes(proj: WfRunner) -> None:
     assert not lock.exists()
     r = proj("doctor")
     assert r.code == 0 and r.out.endswith("all consistent\n")
-    assert "adapter: claude: 2.1.197 (Claude Code) at " in r.out
+    assert "adapter: claude: 2.1.332 (Claude Code) at " in r.out
 
 
 @pytest.mark.parametrize("bad", ["../x", "-x", "a..b", "x.lock", "A", "--upload-pack=evil", "a b", "a/../b"])

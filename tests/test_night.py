@@ -456,3 +456,32 @@ def test_a_corrupt_tree_record_is_reported_and_moved_aside(o: Orch) -> None:
     assert "tree record cannot be trusted" in out and "moved to a.json.corrupt-" in out
     assert not rec.exists()
     assert o.wf("wt", "list").code == 0
+
+
+# ------------------------------------------------------------------ the preflight, with the agent tools
+
+
+def _claude_lanes(o: Orch, toml: str = "") -> None:
+    from tests.test_workers import FAKES
+
+    o.env["PATH"] = f"{FAKES}{os.pathsep}{o.env['PATH']}"
+    o.setup(toml, "\n## c1: A claude task\nModel: sonnet\nDone: true\n")
+
+
+def test_orch_run_on_a_logged_out_claude_lane_claims_nothing(o: Orch) -> None:
+    _claude_lanes(o)
+    o.env["FAKE_LOGGED_OUT"] = "1"
+    before = (o.root / "TASKS.md").read_bytes()
+    r = o.proc("orch", "run", "sonnet")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "nothing was claimed" in r.stderr and "not logged in" in r.stderr
+    assert "/login" in r.stderr  # what to do, in the tool's own terms
+    assert (o.root / "TASKS.md").read_bytes() == before
+    assert not (o.root / ".wf" / "orch").exists() or not list((o.root / ".wf" / "orch").glob("*.json"))
+
+
+def test_orch_run_adapter_uses_the_lanes_model_for_that_tool_or_refuses(o: Orch) -> None:
+    _claude_lanes(o)
+    r = o.proc("orch", "run", "sonnet", "--adapter", "codex")
+    assert r.returncode == 1 and "lane sonnet: no model for codex" in r.stderr, r.stderr
+    assert "codex -m sonnet" not in r.stdout

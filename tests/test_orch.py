@@ -324,7 +324,7 @@ def test_worker_killed_half_way_resumes_in_place(o: Orch) -> None:
                 pid = rec["pid"]
                 break
         time.sleep(0.05)
-    assert pid, "the worker never committed"
+    assert pid and tree is not None, "the worker never committed"
     committed = git(tree, "rev-parse", "HEAD").strip()
     os.kill(pid, signal.SIGKILL)
     out, err = runner.communicate(timeout=150)
@@ -525,5 +525,5 @@ def test_post_takes_the_worker_report_as_it_is(o: Orch) -> None:
                        cwd=o.root, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("a1: done as ") and "Task: a2" in r.stdout
-    r = o.wf("orch", "post", "a", "--id", "a2", "--report", "I could not finish, sorry")
-    assert "stop lane a: a2 handed back: no report: I could not finish, sorry" in r.out
+    again = o.wf("orch", "post", "a", "--id", "a2", "--report", "I could not finish, sorry")
+    assert "stop lane a: a2 handed back: no report: I could not finish, sorry" in again.out

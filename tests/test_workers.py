@@ -99,7 +99,7 @@ def test_claude_answer_session_and_transcript(w: Workers, sealed_env: Path) -> N
     st = w.status("r1", "u1")
     sid = (w.unit("r1", "u1") / "session.txt").read_text().strip()
     assert st["session_id"] == sid and st["state"] == "done" and st["answer"] == "result"
-    assert st["version"] == "2.1.197 (Claude Code)"
+    assert st["version"] == "2.1.332 (Claude Code)"
     assert st["usage"]["turns"] == 2 and st["usage"]["usd_rep"] > 0
     slug = "".join(c if c.isalnum() else "-" for c in str(w.root))
     assert (sealed_env / ".claude" / "projects" / slug / f"{sid}.jsonl").exists()
@@ -136,7 +136,17 @@ def test_codex_answer_and_resume(w: Workers) -> None:
 
 
 def test_opencode_answer(w: Workers) -> None:
-    r = w.run("dispatch", "r1", "o1", "--adapter", "opencode", "--prompt", "tidy up")
+    r = w.run(
+        "dispatch",
+        "r1",
+        "o1",
+        "--adapter",
+        "opencode",
+        "--model",
+        "anthropic/claude-sonnet-4-5",
+        "--prompt",
+        "tidy up",
+    )
     assert r.returncode == 0, r.stderr
     assert w.output("r1", "o1") == "ok: tidy up"
     st = w.status("r1", "o1")
@@ -187,7 +197,7 @@ def test_hang_is_stalled_and_its_tree_killed(w: Workers, tmp_path: Path) -> None
         "FORK HANG",
         FAKE_GRANDCHILD_PIDFILE=str(pidfile),
     )
-    assert r.returncode == 1
+    assert r.returncode == 4
     st = w.status("r1", "h1")
     assert st["state"] == "stalled" and st["fallback"] is True
     assert not alive(st["pid"])
@@ -197,7 +207,7 @@ def test_hang_is_stalled_and_its_tree_killed(w: Workers, tmp_path: Path) -> None
 
 def test_printing_forever_times_out(w: Workers) -> None:
     r = w.run("dispatch", "r1", "f1", "--adapter", "codex", "--timeout", "1.5", "--prompt", "FOREVER")
-    assert r.returncode == 1
+    assert r.returncode == 4
     st = w.status("r1", "f1")
     assert st["state"] == "timeout" and not alive(st["pid"])
     assert st["duration_s"] < 30
@@ -217,7 +227,7 @@ def test_grandchild_does_not_outlive_the_unit(w: Workers, tmp_path: Path) -> Non
 
 def test_crash_gets_a_fallback_answer(w: Workers) -> None:
     r = w.run("dispatch", "r1", "c1", "--adapter", "claude", "--prompt", "CRASH")
-    assert r.returncode == 1
+    assert r.returncode == 4
     st = w.status("r1", "c1")
     assert st["state"] == "failed" and st["exit_code"] == 1 and st["fallback"] is True
     assert "fake crash" in (st["error"] or "")
@@ -226,8 +236,17 @@ def test_crash_gets_a_fallback_answer(w: Workers) -> None:
 
 def test_no_answer_gets_a_fallback(w: Workers) -> None:
     for adapter in ("claude", "codex", "opencode"):
-        r = w.run("dispatch", "r1", f"n-{adapter}", "--adapter", adapter, "--prompt", "NOANSWER")
-        assert r.returncode == 1, adapter
+        model = (
+            "anthropic/claude-sonnet-4-5"
+            if adapter == "opencode"
+            else "sonnet"
+            if adapter == "claude"
+            else "o3"
+        )
+        r = w.run(
+            "dispatch", "r1", f"n-{adapter}", "--adapter", adapter, "--model", model, "--prompt", "NOANSWER"
+        )
+        assert r.returncode == 4, adapter
         st = w.status("r1", f"n-{adapter}")
         assert st["fallback"] is True and st["answer"] == "fallback", adapter
         assert w.output("r1", f"n-{adapter}").startswith("FALLBACK: unit"), adapter
@@ -235,8 +254,9 @@ def test_no_answer_gets_a_fallback(w: Workers) -> None:
 
 def test_error_result_is_failed(w: Workers) -> None:
     r = w.run("dispatch", "r1", "e1", "--adapter", "claude", "--prompt", "ERROR")
-    assert r.returncode == 1
-    assert w.status("r1", "e1")["error"].startswith("error_during_execution")
+    assert r.returncode == 4
+    st = w.status("r1", "e1")
+    assert (st["failure"], st["reason"]) == ("task", "fake error during execution")
 
 
 def test_claude_lingering_after_its_result_is_done(w: Workers) -> None:
@@ -262,7 +282,7 @@ def test_answer_written_before_a_stall_is_kept(w: Workers) -> None:
         "--prompt",
         "x",
     )
-    assert r.returncode == 1
+    assert r.returncode == 4
     st = w.status("r1", "k1")
     assert st["state"] == "stalled" and st["fallback"] is False
     assert w.output("r1", "k1") == "kept answer"
@@ -397,12 +417,12 @@ def test_clone_unit_changes_stay_in_the_clone(w: Workers) -> None:
 
 def test_doctor_lists_adapters(w: Workers) -> None:
     r = w.run("doctor")
-    assert "adapter: claude: 2.1.197 (Claude Code) at " in r.stdout
+    assert "adapter: claude: 2.1.332 (Claude Code) at " in r.stdout
     assert "adapter: codex: codex-cli 0.171.0 at " in r.stdout
     bare = w.run("doctor", PATH=str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin")
     assert bare.returncode == 1
     assert "adapter: claude: not installed (lanes haiku, opus, sonnet use it)" in bare.stdout
-    assert "adapter: codex: not installed (info)\n" in bare.stdout
+    assert "adapter: codex: not installed; install: npm install -g @openai/codex (info)\n" in bare.stdout
 
 
 def test_status_records_the_transcript_cost(w: Workers) -> None:

@@ -38,6 +38,13 @@ class Lane(NamedTuple):
         "Glob",
         "Grep",
     )  # claude --allowedTools
+    models: tuple[tuple[str, str], ...] = ()  # per adapter: models = {claude = "sonnet", codex = "gpt-5.5"}
+    stall: float | None = None  # seconds without a model event (default: the adapter's)
+    timeout: float | None = None  # seconds a worker may run (default: the adapter's)
+    sandbox: str = "workspace-write"  # codex -s: read-only, workspace-write, danger-full-access
+    network: bool = False  # codex sandbox network access; claude WebFetch/WebSearch
+    isolate_mcp: bool = False  # no MCP servers from the user's own config
+    extra_args: tuple[str, ...] = ()  # more options for the tool, as an argv list
 
     def as_dict(self) -> dict[str, object]:
         return self._asdict()
@@ -247,15 +254,7 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
         if not isinstance(spec, dict):
             raise ConfigError(where, f"lanes.{name} must be a table")
         for k in spec:
-            if k not in (
-                "model",
-                "adapter",
-                "max_parallel",
-                "effort",
-                "cmd",
-                "permission_mode",
-                "allowed_tools",
-            ):
+            if k not in LANE_KEYS:
                 warnings.append(f"{w}: unknown key {k!r} (ignored)")
         model = spec.get("model", name)
         if not isinstance(model, str) or not MODEL_RE.fullmatch(model):
@@ -287,11 +286,65 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
         tools = spec.get("allowed_tools", list(Lane._field_defaults["allowed_tools"]))
         if not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools):
             raise ConfigError(where, f"lanes.{name}.allowed_tools must be a list of tool names")
-        lanes.append(Lane(name, model, adapter, mp, effort, tuple(cmd), mode, tuple(tools)))
+        lanes.append(
+            Lane(
+                name, model, adapter, mp, effort, tuple(cmd), mode, tuple(tools), **_access(spec, name, where)
+            )
+        )
     return tuple(lanes)
 
 
-LANE_KEYS = ("model", "adapter", "max_parallel", "effort", "cmd", "permission_mode", "allowed_tools")
+LANE_KEYS = (
+    "model",
+    "adapter",
+    "max_parallel",
+    "effort",
+    "cmd",
+    "permission_mode",
+    "allowed_tools",
+    "models",
+    "stall",
+    "timeout",
+    "sandbox",
+    "network",
+    "isolate_mcp",
+    "extra_args",
+)
+SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
+
+
+def _access(spec: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    """A lane's per-adapter models, limits and tool access (checked against each
+    adapter's vocabulary by wf check and wf doctor, not here)."""
+    kw: dict[str, Any] = {}
+    models = spec.get("models", {})
+    if not isinstance(models, dict) or not all(
+        k in ADAPTERS and isinstance(v, str) and MODEL_RE.fullmatch(v) for k, v in models.items()
+    ):
+        raise ConfigError(
+            where, f'lanes.{name}.models must map adapters to model names, e.g. {{codex = "gpt-5.5"}}'
+        )
+    kw["models"] = tuple(sorted(models.items()))
+    for key in ("stall", "timeout"):
+        v = spec.get(key)
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+                raise ConfigError(where, f"lanes.{name}.{key} must be a positive number of seconds")
+            kw[key] = float(v)
+    sandbox = spec.get("sandbox", "workspace-write")
+    if sandbox not in SANDBOXES:
+        raise ConfigError(where, f"lanes.{name}.sandbox must be one of {', '.join(SANDBOXES)}")
+    kw["sandbox"] = sandbox
+    for key in ("network", "isolate_mcp"):
+        v = spec.get(key, False)
+        if not isinstance(v, bool):
+            raise ConfigError(where, f"lanes.{name}.{key} must be true or false")
+        kw[key] = v
+    extra = spec.get("extra_args", [])
+    if not isinstance(extra, list) or not all(isinstance(a, str) for a in extra):
+        raise ConfigError(where, f"lanes.{name}.extra_args must be a list of strings (an argv)")
+    kw["extra_args"] = tuple(extra)
+    return kw
 
 
 def check_key(dotted: str) -> None:

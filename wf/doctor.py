@@ -57,42 +57,74 @@ def stale_locks(project: Project, now: float | None = None) -> list[Path]:
     return old
 
 
+def help_options(text: str) -> set[str]:
+    """The option tokens a --help text lists (``--allowedTools``, ``-m``), exactly."""
+    import re
+
+    return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
+
+
 def adapter_findings(project: Project) -> list[Finding]:
-    """Which worker tools are installed, their versions, and flags their --help lacks."""
+    """Which worker tools are installed, their versions, default stall and timeout,
+    the flags wf passes that a subcommand's own --help lacks (by exact option token),
+    whether each tool a lane uses is logged in, and each lane's model, effort and tool
+    access checked against its adapter."""
     import subprocess
 
     from wf import adapters
     from wf.supervise import tool_version
 
-    used = {ln.adapter for ln in project.config.lanes}
+    lanes = project.config.lanes
+    used = {ln.adapter for ln in lanes}
     out = []
     for a in adapters.ADAPTERS.values():
         if a.name == "cmd":
             continue
+        users = sorted(ln.name for ln in lanes if ln.adapter == a.name)
         path = a.executable()
         if path is None:
             level = "problem" if a.name in used else "info"
-            lanes = ", ".join(sorted(ln.name for ln in project.config.lanes if ln.adapter == a.name))
-            why = f"not installed (lanes {lanes} use it)" if lanes else "not installed"
+            why = f"not installed (lanes {', '.join(users)} use it)" if users else "not installed"
+            why += f"; install: {a.install}"
             out.append(Finding("adapter", a.name, why, level))
             continue
         version = tool_version(a) or "version unknown"
-        try:
-            p = subprocess.run(
-                a.help_argv(), capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL
-            )
-            text = p.stdout + p.stderr
-        except (OSError, subprocess.TimeoutExpired):
-            text = ""
-        missing = [f for f in a.help_flags if f not in text]
+        missing = []
+        for argv, flags in a.help_probes:
+            try:
+                p = subprocess.run(
+                    list(argv), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+                )
+                listed = help_options(p.stdout + p.stderr)
+            except (OSError, subprocess.TimeoutExpired):
+                listed = set()
+            lacks = [f for f in flags if f not in listed]
+            if lacks:
+                missing.append(f"`{' '.join(argv)}` lacks {' '.join(lacks)}")
+        limits = f"stall {a.default_stall:g}s, timeout {a.default_timeout:g}s"
         if missing:
+            fix = f"update it: {a.install}@latest"
             out.append(
                 Finding(
-                    "adapter", a.name, f"{version} at {path}; --help lacks {' '.join(missing)}", "problem"
+                    "adapter",
+                    a.name,
+                    f"{version} at {path} ({limits}); {'; '.join(missing)}; {fix}",
+                    "problem",
                 )
             )
         else:
-            out.append(Finding("adapter", a.name, f"{version} at {path}", "info"))
+            out.append(Finding("adapter", a.name, f"{version} at {path} ({limits})", "info"))
+        if users:
+            model = next((adapters.lane_model_for(ln, a.name) for ln in lanes if ln.adapter == a.name), None)
+            state, words = a.login(model)
+            if state is False:
+                said = f" ({words})" if words else ""
+                out.append(Finding("login", a.name, f"not logged in{said}: {a.login_fix}", "problem"))
+            elif state is None:
+                out.append(Finding("login", a.name, "cannot tell whether it is logged in", "info"))
+    for ln in lanes:
+        for prob in adapters.lane_problems(ln):
+            out.append(Finding("lane", ln.name, f"{prob.message}; {prob.fix}", "problem"))
     return out
 
 

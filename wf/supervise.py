@@ -66,14 +66,15 @@ class Unit:
     ) -> None:
         self.spec = spec
         self.adapter = adapter
-        self.timeout = timeout
+        self.timeout = timeout if timeout is not None else adapter.default_timeout
         self.stall = stall if stall is not None else adapter.default_stall
         self.folder = spec.folder
         self.token = uuid.uuid4().hex
         self.parsed = Parsed()
         self.proc: subprocess.Popen[bytes] | None = None
         self.started = 0.0
-        self.last_growth = 0.0
+        self.last_growth = 0.0  # the last model event (or, for cmd, output)
+        self._progress = 0
         self.finished_at: float | None = None
         self.state = "queued"
         self._offset = 0
@@ -100,10 +101,13 @@ class Unit:
             "answer": None,
             "fallback": False,
             "error": None,
+            "failure": None,  # an adapters.Failure value once the unit failed
+            "reason": None,  # the tool's own words for it, one line
             "version": None,
-            "timeout_s": timeout,
+            "timeout_s": self.timeout,
             "stall_s": self.stall,
             "supervisor": os.getpid(),
+            "access": spec.access(),
             **(meta or {}),
         }
 
@@ -142,8 +146,10 @@ class Unit:
             )
         except OSError as e:
             self._close_files()
-            why = f"cannot start {argv[0]}: {e.strerror or e}"
-            self.status.update(state="failed", error=why, failure="tool", reason=why)
+            reason = f"cannot start {argv[0]}: {e.strerror or e}"
+            self.status.update(
+                state="failed", error=reason, failure=adapters.Failure.tool.value, reason=reason
+            )
             self.status["ended"] = runs.now_iso()
             self.state = "failed"
             self._salvage()
@@ -210,8 +216,10 @@ class Unit:
         """Check on the unit; True once it has ended (its status is final)."""
         if self.state != "running" or self.proc is None:
             return self.state != "queued"
-        if self._read_new():
-            self.last_growth = now
+        grew = self._read_new()
+        if (grew and self.adapter.progress_by_bytes) or self.parsed.progress != self._progress:
+            self.last_growth = now  # retry notices make bytes, not progress
+            self._progress = self.parsed.progress
         code = self.proc.poll()
         if code is not None:
             self._finish(None)
@@ -286,26 +294,56 @@ class Unit:
             self._salvage()
         self.state = state
         ended = time.monotonic()
+        failure, reason = self._failure(state, code)
         self.status.update(
             state=state,
+            failure=failure.value if failure else None,
+            reason=reason,
             exit_code=code,
             ended=runs.now_iso(),
             duration_s=round(ended - self.started, 3),
             session_id=self.session_id,
             model=p.model or self.status.get("model"),
             usage=p.usage,
-            error=p.error or (self._stderr_tail() if state == "failed" else None),
+            error=p.error or reason or (self._stderr_tail() if state == "failed" else None),
             leftovers_killed=len(leftovers),
         )
         self._record_cost()
         self.save()
 
+    def _failure(self, state: str, code: int | None) -> tuple[adapters.Failure | None, str | None]:
+        """The failure class of an ended unit and the tool's own words (one line)."""
+        F = adapters.Failure
+        p = self.parsed
+        if state == "done":
+            return None, None
+        if state == "timeout":
+            return F.timeout, f"still running after {self.timeout:g}s (timeout)"
+        if state == "stalled":
+            retrying = p.retrying()
+            if retrying is not None:
+                return retrying  # it was retrying, e.g. offline, since its last progress
+            what = "output" if self.adapter.progress_by_bytes else "model event"
+            return F.stall, f"no {what} for {self.stall:g}s"
+        if state != "failed":
+            return None, None  # interrupted, killed: someone stopped it
+        return self.adapter.classify(p, code, self._read("worker.log"), self._read("worker.err"))
+
+    def _read(self, name: str, tail: int = 65536) -> str:
+        """The last ``tail`` bytes of one of the worker's files."""
+        try:
+            with open(self.folder / name, "rb") as f:
+                f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
+                return f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
     def _record_cost(self) -> None:
         """The unit's cost line from its transcript (the same function wf usage --log and
         the orchestration loop use), cross-checked with the cost its own events reported."""
-        from wf import costlog, usage
+        from wf import costlog
 
-        found = usage.for_session(self.adapter.name, self.session_id)
+        found = self.adapter.cost(self.session_id)
         if found is None:
             return
         cost, kind = found

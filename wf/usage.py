@@ -442,6 +442,65 @@ def codex_cost(path: Path) -> Cost:
     )  # fmt: skip
 
 
+def opencode_db() -> Path:
+    """opencode's SQLite store: ``$XDG_DATA_HOME/opencode/opencode.db`` (1.18)."""
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "opencode" / "opencode.db"
+
+
+def opencode_cost(session_id: str, db: Path | None = None) -> Cost:
+    """Usage of one opencode session from its SQLite store: each assistant message's
+    tokens and the cost opencode computed for it (read-only; the store may be in use)."""
+    import sqlite3
+
+    db = (db or opencode_db()).resolve()
+    if not db.is_file():
+        raise WfError(f"no opencode store at {db}")
+    session_id = _safe(session_id, "session id")
+    try:
+        with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=5) as con:
+            rows = con.execute(
+                "SELECT data FROM message WHERE session_id = ? ORDER BY time_created", (session_id,)
+            ).fetchall()
+            found = con.execute("SELECT 1 FROM session WHERE id = ?", (session_id,)).fetchone()
+        con.close()
+    except sqlite3.Error as e:
+        raise WfError(f"cannot read opencode store {db}: {e}") from None
+    if not found:
+        raise WfError(f"no opencode session {session_id} in {db}")
+    models: list[str] = []
+    turns = inp = out = cr = cw = malformed = 0
+    usd = 0.0
+    first = last = 0
+    for (raw,) in rows:
+        try:
+            msg = json.loads(raw)
+        except ValueError:
+            malformed += 1
+            continue
+        if not isinstance(msg, dict) or msg.get("role") != "assistant":
+            continue
+        turns += 1
+        tokens = msg.get("tokens") or {}
+        cache = tokens.get("cache") or {}
+        inp += _int(tokens.get("input"))
+        out += _int(tokens.get("output")) + _int(tokens.get("reasoning"))
+        cr += _int(cache.get("read"))
+        cw += _int(cache.get("write"))
+        cost = msg.get("cost")
+        usd += float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else 0.0
+        model = "/".join(str(msg[k]) for k in ("providerID", "modelID") if msg.get(k))
+        if model and model not in models:
+            models.append(model)
+        times = msg.get("time") or {}
+        first = first or _int(times.get("created"))
+        last = max(last, _int(times.get("completed")), _int(times.get("created")))
+    dur = round((last - first) / 1000, 3) if first and last else None
+    return Cost(
+        ",".join(models), turns, inp, out, 0, cw, 0, cr, usd, usd, dur, (), malformed, 1, "opencode"
+    )  # fmt: skip
+
+
 # ---------------------------------------------------------------- finding transcripts
 
 
@@ -538,6 +597,8 @@ def for_session(adapter: str, session_id: str | None) -> tuple[Cost, str] | None
             return claude_cost(session_files(session_id)), "session"
         if adapter == "codex":
             return codex_cost(thread_file(session_id)), "codex"
+        if adapter == "opencode":
+            return opencode_cost(session_id), "opencode"
     except (WfError, OSError):
         return None
     return None

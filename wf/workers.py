@@ -33,6 +33,7 @@ class UnitRequest(NamedTuple):
     resume_from: str | None = None
     cmd: tuple[str, ...] = ()
     permission_mode: str | None = None
+    access: dict[str, Any] = {}  # noqa: RUF012 - never mutated; allowed_tools, sandbox, network, isolate_mcp, extra_args
 
 
 def _clone_for(project: Project, folder: Path) -> tuple[Path, str]:
@@ -98,6 +99,9 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
         meta["cmd"] = list(req.cmd)
     elif adapter.executable() is None:
         raise WfError(f"{adapter.binary} is not installed (not on PATH); wf doctor lists the adapters")
+    problems = adapters.vocabulary_problems(adapter.name, req.model, req.effort)
+    if problems:  # e.g. codex asked for "sonnet", opencode with no provider/model
+        raise WfError(f"unit {req.id}: {problems[0].message} ({problems[0].fix})")
     spec = adapters.Spec(
         run=run,
         unit=req.id,
@@ -110,6 +114,7 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
         resume=resume,
         cmd=req.cmd,
         permission_mode=req.permission_mode or "acceptEdits",
+        **adapters.access_fields(req.access),
     )
     return Unit(spec, adapter, timeout=req.timeout, stall=req.stall, meta=meta)
 
@@ -132,7 +137,7 @@ def dispatch(
 
 # ---------------------------------------------------------------- manifests
 
-_UNIT_KEYS = set(UnitRequest._fields) | {"prompt_file"}
+_UNIT_KEYS = (set(UnitRequest._fields) - {"access"}) | {"prompt_file", *adapters.ACCESS_KEYS}
 
 
 def load_manifest(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -203,6 +208,7 @@ def requests_from(path: Path, defaults: dict[str, Any], entries: list[dict[str, 
                 resume_from=merged.get("resume_from"),
                 cmd=tuple(cmd),
                 permission_mode=merged.get("permission_mode"),
+                access={k: merged[k] for k in adapters.ACCESS_KEYS if k in merged},
             )
         )
     return out

@@ -16,12 +16,16 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from wf import __version__
 from wf.errors import ParseError, WfError
+
+if TYPE_CHECKING:
+    from wf.backlog import Backlog
+    from wf.project import Project
 from wf.text import safe
 
 
@@ -46,7 +50,7 @@ def _warn(line: str) -> None:
     click.echo(safe(f"wf: {line}"), err=True)
 
 
-def _project(ctx: click.Context) -> Any:
+def _project(ctx: click.Context) -> Project:
     from wf import project
 
     start = ctx.find_root().obj.get("dir") if ctx.find_root().obj else None
@@ -55,7 +59,7 @@ def _project(ctx: click.Context) -> Any:
     return project.load(Path(start) if start else None)
 
 
-def _backlog(ctx: click.Context) -> Any:
+def _backlog(ctx: click.Context) -> Backlog:
     from wf import backlog
 
     return backlog.load(_project(ctx))

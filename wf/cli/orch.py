@@ -32,6 +32,10 @@ def orch() -> None:
     wf orch post LANE --result R [--commit SHA] [--note TEXT] [--agent ID]
                                            -> checks, merges, logs, then the next pick
     wf orch run [LANES...]                 -> the same loop, headless, no agent needed
+
+    \b
+    Example:
+      wf orch pick sonnet
     """
 
 
@@ -69,6 +73,10 @@ def orch_pick(
     Without LANE: the first lane (in wf.toml's order) that has a runner-ready task.
     A lane has at most one active record (.wf/orch/LANE.json): two picks racing on a
     lane give exactly one winner; a pick that died half-way is finished, never doubled.
+
+    \b
+    Example:
+      wf orch pick sonnet --json
     """
     from wf.orch.pick import pick
 
@@ -382,7 +390,12 @@ def gate_run(ctx: click.Context, sha: str) -> int:
 @click.pass_context
 def install(ctx: click.Context, target: str | None) -> None:
     """Link the wf-worker subagent and the wf skills into Claude Code's folders
-    (agents/wf-worker.md, skills/wf-orchestrate, skills/wf-design, skills/wf-pilot)."""
+    (agents/wf-worker.md, skills/wf-orchestrate, skills/wf-design, skills/wf-pilot).
+
+    \b
+    Example:
+      wf install --target ~/.claude
+    """
     from wf.orch import install as installmod
 
     for line in installmod.install(Path(target) if target else None):

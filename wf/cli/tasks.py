@@ -27,6 +27,10 @@ def init(ctx: click.Context, as_json: bool) -> None:
 
     Run it at the top of a git repository (from a subfolder, the repository's top is
     used). Existing files are kept; only missing pieces are added.
+
+    \b
+    Example:
+      wf init && git add TASKS.md wf.toml .gitignore && git commit -m 'wf init'
     """
     from wf import bootstrap
 
@@ -144,10 +148,14 @@ def check(ctx: click.Context, as_json: bool) -> int:
     wf.toml lacks) refuses only writes to that task and makes it not runner-ready.
     Example: wf check --json
     """
-    from wf import views
+    from wf import adapters, views
+    from wf.errors import ParseIssue
 
     bl = _backlog(ctx)
     issues = bl.check()
+    for lane in bl.config.lanes:  # a lane whose model, effort or access does not fit its tool
+        for p in adapters.lane_problems(lane):
+            issues.append(ParseIssue("wf.toml", 0, "error", f"lanes.{lane.name}: {p.message}; {p.fix}"))
     summary = views.check_summary(bl, issues)
     if as_json:
         _echo_json(summary)
@@ -190,6 +198,10 @@ def list_cmd(
     Rows:           ID  LANE  pPRIO  STATE  TITLE
     With --runner:  ID  LANE  pPRIO  eEFFORT  TITLE  ('slice: ID' = split it first)
     A file with errors is still listed: its problems go to stderr with line numbers.
+
+    \b
+    Example:
+      wf list --runner --lane sonnet
     """
     from wf import listcache, views
 
@@ -219,7 +231,12 @@ def list_cmd(
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of lanes.")
 @click.pass_context
 def lanes(ctx: click.Context, as_json: bool) -> None:
-    """List lanes with their model, adapter, task counts and active worker."""
+    """List lanes with their model, adapter, task counts and active worker.
+
+    \b
+    Example:
+      wf lanes --json
+    """
     from wf import views
 
     bl = _backlog(ctx)
@@ -235,6 +252,10 @@ def show(ctx: click.Context, task_id: str, as_json: bool) -> None:
     """Show a task: where it is, whether it is runner-ready (and why not), its text.
 
     An archived id shows its archive line.
+
+    \b
+    Example:
+      wf show fetch-retry
     """
     from wf import views
 
@@ -248,7 +269,12 @@ def show(ctx: click.Context, task_id: str, as_json: bool) -> None:
 @click.pass_context
 def ctx(ctx: click.Context, task_id: str, as_json: bool) -> None:
     """What a worker needs for task ID: the task, its Done, the archive lines of its
-    After tasks, the main tree, worktree and branch."""
+    After tasks, the main tree, worktree and branch.
+
+    \b
+    Example:
+      wf ctx fetch-retry --json
+    """
     from wf import views
 
     c = views.ctx(_backlog(ctx), task_id, Path(ctx.obj.get("dir") or "."))
@@ -262,7 +288,12 @@ def ctx(ctx: click.Context, task_id: str, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print archive entries as JSON.")
 @click.pass_context
 def log(ctx: click.Context, count: int, as_json: bool) -> None:
-    """The last N archived (done) tasks, oldest first."""
+    """The last N archived (done) tasks, oldest first.
+
+    \b
+    Example:
+      wf log -n 5
+    """
     bl = _backlog(ctx)
     entries = bl.archive.entries[-count:] if count else []
     if as_json:
@@ -336,6 +367,10 @@ def add(
 
     The id is drawn under the project lock from the title (or --id), unique across
     TASKS.md and the archive. After and Parent ids must exist.
+
+    \b
+    Example:
+      wf add "Retry failed fetches" --model sonnet -p 1 --done "`pytest -k retry` passes"
     """
     from wf import ops
 
@@ -366,6 +401,10 @@ def set_cmd(ctx: click.Context, /, task_id: str, title: str | None, as_json: boo
     """Change fields of task ID; an empty value ('') removes the field.
 
     Only the lines of the changed fields are rewritten.
+
+    \b
+    Example:
+      wf set fetch-retry --prio 0 --after http-client
     """
     from wf import ops
 
@@ -398,6 +437,10 @@ def status(
     wf status ID blocked 'WHY'   cannot go on until something outside changes
     wf status ID wip 'NOTE'      unfinished work was wrapped up
     wf status ID pending         back to the queue (removes the Status line)
+
+    \b
+    Example:
+      wf status fetch-retry awaiting 'Which backoff: linear or exponential?'
     """
     from wf import ops
 
@@ -416,7 +459,12 @@ def status(
 @click.argument("text")
 @click.pass_context
 def note(ctx: click.Context, task_id: str, text: str) -> None:
-    """Append a dated 'Note:' line to task ID."""
+    """Append a dated 'Note:' line to task ID.
+
+    \b
+    Example:
+      wf note fetch-retry 'the flaky test is in tests/test_http.py'
+    """
     from wf import ops
 
     ops.add_note(_project(ctx), task_id, text, on_wait=_on_wait)
@@ -432,6 +480,10 @@ def edit(ctx: click.Context, task_id: str) -> None:
     The task's text is edited in a file of its own; it replaces the task only if nobody
     changed the task meanwhile (else your version is kept and the path printed), and
     only if it still parses with the same id. The rest of TASKS.md is never touched.
+
+    \b
+    Example:
+      EDITOR=nano wf edit fetch-retry
     """
     import shlex
     import subprocess
@@ -474,7 +526,12 @@ def edit(ctx: click.Context, task_id: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the archive line as JSON.")
 @click.pass_context
 def done(ctx: click.Context, task_id: str, commit: str | None, as_json: bool) -> None:
-    """Archive task ID: one line in the archive, the task removed from TASKS.md."""
+    """Archive task ID: one line in the archive, the task removed from TASKS.md.
+
+    \b
+    Example:
+      wf done fetch-retry --commit 1a2b3c4
+    """
     from wf import ops
 
     line = ops.done_task(_project(ctx), task_id, commit=commit, on_wait=_on_wait)

@@ -60,7 +60,7 @@ def _prompt_text(prompt: str | None, prompt_file: str | None, dash: bool) -> str
 @click.option(
     "--stall",
     type=click.FloatRange(min=0, min_open=True),
-    help="Stop it when its output has not grown for S seconds (default 600; claude 720).",
+    help="Stop it after S seconds with no model event (for cmd: no output); default 600, claude 720.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the final status.json.")
 @click.pass_context
@@ -110,10 +110,10 @@ def dispatch(
     if as_json:
         _echo_json(u.status)
     else:
-        click.echo(workers.end_line(u))
+        click.echo(f"{workers.end_line(u)}  {adapters.describe(u.status)}")
     if u.state == "interrupted":
         return 130
-    return 0 if u.state == "done" else 1
+    return 0 if u.state == "done" else 4
 
 
 @cli.command("run")

@@ -101,22 +101,37 @@ class Loop:
         cfg = self.project.config.lane(lane)
         return adapters.choose(self.adapter or (cfg.adapter if cfg else None), None)
 
+    def _model_for(self, lane: str, task_model: str | None) -> str | None:
+        """The model the lane's worker gets: the task's own on the lane's own tool; with
+        --adapter naming another tool, the lane's model for that tool (None: it has none)."""
+        cfg = self.project.config.lane(lane)
+        adapter = self._adapter_for(lane).name
+        if cfg is None or self.adapter is None or self.adapter == cfg.adapter:
+            return task_model or (cfg.model if cfg else None)
+        return adapters.lane_model_for(cfg, adapter)
+
     def check_lanes(self) -> None:
         """What can be checked cheaply before anything is claimed: every lane's program
-        resolves (and, for agent tools, is logged in and fits the lane's model)."""
+        resolves, its tool is logged in (the tool's own offline probe), and its model and
+        effort fit the tool. A problem is an error naming the lane, with nothing claimed."""
         problems = []
         for lane in self.lanes:
             cfg = self.project.config.lane(lane)
             if cfg is None:
                 raise WfError(f"no lane {lane!r} (wf lanes)")
             adapter = self._adapter_for(lane)
-            if adapter.name == "cmd":
-                if not cfg.cmd:
-                    problems.append(f"lane {lane} runs the cmd adapter but wf.toml gives it no cmd = [...]")
-                elif not _resolves(cfg.cmd[0], self.project.root):
-                    problems.append(f"lane {lane}: cannot start {cfg.cmd[0]}: no such program (wf.toml cmd)")
-            elif adapter.executable() is None:
-                problems.append(f"lane {lane} needs {adapter.binary}, which is not installed (wf doctor)")
+            model = self._model_for(lane, None)
+            if model is None:
+                problems.append(
+                    f"lane {lane}: no model for {adapter.name} (give the lane "
+                    f'models = {{{adapter.name} = "..."}} in wf.toml, or drop --adapter)'
+                )
+                continue
+            cmd = tuple(cfg.cmd)
+            if adapter.name == "cmd" and cmd and os.sep in cmd[0] and not os.path.isabs(cmd[0]):
+                cmd = (str(self.project.root / cmd[0]), *cmd[1:])
+            for problem in adapters.preflight(adapter.name, model, cfg.effort, cmd=cmd):
+                problems.append(f"lane {lane}: {problem.message} ({problem.failure.value}); {problem.fix}")
         if problems:
             raise WfError("nothing was claimed:\n" + "\n".join(problems))
 
@@ -145,13 +160,14 @@ class Loop:
             folder=runs.unit_dir(self.project, self.run_id, unit_id),
             cwd=Path(str(rec.worktree)),
             prompt=worker_instructions(rec.slice) + "\n" + p.prompt,
-            model=rec.model,
+            model=self._model_for(lane, rec.model),
             effort=cfg.effort if cfg else None,
             cmd=cfg.cmd if cfg and adapter.name == "cmd" else (),
-            permission_mode=cfg.permission_mode if cfg else "acceptEdits",
-            allowed_tools=cfg.allowed_tools if cfg else (),
+            **(adapters.lane_access(cfg) if cfg else {}),
         )
-        unit = Unit(spec, adapter, timeout=self.timeout, stall=None, meta={"task": rec.id, "lane": lane})
+        timeout = self.timeout or (cfg.timeout if cfg else None)
+        stall = cfg.stall if cfg else None
+        unit = Unit(spec, adapter, timeout=timeout, stall=stall, meta={"task": rec.id, "lane": lane})
         unit.queue()
         unit.start()
         rec = rec.but(
@@ -477,15 +493,6 @@ class Loop:
             procs.kill_descendants()  # nothing this run started outlives it (but a gate run)
             for s, h in old.items():
                 signal.signal(s, h)
-
-
-def _resolves(program: str, root: Path) -> bool:
-    import shutil
-
-    if os.sep in program:
-        path = Path(program) if os.path.isabs(program) else root / program
-        return path.is_file() and os.access(path, os.X_OK)
-    return shutil.which(program) is not None
 
 
 def _commit_missing(project: Project, commit: str) -> bool:

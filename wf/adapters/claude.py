@@ -1,0 +1,206 @@
+"""Claude Code: ``claude -p --output-format stream-json --verbose``.
+
+Verified against 2.1.332 (recordings in tests/fixtures/real/claude-2.1.332). Not logged
+in, it prints ``system/init``, an ``assistant`` message with model ``<synthetic>`` and a
+top-level ``"error": "authentication_failed"``, then a ``result`` with ``subtype:
+"success"``, ``is_error: true`` and ``result: "Not logged in · Please run /login"``;
+exit 1. ``system/api_retry`` events are retries: neither failure nor progress.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from typing import Any
+
+from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line
+from wf.errors import WfError
+
+# assistant.error values (2.1.x) and what they mean
+_API_ERRORS = {
+    "authentication_failed": Failure.auth,
+    "oauth_org_not_allowed": Failure.auth,
+    "billing_error": Failure.quota,
+    "rate_limit": Failure.rate_limit,
+    "server_error": Failure.network,
+    "invalid_request": Failure.task,
+    "max_output_tokens": Failure.task,
+}
+_ALIASES = ("opus", "sonnet", "haiku", "opusplan", "best", "fable")
+MODEL_RE = re.compile(
+    rf"(?:{'|'.join(_ALIASES)})(?:\[1m\])?"
+    r"|claude-[a-z0-9][a-z0-9.-]*(?:\[1m\])?"
+    r"|(?:[a-z]{2,4}\.)?anthropic\.claude-[a-z0-9.:-]+"  # Bedrock
+    r"|claude-[a-z0-9.-]+@[0-9]+"  # Vertex
+)
+WEB_TOOLS = ("WebFetch", "WebSearch")
+
+
+class Claude(Adapter):
+    name = "claude"
+    binary = "claude"
+    # one Bash call can be silent for 10 min; claude waits up to 10 min after its result
+    default_stall = 720.0
+    efforts = ("low", "medium", "high", "xhigh", "max")
+    help_probes = (
+        (
+            ("claude", "--help"),
+            (  # the option tokens exactly as wf passes them
+                "-p",
+                "--output-format",
+                "--verbose",
+                "--session-id",
+                "--resume",
+                "--model",
+                "--effort",
+                "--permission-mode",
+                "--allowedTools",
+                "--disallowedTools",
+                "--strict-mcp-config",
+            ),
+        ),
+    )
+    login_argv = ("claude", "auth", "status")
+    login_fix = "run `claude` once and /login (or `claude setup-token`; or set ANTHROPIC_API_KEY)"
+    install = "npm install -g @anthropic-ai/claude-code"
+
+    def cost(self, session_id: str | None) -> tuple[Any, str] | None:
+        from wf import usage
+
+        if not session_id:
+            return None
+        try:
+            return usage.claude_cost(usage.session_files(session_id)), "session"
+        except (WfError, OSError):
+            return None
+
+    def first_session_id(self, spec: Spec) -> str | None:
+        return spec.session_id or str(uuid.uuid4())
+
+    def argv(self, spec: Spec) -> list[str]:
+        argv = ["claude", "-p", "--output-format", "stream-json", "--verbose"]
+        if spec.resume:
+            if not spec.session_id:
+                raise WfError("resuming a claude unit needs its session id")
+            argv += ["--resume", spec.session_id]
+        else:
+            argv += ["--session-id", spec.session_id or str(uuid.uuid4())]
+        if spec.model:
+            argv.append(f"--model={spec.model}")
+        if spec.effort:
+            argv.append(f"--effort={spec.effort}")
+        argv.append(f"--permission-mode={spec.permission_mode}")
+        tools = list(spec.allowed_tools)
+        if spec.network:
+            tools += [t for t in WEB_TOOLS if t not in tools]
+        if tools:
+            argv.append(f"--allowedTools={','.join(tools)}")  # '=': the flag is variadic
+        if not spec.network:
+            argv.append(f"--disallowedTools={','.join(WEB_TOOLS)}")
+        if spec.isolate_mcp:
+            argv.append("--strict-mcp-config")  # and no --mcp-config: no MCP server at all
+        argv += spec.extra_args
+        return argv
+
+    def feed(self, parsed: Parsed, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        parsed.events += 1
+        if event.get("session_id"):
+            parsed.session_id = str(event["session_id"])
+        if kind == "system":
+            if event.get("subtype") == "init":
+                parsed.set_model(event.get("model"))
+            elif event.get("subtype") == "api_retry":
+                parsed.retry(
+                    f"API retry {event.get('attempt')}/{event.get('max_retries')}: "
+                    f"{event.get('error') or ''} {event.get('error_status') or ''}",
+                    _API_ERRORS.get(str(event.get("error"))) or Failure.network,
+                )
+        elif kind == "assistant":
+            msg = event.get("message") or {}
+            if event.get("error"):  # an API error shown as a message (model <synthetic>)
+                texts = [b.get("text") for b in msg.get("content") or [] if isinstance(b, dict)]
+                failure = _API_ERRORS.get(str(event["error"]))
+                words = " ".join(str(t) for t in texts if t) or str(event["error"])
+                if failure is None or failure is Failure.task:
+                    failure = classify_words(words) or failure or Failure.task
+                parsed.fail(failure, words)
+                return
+            parsed.progress += 1
+            parsed.set_model(msg.get("model"))
+            for block in msg.get("content") or []:
+                if isinstance(block, dict) and block.get("type") == "text":
+                    parsed.note(str(block.get("text") or ""))
+        elif kind == "user":
+            parsed.progress += 1  # a tool result
+        elif kind == "result":
+            parsed.finished = True
+            text = event.get("result")
+            if event.get("is_error"):
+                self._result_error(parsed, event)
+            elif isinstance(text, str):
+                parsed.progress += 1
+                parsed.answer = text
+                parsed.error = None
+                parsed.failure = None
+            usage = event.get("usage") or {}
+            parsed.usage = {
+                "in": usage.get("input_tokens"),
+                "out": usage.get("output_tokens"),
+                "cw": usage.get("cache_creation_input_tokens"),
+                "cr": usage.get("cache_read_input_tokens"),
+                "usd_rep": event.get("total_cost_usd"),
+                "turns": event.get("num_turns"),
+                "duration_ms": event.get("duration_ms"),
+                "models": sorted((event.get("modelUsage") or {}).keys()),
+            }
+
+    @staticmethod
+    def _result_error(parsed: Parsed, event: dict[str, Any]) -> None:
+        """The failure text is ``result`` when subtype is success, ``errors[]`` otherwise."""
+        errors = [str(e) for e in event.get("errors") or [] if e]
+        text = event.get("result") if event.get("subtype") == "success" else None
+        words = one_line(text) or one_line("; ".join(errors)) or one_line(event.get("subtype")) or "error"
+        api = str(event.get("api_error") or "")
+        if api == "connection_failed":
+            parsed.fail(Failure.network, words)
+        elif parsed.failure is not None and parsed.failure is not Failure.task:
+            parsed.error = words  # the assistant event already said which class
+        elif event.get("terminal_reason") == "api_error" or api:
+            parsed.fail(classify_words(words) or Failure.task, words)
+        elif event.get("num_turns") == 0 and any("No conversation found" in e for e in errors):
+            parsed.fail(Failure.tool, words)  # --resume of a session this tool does not have
+        else:
+            parsed.fail(Failure.task, words)
+
+    def access_problems(self, spec: Spec) -> list[str]:
+        out = super().access_problems(spec)
+        if (
+            spec.permission_mode == "bypassPermissions"
+            and os.geteuid() == 0
+            and os.environ.get("IS_SANDBOX") != "1"
+        ):
+            out.append("claude refuses bypassPermissions as root unless IS_SANDBOX=1")
+        return out
+
+    # ------------------------------------------------------------ vocabulary and login
+    def model_problem(self, model: str | None) -> str | None:
+        why = super().model_problem(model)
+        if why or model is None:
+            return why
+        if not MODEL_RE.fullmatch(model):
+            return (
+                f"{model!r} is not a claude model (an alias: {', '.join(_ALIASES[:3])}, or a claude-... id)"
+            )
+        return None
+
+    def logged_in(self, code: int, out: str, err: str) -> bool | None:
+        try:
+            data = json.loads(out)
+        except ValueError:
+            return None
+        if isinstance(data, dict) and isinstance(data.get("loggedIn"), bool):
+            return bool(data["loggedIn"])
+        return None

@@ -1,0 +1,180 @@
+"""opencode: ``opencode run --format json``.
+
+Verified against 1.18.33 (tests/fixtures/real/opencode-1.18.33). Events are
+``{type, timestamp, sessionID, part|error}``; an ``error`` event carries
+``{name, data{message}}`` and the run exits 1. An unknown ``--session`` prints ``Error:
+Session not found`` on stderr (exit 1, no event). A model that is not ``provider/model``
+fails with an opaque server error, and with no model and no provider configured opencode
+quietly uses a hosted free model: wf requires ``provider/model``. Effort maps to
+``--variant``. Sessions and their cost live in SQLite (``opencode.db``; see wf.usage).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, last_line, one_line
+from wf.errors import WfError
+
+MODEL_RE = re.compile(r"[a-z0-9][a-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._:/@-]*")
+# opencode's error names (1.18) and what they mean
+_ERRORS = {
+    "ProviderAuthError": Failure.auth,
+    "ProviderModelNotFoundError": Failure.model,
+    "ModelNotFoundError": Failure.model,
+    "ProviderInitError": Failure.model,
+    "APIError": None,  # read the words
+    "UnknownError": None,
+}
+_LOGGED = re.compile(r'level=ERROR .*?error="(\w+Error): ([^"]*)"')
+# The variables opencode reads for a provider's key.
+PROVIDER_ENV = {
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "openai": ("OPENAI_API_KEY",),
+    "google": ("GOOGLE_GENERATIVE_AI_API_KEY", "GEMINI_API_KEY"),
+    "openrouter": ("OPENROUTER_API_KEY",),
+    "groq": ("GROQ_API_KEY",),
+    "mistral": ("MISTRAL_API_KEY",),
+    "xai": ("XAI_API_KEY",),
+    "deepseek": ("DEEPSEEK_API_KEY",),
+    "opencode": ("OPENCODE_API_KEY",),
+}
+LOCAL_PROVIDERS = ("ollama", "lmstudio", "llama.cpp")
+
+
+def data_home() -> Path:
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "opencode"
+
+
+class Opencode(Adapter):
+    name = "opencode"
+    binary = "opencode"
+    efforts = ("minimal", "low", "medium", "high", "xhigh", "max")  # --variant, provider-specific
+    help_probes = (
+        (
+            ("opencode", "run", "--help"),
+            (
+                "--format",
+                "--session",
+                "--dir",
+                "--model",
+                "--auto",
+                "--variant",
+                "--print-logs",
+                "--log-level",
+            ),
+        ),
+    )
+    login_fix = "run `opencode auth login` for the model's provider (or set its API key variable)"
+    install = "npm install -g opencode-ai"
+
+    def cost(self, session_id: str | None) -> tuple[Any, str] | None:
+        from wf import usage
+
+        if not session_id:
+            return None
+        try:
+            return usage.opencode_cost(session_id), "opencode"
+        except (WfError, OSError):
+            return None
+
+    def argv(self, spec: Spec) -> list[str]:
+        argv = ["opencode", "run", "--format", "json", "--auto", "--dir", str(spec.cwd)]
+        argv += ["--print-logs", "--log-level", "ERROR"]  # the real error is only in its log
+        if spec.model:
+            argv += ["-m", spec.model]
+        if spec.effort:
+            argv += ["--variant", spec.effort]
+        if spec.resume:
+            if not spec.session_id:
+                raise WfError("resuming an opencode unit needs its session id")
+            argv += ["--session", spec.session_id]
+        argv += spec.extra_args
+        return argv
+
+    def feed(self, parsed: Parsed, event: dict[str, Any]) -> None:
+        parsed.events += 1
+        if event.get("sessionID"):
+            parsed.session_id = str(event["sessionID"])
+        kind = event.get("type")
+        part = event.get("part") or {}
+        if kind == "step_start":
+            parsed.progress += 1
+            parsed.step = []
+        elif kind == "text" and isinstance(part.get("text"), str):
+            parsed.progress += 1
+            parsed.step.append(part["text"])
+            parsed.answer = "".join(parsed.step)
+            parsed.note(part["text"])
+        elif kind == "tool_use":
+            parsed.progress += 1
+        elif kind == "step_finish":
+            parsed.progress += 1
+            parsed.finished = True
+            tokens = part.get("tokens") or {}
+            cache = tokens.get("cache") or {}
+            usage = parsed.usage or {"in": 0, "out": 0, "reasoning": 0, "cr": 0, "cw": 0, "usd_rep": 0.0}
+            usage["in"] += int(tokens.get("input") or 0)
+            usage["out"] += int(tokens.get("output") or 0)
+            usage["reasoning"] += int(tokens.get("reasoning") or 0)
+            usage["cr"] += int(cache.get("read") or 0)
+            usage["cw"] += int(cache.get("write") or 0)
+            usage["usd_rep"] += float(part.get("cost") or 0.0)
+            parsed.usage = usage
+        elif kind == "error":
+            err = event.get("error") or {}
+            name = str(err.get("name") or "")
+            words = str((err.get("data") or {}).get("message") or name or "error")
+            failure = _ERRORS.get(name) or classify_words(f"{name} {words}") or Failure.task
+            parsed.fail(failure, words if name in ("", "UnknownError") else f"{name}: {words}")
+
+    def classify(
+        self, parsed: Parsed, code: int | None, stdout: str, stderr: str
+    ) -> tuple[Failure, str | None]:
+        logged = _LOGGED.findall(stderr)  # error="ProviderModelNotFoundError: Model not found: x/."
+        if logged and parsed.failure in (None, Failure.task):
+            name, words = logged[-1]
+            failure = _ERRORS.get(name) or classify_words(f"{name} {words}")
+            if failure is not None:
+                return failure, one_line(f"{name}: {words}")
+        if parsed.failure is None and parsed.events == 0:
+            words = last_line(stderr)  # "Error: Session not found"
+            return classify_words(words) or Failure.tool, words or f"exit {code} before its first event"
+        return super().classify(parsed, code, stdout, stderr)
+
+    def access_problems(self, spec: Spec) -> list[str]:
+        out = super().access_problems(spec)
+        if spec.sandbox != "workspace-write" or spec.network or spec.isolate_mcp:
+            out.append("opencode has no sandbox, network or MCP switch: those settings are not enforced")
+        return out
+
+    def model_problem(self, model: str | None) -> str | None:
+        why = super().model_problem(model)
+        if why:
+            return why
+        if model is None:
+            return "opencode needs a provider/model (without one it quietly uses a hosted default)"
+        if not MODEL_RE.fullmatch(model):
+            return f"{model!r} is not provider/model (e.g. anthropic/claude-sonnet-4-5)"
+        return None
+
+    def login(self, model: str | None) -> tuple[bool | None, str]:
+        """A key for the model's provider: in opencode's auth.json or its variable."""
+        provider = (model or "").split("/", 1)[0]
+        if not provider:
+            return None, "no provider"
+        if provider in LOCAL_PROVIDERS:
+            return True, f"{provider} runs locally"
+        if any(os.environ.get(v) for v in PROVIDER_ENV.get(provider, ())):
+            return True, f"{provider} key in the environment"
+        try:
+            stored = json.loads((data_home() / "auth.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            stored = {}
+        if isinstance(stored, dict) and provider in stored:
+            return True, f"{provider} in {data_home() / 'auth.json'}"
+        return False, one_line(f"no credentials for {provider} (opencode auth list)") or ""
