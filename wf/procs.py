@@ -188,11 +188,12 @@ def tree(pid: int) -> list[int]:
     return seen
 
 
-def with_token(token: str) -> list[int]:
+def with_token(token: str, var: str = TOKEN_VAR) -> list[int]:
     """Live processes whose environment carries ``WF_UNIT_TOKEN=token`` (a unit's
-    descendants, even those that detached). As a subreaper this process keeps every
-    descendant in its own tree, so only that tree is searched; otherwise every process."""
-    needle = f"{TOKEN_VAR}={token}".encode()
+    descendants, even those that detached; ``var`` names another variable). As a
+    subreaper this process keeps every descendant in its own tree, so only that tree is
+    searched; otherwise every process."""
+    needle = f"{var}={token}".encode()
     me = os.getpid()
     pids = tree(me)[1:] if _SUBREAPER else [p.pid for p in psutil.process_iter()]
     found = []
@@ -229,10 +230,17 @@ def _signal_all(pids: list[int], sig: int) -> None:
             pass
 
 
-def kill_tree(root: int | None, token: str | None, grace: float = 2.0) -> list[int]:
-    """End a unit's whole tree: SIGINT, then SIGTERM, then SIGKILL, with ``grace``
-    seconds between, listing the tree again before every step (a dying process may
-    start others). Returns the pids that were signalled."""
+def kill_tree(
+    root: int | None,
+    token: str | None,
+    grace: float = 2.0,
+    *,
+    var: str = TOKEN_VAR,
+    signals: tuple[int, ...] | None = None,
+) -> list[int]:
+    """End a unit's whole tree: SIGINT, then SIGTERM, then SIGKILL (or ``signals``),
+    with ``grace`` seconds between, listing the tree again before every step (a dying
+    process may start others). Returns the pids that were signalled."""
     import signal
     import time
 
@@ -241,13 +249,13 @@ def kill_tree(root: int | None, token: str | None, grace: float = 2.0) -> list[i
         for pid in list(pids):
             pids.update(tree(pid))
         if token:
-            for pid in with_token(token):
+            for pid in with_token(token, var):
                 pids.update(tree(pid))
         pids.discard(os.getpid())
         return _living(sorted(pids))
 
     signalled: set[int] = set()
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+    for sig in signals or (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
         pids = snapshot()
         if not pids:
             break
@@ -298,3 +306,50 @@ def reap_orphans() -> None:
             os.waitpid(pid, os.WNOHANG)  # reaps it if it has exited; returns at once if not
         except (ChildProcessError, OSError):
             pass
+
+
+# ------------------------------------------------------------------ measuring trees
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def tree_usage(pids: list[int]) -> tuple[int, float]:
+    """Summed resident memory (bytes) and CPU seconds (user + system) of ``pids``, read
+    from /proc (cheap enough to sample a tree every second); gone pids count 0."""
+    rss = 0
+    cpu = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                rss += int(f.read().split()[1]) * _PAGE
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            cpu += (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
+        except (OSError, ValueError, IndexError):
+            continue
+    return rss, cpu
+
+
+def total_memory() -> int:
+    """The machine's memory in bytes."""
+    return int(psutil.virtual_memory().total)
+
+
+def start_time(pid: int | None) -> float | None:
+    """When ``pid`` started (epoch seconds), to tell it from a later process that reused
+    its number; None if it is gone."""
+    if not pid or pid <= 0:
+        return None
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def same_process(pid: int | None, started: float | None) -> bool:
+    """``pid`` lives and is the process that started at ``started`` (within a second)."""
+    now = start_time(pid)
+    if now is None or not alive(pid):
+        return False
+    return started is None or abs(now - started) < 1.0

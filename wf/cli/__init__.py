@@ -5,7 +5,7 @@ Exit codes: 0 ok, 1 an expected error (message on stderr), 2 a usage error,
 3 a bug (traceback saved to a crash log), 130 interrupted.
 """
 
-from wf.cli import cloud, git, orch, tasks, usage, workers  # noqa: F401  (they register the commands)
+from wf.cli import batch, cloud, git, orch, tasks, usage, workers  # noqa: F401  (they register the commands)
 from wf.cli.base import cli, entry, main
 
 __all__ = ["cli", "entry", "main"]

@@ -92,6 +92,9 @@ _ORDER = [
     "usage",
     "install",
     "demo",
+    "res",
+    "batch",
+    "pilot",
 ]
 
 
@@ -131,6 +134,7 @@ def cli(ctx: click.Context, directory: str | None) -> None:
     Trees:     wf wt add LANE ID · wf merge · wf wt list · wf doctor
     Workers:   wf dispatch RUN UNIT · wf run MANIFEST · wf monitor RUN
     Cost:      wf usage --agent ID · wf usage --report
+    Nights:    wf batch N · wf batch --status · wf pilot · wf res run --mem 4G -- CMD
     Exit codes: 0 ok, 1 error (message on stderr), 2 usage, 3 bug (crash log).
     """
     ctx.obj = {"dir": directory}

@@ -16,6 +16,12 @@ ITEMS = (
 )
 
 
+RESTART = (
+    "a Claude Code session started before this install does not see new agents and skills: "
+    "restart it (links to the same files pick up later changes by themselves)"
+)
+
+
 def default_target() -> Path:
     env = os.environ.get("CLAUDE_CONFIG_DIR")
     if env:
@@ -45,4 +51,5 @@ def install(target: Path | None = None) -> list[str]:
             continue
         dest.symlink_to(src, target_is_directory=src.is_dir())
         lines.append(f"linked  {dest} -> {src}")
+    lines.append(RESTART)
     return lines

@@ -1,0 +1,410 @@
+"""wf batch: the detached nightly run over the headless loop, with the scripted worker
+in cmd lanes; everything through real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import WfRunner, git
+from tests.test_orch import Orch, lanes_toml, task
+
+SLOW = '`python3 -c "import time; time.sleep(1)"`'  # a Done check that takes a while
+
+
+class Batch(Orch):
+    def batch(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "wf", "batch", *args], cwd=self.root, capture_output=True, text=True,
+            env=env or self.env, timeout=60, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    def status(self, tid: str | None = None) -> Any:
+        if tid is not None:
+            return super().status(tid)
+        r = self.batch("--status", "--json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+
+    def wait_ended(self, timeout: float = 120) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            st = self.status()
+            if st["job"] is not None and not st["alive"]:
+                return dict(st)
+            time.sleep(0.5)
+        raise AssertionError(f"the batch did not end: {self.status()}")
+
+    def wait_for(self, pred: Any, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pred():
+                return
+            time.sleep(0.2)
+        raise AssertionError("condition not met in time")
+
+    def summary(self, st: dict[str, Any]) -> list[str]:
+        return Path(st["summary"]).read_text().splitlines()
+
+    def end_live(self) -> None:
+        """A test that failed half-way must not leave its detached batch running."""
+        r = self.batch("--status", "--json")
+        st = json.loads(r.stdout) if r.returncode == 0 else {}
+        if st.get("alive"):
+            subprocess.run([sys.executable, "-m", "wf", "res", "stop", st["job"]], env=self.env, timeout=60,
+                           capture_output=True)  # fmt: skip
+
+
+@pytest.fixture
+def b(wf: WfRunner) -> Iterator[Batch]:
+    batch = Batch(wf)
+    yield batch
+    batch.end_live()
+
+
+def three_ready(b: Batch) -> None:
+    b.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x", done=SLOW, extra="Prio: 1")
+        + task("a2", "a", "write a2.txt x", done=SLOW, extra="Prio: 1")
+        + task("a3", "a", "write a3.txt x", done=SLOW, extra="Prio: 2"),
+    )
+
+
+# ------------------------------------------------------------------ the done-when test
+
+
+@pytest.mark.timeout(180)
+def test_batch_runs_detached_archives_n_refuses_a_second_and_summarises(b: Batch, sealed_env: Path) -> None:
+    three_ready(b)
+    cron = {"PATH": os.environ["PATH"], "HOME": str(sealed_env)}  # cron gives little more than this
+    r = b.batch("2", env=cron)
+    assert r.returncode == 0, r.stderr
+    assert "started: job " in r.stdout and "summary: out/wf-batch-" in r.stdout
+    # it returned while the batch still runs: detached
+    st = b.status()
+    assert st["alive"] is True and st["job"] in r.stdout
+    second = b.batch("1")
+    assert second.returncode == 1
+    assert f"a batch is running already: job {st['job']}, pid {st['pid']}" in second.stderr
+    assert len(list((b.root / "out").glob("wf-batch-*.log"))) == 1  # refused before detaching anything
+    st = b.wait_ended()
+    assert b.archived() == ["a1", "a2"] or sorted(b.archived()) == ["a1", "a2"]
+    assert b.status("a3") == "pending"
+    assert st["state"] == "done" and st["exit"] == 0 and st["reason"] == "N reached"
+    lines = b.summary(st)
+    assert lines[0].startswith("# wf batch ")
+    assert any(x.startswith("- lanes: a  N: 2") for x in lines)
+    tasks = [x for x in lines if " commit=" in x]
+    assert [x.split()[2:5] for x in tasks] == [["a", "a1", "done"], ["a", "a2", "done"]]
+    assert all(x.split()[6] == "$?" for x in tasks)  # the scripted worker costs nothing known
+    assert any(x.endswith("stop lane a: 2 task(s) started: the cap is reached") for x in lines)
+    assert "done: 2, not done: 0" in lines
+    assert lines[-1].startswith("ended: N reached at ")
+    assert st["needs_person"] == []
+    assert st["usage"]["peak_rss"] > 0 and st["usage"]["limits"]["mem"] == 4 << 30
+    assert git(b.root, "status", "--porcelain") == ""
+
+
+@pytest.mark.timeout(180)
+def test_stop_lets_the_running_task_finish_and_starts_nothing_new(b: Batch) -> None:
+    three_ready(b)
+    assert b.batch("3").returncode == 0
+    b.wait_for(lambda: str(b.status("a1")).startswith("in progress"))
+    r = b.batch("--stop")
+    assert r.returncode == 0 and "nothing new starts" in r.stdout
+    st = b.wait_ended()
+    assert b.archived() == ["a1"]  # the running task finished
+    assert b.status("a2") == "pending" and b.status("a3") == "pending"  # nothing new started
+    assert st["reason"] == "stop file"
+    assert b.summary(st)[-1].startswith("ended: stop file")
+    assert not (b.root / "out" / "wf-batch.stop").exists()  # consumed: the next batch may run
+
+
+def test_no_batch_yet(b: Batch) -> None:
+    b.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    assert b.status() == {"alive": False, "job": None}
+    assert b.batch("--status").stdout.strip() == "no batch has run here"
+
+
+def test_dry_run_prints_everything_and_starts_nothing(b: Batch) -> None:
+    three_ready(b)
+    r = b.batch("2", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "lanes: a\n" in out and "tasks: at most 2" in out
+    assert "orch run a --max-tasks 2 --for 21600s" in out
+    assert "memory: 4.0G (default, no history)" in out
+    assert "for: 6h00m, nothing new starts after it (default, no history)" in out
+    assert "backend: " in out and "WF_RES_TOKEN=" in out
+    made = {
+        p.relative_to(b.root).parts[:2] for p in b.root.rglob("*") if p.is_file() and ".git" not in p.parts
+    }
+    assert {x for x in made if x[0] in (".wf", "out") and x != (".wf", "cache")} == set()  # no file
+    assert git(b.root, "status", "--porcelain") == ""  # no claim
+    assert b.status("a1") == "pending"
+    r = b.batch("2", "--dry-run", "--for", "90m", "--mem", "1G", "--lanes", "a")
+    assert "memory: 1.0G (--mem)" in r.stdout and "for: 1h30m" in r.stdout
+
+
+def test_dry_run_takes_limits_from_history(b: Batch) -> None:
+    three_ready(b)
+    hist = Path(os.environ["XDG_STATE_HOME"]) / "wf" / "res" / "hist.jsonl"
+    hist.parent.mkdir(parents=True)
+    row = {
+        "id": "20260101-000000-1",
+        "title": "wf-batch",
+        "state": "done",
+        "peak_rss": 600 << 20,
+        "dur_s": 3600,
+    }
+    hist.write_text(json.dumps(row) + "\n")
+    out = b.batch("2", "--dry-run").stdout
+    assert "memory: 768M (history: 1.25 x the peak of 1 done batch(es))" in out
+    assert "for: 1h30m" in out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["2", "--status"], ["--status", "--stop"], ["0"], ["2", "--for", "later"], ["2", "--mem", "x"]],
+)
+def test_bad_invocations(b: Batch, args: list[str]) -> None:
+    three_ready(b)
+    r = b.batch(*args)
+    assert r.returncode == 2, (args, r.stderr)
+
+
+def test_a_lane_that_does_not_exist_or_no_work(b: Batch) -> None:
+    b.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", extra="Status: wip: mine"))
+    r = b.batch("2", "--lanes", "zz")
+    assert r.returncode == 1 and "no lane 'zz'" in r.stderr
+    r = b.batch("2", "--lanes", "../x")
+    assert r.returncode == 1 and "bad lane '../x'" in r.stderr
+    r = b.batch("2")
+    assert r.returncode == 1 and "no lane has runner-ready work" in r.stderr
+    assert not (b.root / ".wf" / "batch").exists() or not list((b.root / ".wf" / "batch").glob("*.json"))
+
+
+# ------------------------------------------------------------------ a batch that died
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_batch_is_finished_and_recovered_by_the_next(b: Batch) -> None:
+    b.setup(
+        lanes_toml("a"),
+        task("h1", "a", "write h1.txt x", "hang", extra="Prio: 1") + task("h2", "a", "write h2.txt x"),
+    )
+    assert b.batch("1").returncode == 0
+    first = b.status()
+    b.wait_for(lambda: (b.root / ".worktrees" / "a" / "h1.txt").exists())
+    os.kill(first["pid"], signal.SIGKILL)  # as a reboot would: no footer, lane record left
+    b.wait_for(lambda: not b.status()["alive"])
+    # the next batch finishes the dead one's record and recovers its task in place
+    assert b.batch("2").returncode == 0
+    st = b.wait_ended()
+    assert st["stamp"] != first["stamp"]
+    old = Path(first["summary"]).read_text().splitlines()
+    assert old[-1].startswith("ended: lost at ") and "found by" in old[-1]
+    assert sorted(b.archived()) == ["h1", "h2"]
+    outcomes = [x.split()[2:5] for x in b.summary(st) if " commit=" in x]
+    assert ["a", "h1", "done"] in outcomes
+
+
+def test_the_batch_lock_refuses_a_second_job_even_without_a_record(b: Batch) -> None:
+    """The second guard: two batches started at the same instant both pass the record
+    check; the lock the job holds for its life lets only one run."""
+    from wf.lock import project_lock
+
+    three_ready(b)
+    with project_lock(b.root / ".wf", timeout=1, name="batch.lock"):
+        r = b.batch("1")
+    assert r.returncode == 1 and "it holds .wf/batch.lock" in r.stderr
+    assert b.status() == {"alive": False, "job": None}
+    assert b.status("a1") == "pending"
+
+
+def test_a_stop_file_left_behind_refuses_a_batch(b: Batch) -> None:
+    three_ready(b)
+    (b.root / "out").mkdir(exist_ok=True)
+    (b.root / "out" / "wf-batch.stop").write_text("")
+    r = b.batch("1")
+    assert r.returncode == 1 and "out/wf-batch.stop exists" in r.stderr
+    assert b.status() == {"alive": False, "job": None}
+
+
+def test_the_hidden_job_command_checks_its_stamp(b: Batch) -> None:
+    three_ready(b)
+    r = subprocess.run(
+        [sys.executable, "-m", "wf", "batch-job", "../../x"], cwd=b.root, capture_output=True, text=True,
+        timeout=30, env=b.env,
+    )  # fmt: skip
+    assert r.returncode == 2
+
+
+@pytest.mark.timeout(180)
+def test_status_names_what_needs_a_person(b: Batch) -> None:
+    b.setup(
+        lanes_toml("a"),
+        task("q1", "a", "awaiting Blue or green?", extra="Prio: 1")
+        + task("h1", "a", "write h1.txt x", done='`python3 -c "raise SystemExit(1)"`', extra="Prio: 2"),
+    )
+    assert b.batch("1").returncode == 0
+    st = b.wait_ended()
+    assert st["needs_person"] == [{"id": "q1", "kind": "awaiting", "text": "Blue or green?"}]
+    assert st["reason"] == "N reached" and st["exit"] == 4  # the loop said: a person is needed
+    text = b.batch("--status").stdout
+    assert "needs a person:\n  awaiting q1: Blue or green?" in text
+    assert b.summary(st)[-1].endswith("(wf orch run exit 4: a person is needed)")
+    # the next batch takes the handback too
+    assert b.batch("1").returncode == 0
+    st = b.wait_ended()
+    kinds = {(x["id"], x["kind"]) for x in st["needs_person"]}
+    assert kinds == {("q1", "awaiting"), ("h1", "handback")}
+
+
+# ------------------------------------------------------------------ --agent
+
+ORCHESTRATOR = '''#!{python}
+"""Plays the headless orchestrator: the batch prompt on stdin; wf orch pick, the scripted
+worker, wf orch post, as the prompt says."""
+import json, os, re, subprocess, sys
+prompt = sys.stdin.read()
+with open(os.environ["SEEN"], "w") as f:
+    json.dump({{"prompt": prompt, "wait": os.environ.get("CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS")}}, f)
+m = re.search(r"at most (\\d+) task\\(s\\) in the lanes (.+?);", prompt)
+n, lanes = int(m.group(1)), [x.strip() for x in m.group(2).split(",")]
+def wf(*args, input=None):
+    return subprocess.run([sys.executable, "-m", "wf", *args], capture_output=True, text=True, input=input)
+posted, stopped, lines = 0, set(), []
+while posted < n and len(stopped) < len(lanes):
+    for lane in lanes:
+        if lane in stopped or posted >= n:
+            continue
+        pick = json.loads(wf("orch", "pick", lane, "--json").stdout)
+        if pick["stop"]:
+            stopped.add(lane)
+            lines.append(f"stop lane {{lane}}: {{pick['stop']}}")
+            continue
+        work = subprocess.run([sys.executable, "-m", "wf.orch.scripted"], input=pick["prompt"], capture_output=True,
+                              text=True)
+        post = wf("orch", "post", lane, "--id", pick["record"]["id"], "--report", "-", "--no-pick", input=work.stdout)
+        posted += 1
+        lines += [x for x in post.stdout.splitlines() if x.startswith("stop lane ")]
+print("\\n".join(lines + ["added: -"]))
+'''
+
+
+@pytest.mark.timeout(180)
+def test_agent_batch_runs_claude_as_orchestrator(b: Batch, tmp_path: Path) -> None:
+    b.setup(
+        lanes_toml("a"), "".join(task(f"a{i}", "a", f"write a{i}.txt x", extra="Prio: 1") for i in (1, 2, 3))
+    )
+    script = tmp_path / "orchestrator"
+    script.write_text(ORCHESTRATOR.format(python=sys.executable))
+    script.chmod(0o755)
+    seen, argv_log = tmp_path / "seen.json", tmp_path / "argv.log"
+    fakes = Path(__file__).parent / "fakes"
+    env = dict(b.env, PATH=f"{fakes}:{os.environ['PATH']}", FAKE_CLAUDE_SCRIPT=str(script), SEEN=str(seen),
+               FAKE_ARGV_LOG=str(argv_log))  # fmt: skip
+    dry = b.batch("2", "--agent", "--model", "haiku", "--for", "1h", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert f"argv: {fakes / 'claude'} -p --model haiku" in dry.stdout
+    assert "CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS=3600000" in dry.stdout
+    assert "stdin: the packaged prompt wf/data/batch-prompt.md, filled in:" in dry.stdout
+    assert not argv_log.exists()  # the dry run started nothing
+    r = b.batch("2", "--agent", "--model", "haiku", "--for", "1h", env=env)
+    assert r.returncode == 0, r.stderr
+    st = b.wait_ended()
+    assert sorted(b.archived()) == ["a1", "a2"] and b.status("a3") == "pending"
+    got = json.loads(seen.read_text())
+    assert got["wait"] == "3600000"
+    assert "at most 2 task(s) in the lanes a;" in got["prompt"] and "never implement" in got["prompt"]
+    argv = json.loads(argv_log.read_text().splitlines()[0])
+    assert argv[1:4] == ["-p", "--model", "haiku"]
+    lines = b.summary(st)
+    assert [x.split()[2:5] for x in lines if " commit=" in x] == [["a", "a1", "done"], ["a", "a2", "done"]]
+    assert st["reason"] == "N reached" and st["state"] == "done"
+
+
+def test_model_without_agent_is_a_usage_error(b: Batch) -> None:
+    three_ready(b)
+    r = b.batch("2", "--model", "opus")
+    assert r.returncode == 2 and "--agent" in r.stderr
+
+
+# ------------------------------------------------------------------ limits
+
+
+@pytest.mark.timeout(180)
+def test_a_batch_past_its_memory_ends_oom_and_the_next_recovers(b: Batch) -> None:
+    b.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", done=SLOW))
+    assert b.batch("1", "--mem", "30M").returncode == 0  # wf orch run alone is more than that
+    st = b.wait_ended()
+    assert st["reason"] == "oom" and st["state"] == "oom" and st["exit"] == 137
+    assert b.summary(st)[-1].startswith("ended: oom at ")
+    assert b.batch("1").returncode == 0
+    st = b.wait_ended()
+    assert st["reason"] == "N reached" and b.archived() == ["a1"]
+
+
+@pytest.mark.timeout(120)
+def test_a_batch_whose_memory_does_not_fit_yet_waits_and_says_so(b: Batch) -> None:
+    three_ready(b)
+    env = dict(b.env, WF_RES_MEMORY="2G")  # 1G may be reserved in all
+    other = subprocess.Popen(
+        [sys.executable, "-m", "wf", "res", "run", "--mem", "800M", "--title", "big", "--", "sleep", "3"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        b.wait_for(lambda: json.loads(subprocess.run(
+            [sys.executable, "-m", "wf", "res", "ls", "--json"], capture_output=True, text=True, env=env
+        ).stdout))  # fmt: skip
+        r = b.batch("1", "--mem", "500M", env=env)
+        assert r.returncode == 0, r.stderr
+        assert "it waits first: waiting for room: 500M does not fit" in r.stdout and "(big, 800M)" in r.stdout
+        st = b.wait_ended()
+        assert st["reason"] == "N reached" and b.archived() == ["a1"]
+        assert any(x.startswith("- note: waiting for room") for x in b.summary(st))
+    finally:
+        other.kill()
+
+
+@pytest.mark.timeout(120)
+def test_two_batches_started_at_once_give_exactly_one(b: Batch) -> None:
+    three_ready(b)
+    argv = [sys.executable, "-m", "wf", "batch", "1"]
+    out, null = subprocess.PIPE, subprocess.DEVNULL
+    procs = [
+        subprocess.Popen(argv, cwd=b.root, env=b.env, text=True, stdout=out, stderr=out, stdin=null)
+        for _ in range(3)
+    ]
+    results = [(p.wait(timeout=60), p.communicate()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 1, 1], results
+    assert all("a batch is running already" in err for code, (_, err) in results if code == 1)
+    st = b.wait_ended()
+    assert len(list((b.root / ".wf" / "batch").glob("*.json"))) == 1  # one record, no plan left over
+    assert b.archived() == ["a1"] and st["reason"] == "N reached"
+
+
+@pytest.mark.parametrize(
+    "data", ['{"stamp": "x", "pid": "nope", "state": "running"}', "[]", "{", '{"stamp": 1}']
+)
+def test_a_broken_batch_record_never_crashes(b: Batch, data: str) -> None:
+    three_ready(b)
+    folder = b.root / ".wf" / "batch"
+    folder.mkdir(parents=True)
+    (folder / "20260101T000000Z.json").write_text(data)
+    for args in (["--status"], ["--status", "--json"], ["--stop"], ["1", "--dry-run"]):
+        r = b.batch(*args)
+        assert r.returncode in (0, 1, 2), (args, r.stderr)
+        assert "internal error" not in r.stderr, (args, r.stderr)

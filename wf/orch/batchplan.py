@@ -1,0 +1,300 @@
+"""What a batch is before and while it runs: its plan (lanes, limits and where each
+came from, the command) and its record ``.wf/batch/<stamp>.json``."""
+
+from __future__ import annotations
+
+import enum
+import json
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wf import procs
+from wf.errors import UsageError, WfError
+from wf.fsutil import atomic_write_text
+from wf.orch import res, resbackend
+from wf.orch.resbackend import Limits
+from wf.project import Project
+from wf.quantity import fmt_duration, fmt_size, parse_duration, parse_size
+
+TITLE = "wf-batch"
+PREP_TITLE = "wf-batch-prep"
+DEFAULT_MEM = 4 << 30
+DEFAULT_FOR = 6 * 3600.0
+AGENT_MODEL = "sonnet"  # the orchestrator's model when --model is not given
+AGENT_TOOLS = "Bash(wf:*),Task,Read,Grep,Glob"
+BG_WAIT_VAR = "CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS"
+BATCH_PROMPT = "batch-prompt.md"
+TAIL = 600.0  # the wall limit is --for x 1.5 + this: running workers finish their task
+
+
+class End(enum.StrEnum):
+    """Why a batch ended (the summary's footer)."""
+
+    N_REACHED = "N reached"
+    ALL_STOPPED = "all lanes stopped"
+    FOR = "--for"
+    STOP_FILE = "stop file"
+    OOM = "oom"
+    TIMEOUT = "timeout"
+    KILLED = "killed"
+    LOST = "lost"
+    FAILED = "failed to start"
+    PREP_DONE = "prep done"
+
+
+def stop_file(project: Project) -> Path:
+    from wf.orch import state
+
+    return state.stop_file(project)
+
+
+def folder(project: Project) -> Path:
+    return project.wf_dir / "batch"
+
+
+# ------------------------------------------------------------------ the plan
+
+
+@dataclass(frozen=True)
+class Plan:
+    n: int
+    lanes: tuple[str, ...]
+    for_s: float  # nothing new starts after it
+    limits: Limits  # the res job's: memory, and the wall backstop
+    sources: dict[str, str]  # "mem", "for" -> where the value came from
+    argv: tuple[str, ...]
+    env: dict[str, str]  # what wf sets for the job, beyond its own environment
+    backend: str
+    skipped: dict[str, str]
+    root: str
+    kind: str = "loop"  # loop (wf orch run) | agent (claude -p with the batch prompt)
+    model: str | None = None  # the orchestrator's, for an agent batch
+    stdin: str | None = None  # the packaged prompt the job gets on stdin
+    title: str = TITLE  # of the res job (its history suggests the limits)
+    notes: tuple[str, ...] = ()  # more for --dry-run (a prep batch's targets and workers)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["limits"] = self.limits.as_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Plan:
+        return cls(
+            **{
+                **d,
+                "lanes": tuple(d["lanes"]),
+                "argv": tuple(d["argv"]),
+                "notes": tuple(d.get("notes") or ()),
+                "limits": Limits.from_dict(d["limits"]),
+            }
+        )
+
+
+def ready_lanes(project: Project) -> list[str]:
+    """Lanes (in wf.toml's order) with runner-ready work, or with a record that a run
+    which died left behind (a killed batch): the loop recovers its task in place."""
+    from wf import backlog
+    from wf.orch import pick, state
+
+    bl = backlog.load(project)
+    out = []
+    for ln in project.config.lanes:
+        try:
+            rec = state.load(project, ln.name)
+        except WfError:
+            rec = None  # a corrupt record: wf doctor's, not a batch's
+        orphan = rec is not None and rec.owner is not None and pick.live_holder(rec) is None
+        if orphan or bl.runner_ready(ln.name):
+            out.append(ln.name)
+    return out
+
+
+def plan(
+    project: Project,
+    n: int,
+    *,
+    lanes: list[str] | None = None,
+    for_: str | None = None,
+    mem: str | None = None,
+    agent: bool = False,
+    model: str | None = None,
+    prep: bool = False,
+) -> Plan:
+    """What ``wf batch N`` (or ``wf batch K --prep``) would run, and where each limit
+    came from. A prep plan with no target has no lanes."""
+    from wf.taskfile import check_id
+
+    if n < 1:
+        raise UsageError("N: expected a number of tasks, 1 or more")
+    if prep and (agent or model):
+        raise UsageError("--prep runs the lanes' own workers: it takes no --agent or --model")
+    if lanes:
+        names = [check_id(x, "lane") for x in lanes]
+        for name in names:
+            if project.config.lane(name) is None:
+                raise WfError(f"no lane {name!r} (wf lanes)")
+    else:
+        names = [] if prep else ready_lanes(project)
+    notes: tuple[str, ...] = ()
+    if prep:
+        from wf.orch import prep as prepmod
+
+        chosen = prepmod.targets(project, n, names or None)
+        names = [ln.name for ln in project.config.lanes if any(t.lane == ln.name for t in chosen)]
+        notes = (
+            "targets: " + ", ".join(t.describe() for t in chosen),
+            f"workers: {len(prepmod.workers(chosen))} ("
+            + "; ".join(f"lane {lane}: {', '.join(ids)}" for lane, ids in prepmod.workers(chosen))
+            + ")",
+        )
+    title = PREP_TITLE if prep else TITLE
+    sugg = res.suggest(title)
+    sources: dict[str, str] = {}
+    if mem:
+        mem_b, sources["mem"] = parse_size(mem, "--mem"), "--mem"
+    elif sugg.mem:
+        mem_b, sources["mem"] = sugg.mem, f"history: 1.25 x the peak of {sugg.based_on} done batch(es)"
+    else:
+        mem_b, sources["mem"] = DEFAULT_MEM, "default, no history"
+    if for_:
+        for_s, sources["for"] = parse_duration(for_, "--for"), "--for"
+    elif sugg.for_s:
+        for_s, sources["for"] = sugg.for_s, f"history: 1.5 x the longest of {sugg.based_on} done batch(es)"
+    else:
+        for_s, sources["for"] = DEFAULT_FOR, "default, no history"
+    wall = round(for_s * 1.5 + TAIL)
+    sources["wall"] = f"--for x 1.5 + {fmt_duration(TAIL)}: running workers finish their task"
+    env = {res.TOKEN_VAR: "<per job>", res.JOB_VAR: "<job id>"}
+    stdin = None
+    if model is not None and not agent:
+        raise UsageError("--model is the orchestrator's model: it needs --agent")
+    if agent:
+        model = model or AGENT_MODEL
+        claude = shutil.which("claude") or "claude"
+        argv: tuple[str, ...] = (
+            claude, "-p", "--model", model, "--output-format", "text",
+            "--permission-mode", "acceptEdits", "--allowedTools", AGENT_TOOLS,
+        )  # fmt: skip
+        env[BG_WAIT_VAR] = str(round(for_s * 1000))
+        stdin = BATCH_PROMPT
+    elif prep:
+        from wf.orch import prep as prepmod
+
+        argv = prepmod.argv(project, str(folder(project) / "<stamp>.prep.json"), "prep-<run>")
+    else:
+        argv = (
+            sys.executable, "-m", "wf", "-C", str(project.root), "orch", "run", *names,
+            "--max-tasks", str(n), "--for", f"{round(for_s)}s",
+        )  # fmt: skip
+    limits = Limits(mem=mem_b, cpus=None, for_s=float(wall))
+    backend = resbackend.plan(list(argv), limits, "<job>")
+    return Plan(
+        n,
+        tuple(names),
+        for_s,
+        limits,
+        sources,
+        argv,
+        env,
+        backend.backend.value,
+        backend.skipped,
+        str(project.root),
+        "agent" if agent else "prep" if prep else "loop",
+        model,
+        stdin,
+        title,
+        notes,
+    )
+
+
+def prompt_text(p: Plan, summary: str) -> str:
+    """The packaged batch prompt, filled in for this batch."""
+    from importlib import resources
+
+    template = resources.files("wf").joinpath("data", BATCH_PROMPT).read_text("utf-8")
+    lanes = ", ".join(p.lanes)
+    return template.format(root=p.root, n=p.n, lanes=lanes, for_human=fmt_duration(p.for_s), summary=summary)
+
+
+def dry_run_lines(p: Plan) -> list[str]:
+    skipped = "; ".join(f"{k} skipped: {v}" for k, v in p.skipped.items())
+    prompt = []
+    if p.stdin:
+        prompt = [f"stdin: the packaged prompt wf/data/{p.stdin}, filled in:"]
+        prompt += [f"  | {x}" for x in prompt_text(p, "out/wf-batch-<UTC stamp>.md").splitlines()]
+    return [
+        "batch (dry run): nothing started, nothing claimed, no file written",
+        f"lanes: {', '.join(p.lanes) or '-'}" + ("" if p.lanes else " (no lane has runner-ready work)"),
+        f"tasks: at most {p.n}",
+        *p.notes,
+        f"backend: {p.backend}" + (f" ({skipped})" if skipped else ""),
+        f"argv: {' '.join(p.argv)}",
+        "env: " + " ".join(f"{k}={v}" for k, v in p.env.items()),
+        f"memory: {fmt_size(p.limits.mem)} ({p.sources['mem']})",
+        f"for: {fmt_duration(p.for_s)}, nothing new starts after it ({p.sources['for']})",
+        f"wall limit: {fmt_duration(p.limits.for_s)} ({p.sources['wall']})",
+        "summary: out/wf-batch-<UTC stamp>.md; stop file: out/wf-batch.stop",
+        *prompt,
+    ]
+
+
+# ------------------------------------------------------------------ the record
+
+
+@dataclass(frozen=True)
+class Record:
+    stamp: str
+    started: str
+    summary: str  # relative to the project root
+    log: str
+    plan: dict[str, Any]
+    pid: int = 0  # the batch job (also the res supervisor)
+    pid_start: float | None = None
+    job: str | None = None
+    state: str = "running"  # running | ended
+    ended: str | None = None
+    job_state: str | None = None
+    exit: int | None = None
+    reason: str | None = None
+    offsets: dict[str, int] = field(default_factory=dict)
+    known_ids: tuple[str, ...] = ()
+
+    @property
+    def alive(self) -> bool:
+        return self.state == "running" and procs.same_process(self.pid, self.pid_start)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["known_ids"] = list(self.known_ids)
+        return d
+
+
+def save(project: Project, rec: Record) -> None:
+    atomic_write_text(folder(project) / f"{rec.stamp}.json", json.dumps(rec.as_dict(), indent=1) + "\n")
+
+
+def records(project: Project) -> list[Record]:
+    """Every batch record, oldest first; one that cannot be trusted is skipped (the
+    batch lock, not the record, is what keeps a second batch out)."""
+    from wf import records as store
+
+    out = []
+    for f in sorted(folder(project).glob("*.json")):
+        if f.name.endswith((".plan.json", ".prep.json")):
+            continue
+        try:
+            rec = store.load(Record, f)
+        except store.CorruptRecord:
+            continue
+        if rec is not None:
+            out.append(rec)
+    return out
+
+
+def newest(project: Project) -> Record | None:
+    recs = records(project)
+    return recs[-1] if recs else None
