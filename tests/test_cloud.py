@@ -450,3 +450,32 @@ def test_after_the_batch_the_sidecar_ends_at_the_stop_file_or_its_time(c: Cloud)
     assert lines == ["cloud: the stop file is set; sessions left: slow"]
     r = c.wf("cloud", "pull", "--watch", "--interval", "1s", "--for", "5s")
     assert r.code == 4 and "stop file is set" in r.out
+
+
+@pytest.mark.timeout(240)
+def test_a_batch_on_a_cloud_project_pulls_its_sessions_into_the_summary(c: Cloud) -> None:
+    """wf batch on a cloud = true project: while it lives it pulls every cloud_pull_every
+    seconds and posts what ended (never sending); each pull is a summary line; after
+    its loop it keeps pulling until no session is left."""
+    c.setup(
+        task("c-done", "opus", "cloud: write c.txt from the cloud", extra="Cloud: yes")
+        + task("l1", "sonnet", "script: write l1.txt x")
+    )
+    with open(c.root / "wf.toml", "a") as f:
+        f.write("cloud_pull_every = 0.5\n")
+    assert "to cloud session" in c.wf.ok("cloud", "send")
+    r = c.proc("batch", "1", "--lanes", "sonnet")
+    assert r.returncode == 0, r.stdout + r.stderr
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        st = json.loads(c.proc("batch", "--status", "--json").stdout)
+        if st.get("job") is not None and not st.get("alive"):
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError("the batch did not end")
+    summary = Path(st["summary"]).read_text()
+    assert "c-done done" in summary and "cloud: no session left" in summary, summary
+    archived = c.archived()
+    assert "lane=cloud" in archived["c-done"] and "l1" in archived
+    assert not (c.root / ".wf" / "cloud" / "c-done.json").exists()

@@ -63,6 +63,7 @@ class Config(NamedTuple):
     cloud_period: str = "month"  # day, week or month (UTC)
     cloud_max_parallel: int = 1  # cloud sessions running at once
     cloud_models: tuple[str, ...] = ()  # models the cloud lane takes; () = opus-class only
+    cloud_pull_every: float = 600.0  # seconds between a batch's pulls of its cloud sessions
     lock_timeout: float = 10.0
     backup_days: float = 14.0
     lanes: tuple[Lane, ...] = (Lane("haiku", "haiku"), Lane("sonnet", "sonnet"), Lane("opus", "opus"))
@@ -97,6 +98,7 @@ cloud = false             # use the cloud lane (Claude Code cloud sessions; see 
 # cloud_period = "month"  # day, week or month (UTC)
 # cloud_max_parallel = 1  # cloud sessions running at once
 # cloud_models = []       # models sent to the cloud; empty = opus-class models only
+# cloud_pull_every = 600  # seconds between a batch's pulls of its cloud sessions
 lock_timeout = 10         # seconds to wait for the project lock before giving up
 backup_days = 14          # wf wt prune deletes merge backup refs older than this (once main holds them)
 
@@ -130,6 +132,7 @@ _TOP_KEYS = {
     "cloud_period",
     "cloud_max_parallel",
     "cloud_models",
+    "cloud_pull_every",
     "lock_timeout",
     "backup_days",
     "lanes",
@@ -228,6 +231,11 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
         if mp < 1:
             raise ConfigError(where, "cloud_max_parallel must be a whole number >= 1")
         kw["cloud_max_parallel"] = mp
+    if "cloud_pull_every" in data:
+        every = _number(data, "cloud_pull_every", where)
+        if every <= 0:
+            raise ConfigError(where, "cloud_pull_every must be a number of seconds > 0")
+        kw["cloud_pull_every"] = every
     if "cloud_models" in data:
         models = _typed(data, "cloud_models", list, where)
         if not all(isinstance(m, str) and MODEL_RE.fullmatch(m) for m in models):

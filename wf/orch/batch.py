@@ -245,6 +245,7 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
         env = dict(os.environ, **{k: v for k, v in p.env.items() if not v.startswith("<")})
     argv = [a.replace("<stamp>", stamp).replace("<run>", stamp.lower()) for a in p.argv]
     prepared = None
+    cloud = _CloudSidecar(project, rec) if project.config.cloud and p.kind != "prep" else None
     try:
         if p.kind == "prep":
             prepared = _prep_begin(project, stamp, p)
@@ -263,12 +264,17 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
     except WfError as e:
         if not said:
             say(f"refused {e}")
+        if cloud is not None:
+            cloud.finish()
         follower.footer(End.FAILED.value, note=str(e))
         save(project, replace(rec, state="ended", ended=res.now_iso(), reason=End.FAILED.value))
         return 1
     if not said:
         say(f"ok {job.id} {os.getpid()}")
     follower.poll()
+    if cloud is not None:
+        cloud.finish()
+        follower.poll()
     reason = _why_ended(project, p, job, follower)
     if prepared is not None:
         follower.footer(reason.value, note=_prep_end(project, stamp, prepared), counted=False)
@@ -288,6 +294,39 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
         ),
     )
     return 0
+
+
+class _CloudSidecar:
+    """On a ``cloud = true`` project a batch pulls its cloud sessions every
+    ``cloud_pull_every`` seconds while it lives, posting what ended (never sending); after
+    its loop it keeps pulling until no cloud record is left, the stop file appears or 24 h
+    pass. Each pull is a line of the batch summary."""
+
+    def __init__(self, project: Project, rec: Record) -> None:
+        import threading
+
+        from wf.cloud import sidecar
+
+        summary = project.root / rec.summary
+        self.stop = threading.Event()
+        self.thread = threading.Thread(
+            target=sidecar,
+            args=(project, self.stop),
+            kwargs={
+                "interval": project.config.cloud_pull_every,
+                "on_line": lambda line: append_line(summary, f"- {line}"),
+            },
+            daemon=True,
+        )
+        self.summary = summary
+        self.thread.start()
+
+    def finish(self) -> None:
+        append_line(
+            self.summary, "- cloud: the loop ended; pulling until no cloud session is left (24 h at most)"
+        )
+        self.stop.set()
+        self.thread.join()
 
 
 def _prep_begin(project: Project, stamp: str, p: Plan) -> tuple[bytes, list[Any]]:
