@@ -485,3 +485,17 @@ def test_orch_run_adapter_uses_the_lanes_model_for_that_tool_or_refuses(o: Orch)
     r = o.proc("orch", "run", "sonnet", "--adapter", "codex")
     assert r.returncode == 1 and "lane sonnet: no model for codex" in r.stderr, r.stderr
     assert "codex -m sonnet" not in r.stdout
+
+
+@pytest.mark.timeout(120)
+def test_orch_run_shows_a_live_status_line_on_a_terminal_only(o: Orch) -> None:
+    from tests.test_fanout import _pty_run
+
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", "linger 2"))
+    env = {**o.env, "TERM": "xterm"}
+    code, out = _pty_run(["orch", "run", "a"], env, o.root)
+    assert code == 0, out
+    assert b"\r1 working, 0 done, 0 stopped" in out and b"\x1b[K" in out  # cut to the 40 columns
+    # piped: only the event lines
+    r = o.proc("orch", "run", "a")
+    assert "working," not in r.stdout and "\x1b[K" not in r.stdout

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -322,45 +321,51 @@ def orch_run(
 
 
 class _Out:
-    """The loop's terminal: event lines, a status line on a tty; a closed stdout (a
-    reader that went away, as with '| head') is said once on stderr and then ignored,
-    never a reason to stop."""
+    """The loop's terminal: event lines, and the live status line of the workers'
+    ``ProgressLine`` on a tty. A closed stdout (a reader that went away, as with
+    '| head') is said once on stderr and then ignored, never a reason to stop."""
 
     def __init__(self) -> None:
-        self.tty = sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
+        from wf.workers.progress import ProgressLine
+
+        self.progress = ProgressLine(every=1.0)
         self.closed = False
 
-    def _write(self, text: str) -> None:
+    def _closed(self) -> None:
+        self.closed = True
+        self.progress.enabled = False
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+        try:
+            sys.stderr.write("wf: stdout was closed; the loop goes on (events: out/wf-orch-run.log)\n")
+        except OSError:
+            pass
+
+    def line(self, text: str) -> None:
         if self.closed:
             return
         try:
-            sys.stdout.write(text)
+            self.progress.clear()
+            sys.stdout.write(f"{time.strftime('%H:%M:%S')} {safe_line(text.rstrip())}\n")
             sys.stdout.flush()
-        except (BrokenPipeError, ValueError, OSError):
-            self.closed = True
-            try:
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
-                os.close(devnull)
-            except (OSError, ValueError):
-                pass
-            try:
-                sys.stderr.write("wf: stdout was closed; the loop goes on (events: out/wf-orch-run.log)\n")
-            except OSError:
-                pass
-
-    def line(self, text: str) -> None:
-        prefix = "\r\033[K" if self.tty else ""
-        self._write(f"{prefix}{time.strftime('%H:%M:%S')} {safe_line(text.rstrip())}\n")
+        except (OSError, ValueError):  # BrokenPipeError is an OSError
+            self._closed()
 
     def status(self, text: str) -> None:
-        if self.tty:
-            width = shutil.get_terminal_size((100, 20)).columns - 1
-            self._write(f"\r\033[K{safe_line(text)[:width]}")
+        try:
+            self.progress.update(text)
+        except (OSError, ValueError):
+            self._closed()
 
     def clear(self) -> None:
-        if self.tty:
-            self._write("\r\033[K")
+        try:
+            self.progress.clear()
+        except (OSError, ValueError):
+            self._closed()
 
 
 def _duration(text: str) -> float:

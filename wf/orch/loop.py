@@ -87,6 +87,11 @@ class Loop:
         self.started_tasks = 0
         self.me = os.getpid()
         self.events = project.out_dir / "wf-orch-run.log"
+        self.began = time.monotonic()
+        try:
+            self.log_start = (project.out_dir / "wf-orch.log").stat().st_size
+        except OSError:
+            self.log_start = 0
 
     def emit(self, line: str) -> None:
         ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -403,15 +408,25 @@ class Loop:
 
     # ---------------------------------------------------------------- the loop
     def status_line(self) -> str:
+        """One line: lanes working, tasks done, lanes stopped, elapsed time, then each
+        working lane's task and how long its worker has been quiet."""
         now = time.monotonic()
-        parts = []
-        for lane in self.lanes:
-            if lane in self.units:
-                unit, rec = self.units[lane]
-                parts.append(f"{lane}={rec.id} {now - unit.started:.0f}s")
-            elif lane in self.stopped:
-                parts.append(f"{lane}=stopped")
+        done = sum(1 for line in self._log_lines() if " outcome=done" in line)
+        parts = [
+            f"{len(self.units)} working, {done} done, {len(self.stopped)} stopped, {now - self.began:.0f}s"
+        ]
+        for lane, (unit, rec) in sorted(self.units.items(), key=lambda x: x[1][0].last_growth):
+            parts.append(f"{lane}={rec.id} {now - unit.started:.0f}s (quiet {now - unit.last_growth:.0f}s)")
         return " | ".join(parts)
+
+    def _log_lines(self) -> list[str]:
+        """This run's own outcome lines (the orch log lines written since it began)."""
+        try:
+            with open(self.project.out_dir / "wf-orch.log", "rb") as f:
+                f.seek(self.log_start)
+                return f.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            return []
 
     def _poll_all(self, *, then_pick: bool) -> None:
         now = time.monotonic()
