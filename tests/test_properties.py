@@ -102,6 +102,9 @@ def assert_fixed_last_line(old: str, new: str, old_lines: list[str], what: str) 
         return
     added = new[len(old) :]
     assert new.startswith(old) and added in ("\n", "\r\n"), f"{what}: last line {old!r} became {new!r}"
+    if old.endswith("\r"):  # its trailing CR becomes the CR of a CRLF, never a CR inside the line
+        assert added == "\n", f"{what}: last line {old!r} ending in a CR became {new!r}"
+        return
     seen = {eol(x) for x in old_lines} - {""}
     if seen:
         assert added in seen, f"{what}: added {added!r} to a file whose lines end only in {sorted(seen)}"

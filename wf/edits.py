@@ -139,10 +139,16 @@ def _insert(lines: list[str], at: int, text: str, eol: str) -> None:
     """Insert one line; after a last line without a newline, the new line becomes the
     last line, still without one (a file's missing final newline stays missing)."""
     if at > 0 and not lines[at - 1].endswith("\n"):
-        lines[at - 1] += eol
+        lines[at - 1] += _ending(lines[at - 1], eol)
         lines.insert(at, text)
         return
     lines.insert(at, text + eol)
+
+
+def _ending(last: str, eol: str) -> str:
+    """What ends a last line that had no newline: a lone CR it ends with (content while
+    it was last) becomes the CR of a CRLF rather than a CR inside the line."""
+    return "\n" if last.endswith("\r") else eol
 
 
 def set_field(doc: TasksFile, task_id: str, key: str, value: str | None) -> TasksFile:
@@ -202,7 +208,7 @@ def _new_task_text(
     out = []
     if before:
         if not before.endswith("\n"):
-            out.append(eol)
+            out.append(_ending(before, eol))
         body_end = before[:-1] if before.endswith("\n") else before
         if body_end[body_end.rfind("\n") + 1 :].strip():
             out.append(eol)  # a blank line before the new heading
