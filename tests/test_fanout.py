@@ -787,3 +787,14 @@ def test_a_supervisor_pid_reused_by_another_process_is_a_lost_supervisor(w: Work
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_corrupt_unit_status_is_shown_never_dropped(w: Workers) -> None:
+    r = w.run("dispatch", "r1", "u1", "--adapter", "cmd", "--cmd", "echo hi", "--prompt", "-")
+    assert r.returncode == 0, r.stdout + r.stderr
+    status = w.root / ".wf" / "runs" / "r1" / "u1" / "status.json"
+    status.write_text('{"run": "r1", "unit": "u1", "state": 5')
+    r = w.run("runs", "status", "r1")
+    assert "u1: corrupt" in r.stdout and "status.json cannot be trusted" in r.stdout, r.stdout
+    mon = w.run("monitor", "r1", "--timeout", "5")
+    assert mon.returncode == 4, mon.stdout + mon.stderr

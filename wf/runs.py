@@ -23,6 +23,7 @@ import json
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +31,21 @@ from wf.errors import WfError
 from wf.project import Project
 from wf.taskfile import check_id
 
-FINAL = ("done", "failed", "stalled", "timeout", "interrupted", "killed", "lost")
-ATTENTION = ("failed", "stalled", "timeout", "interrupted", "killed", "lost")
+FINAL = ("done", "failed", "stalled", "timeout", "interrupted", "killed", "lost", "corrupt")
+ATTENTION = ("failed", "stalled", "timeout", "interrupted", "killed", "lost", "corrupt")
 LIVE = ("queued", "running")
+STATES = (*LIVE, *FINAL)
+
+
+@dataclass(frozen=True)
+class UnitCore:
+    """The fields of a unit's status.json that every reader relies on (the record
+    holds more; they are read as they are)."""
+
+    run: str
+    unit: str
+    state: str
+    adapter: str
 
 
 def runs_dir(project: Project) -> Path:
@@ -114,11 +127,31 @@ def write_status(folder: Path, status: dict[str, Any], *, durable: bool = False)
 
 
 def read_status(folder: Path) -> dict[str, Any] | None:
+    """A unit's status.json; None only when there is none (yet). One that cannot be read,
+    is not JSON, or lacks the core fields raises CorruptRecord: never read as "none"."""
+    from wf import records
+
+    path = folder / "status.json"
     try:
-        data = json.loads((folder / "status.json").read_text("utf-8"))
-    except (OSError, ValueError):
+        raw = path.read_bytes()
+    except FileNotFoundError:
         return None
-    return data if isinstance(data, dict) else None
+    except OSError as e:
+        raise records.CorruptRecord(path, f"cannot read it: {e.strerror or e}") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise records.CorruptRecord(path, f"not JSON: {e}") from None
+    core = records.from_dict(UnitCore, data, path)
+    if core.state not in STATES:
+        raise records.CorruptRecord(path, f"unknown state {core.state!r}")
+    return dict(data)
+
+
+def corrupt_unit(run: str, folder: Path, why: str) -> dict[str, Any]:
+    """What readers show for a unit whose status.json cannot be trusted."""
+    return {"run": run, "unit": folder.name, "state": "corrupt", "adapter": "?", "failure": None,
+            "reason": f"status.json cannot be trusted: {why}", "error": why, "exit_code": None}  # fmt: skip
 
 
 def units(project: Project, run: str) -> list[dict[str, Any]]:
@@ -126,8 +159,15 @@ def units(project: Project, run: str) -> list[dict[str, Any]]:
     if not folder.is_dir():
         raise WfError(f"no run {run!r} (wf runs lists them)")
     out = []
+    from wf import records
+
     for d in sorted(folder.iterdir()):
-        st = read_status(d) if d.is_dir() else None
+        if not d.is_dir():
+            continue
+        try:
+            st = read_status(d)
+        except records.CorruptRecord as e:
+            st = corrupt_unit(run, d, e.why)
         if st is not None:
             out.append(st)
     return out

@@ -521,8 +521,13 @@ def _captured_report(project: Project, rec: LaneRecord) -> Report | None:
     died before landing it) what its own stream or answer file holds."""
     if not rec.run or not rec.unit:
         return None
+    from wf import records
+
     folder = runs.unit_dir(project, rec.run, rec.unit)
-    status = runs.read_status(folder) or {}
+    try:
+        status = runs.read_status(folder) or {}
+    except records.CorruptRecord:  # its words cannot be trusted: nothing is taken from it
+        return None
     if status.get("fallback"):
         return None
     rep = read_report(runs.read_output(folder))
