@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import WfRunner, git
+from tests.test_night import _popen, _wait_for
+from tests.test_orch import Orch, lanes_toml, task
 from tests.test_workers import ROOT, Workers, alive, manifest
 
 
@@ -800,3 +802,93 @@ def test_a_corrupt_unit_status_is_shown_never_dropped(w: Workers) -> None:
     assert "u1: corrupt" in r.stdout and "status.json cannot be trusted" in r.stdout, r.stdout
     mon = w.run("monitor", "r1", "--timeout", "5")
     assert mon.returncode == 4, mon.stdout + mon.stderr
+
+
+def test_every_reader_treats_a_corrupt_unit_alike(w: Workers, tmp_path: Path) -> None:
+    """runs status, monitor, gather, runs output, runs retry and wf run --run: a unit
+    whose status.json cannot be trusted is shown (never dropped), needs attention (4),
+    and is never re-run or acted on from what the file says."""
+    m = manifest(
+        tmp_path / "m.json",
+        [{"id": "a", "prompt": "x", "cmd": ["false"]}, {"id": "b", "prompt": "x", "cmd": ["echo", "b"]}],
+        adapter="cmd",
+    )
+    assert w.run("run", str(m), "--run", "c1").returncode == 4
+    (w.unit("c1", "a") / "status.json").write_text("{not json")
+    st = json.loads(w.run("runs", "status", "c1", "--json").stdout)
+    assert [(u["unit"], u["state"]) for u in st] == [("a", "corrupt"), ("b", "done")]
+    assert "a: corrupt: status.json cannot be trusted: not JSON" in w.run("runs", "status", "c1").stdout
+    assert w.run("monitor", "c1", "--timeout", "5").returncode == 4
+    mon = w.run("monitor", "c1", "--running", "--timeout", "5")
+    assert mon.returncode == 0 and "watching nothing" in mon.stdout  # a corrupt unit is not running
+    g = w.run("gather", "c1", "--quiet", "0", "--timeout", "20")
+    assert g.returncode == 4 and "DONE a corrupt: status.json cannot be trusted" in g.stdout, g.stdout
+    out = w.run("runs", "output", "c1", "a")
+    assert out.returncode == 1 and "cannot be trusted (not JSON" in out.stderr
+    for again in (("runs", "retry", "c1", "--failed"), ("run", str(m), "--run", "c1")):
+        r = w.run(*again)
+        assert r.returncode == 4, r.stdout + r.stderr
+        assert "a: skipped: a's status.json cannot be trusted (not JSON" in r.stdout, r.stdout
+    assert sorted(p.name for p in (w.root / ".wf" / "runs" / "c1").iterdir()) == ["a", "b", "manifest.json"]
+    # a record that names another unit is not trusted either (readers act on the unit it names)
+    b = json.loads((w.unit("c1", "b") / "status.json").read_text())
+    (w.unit("c1", "b") / "status.json").write_text(json.dumps({**b, "unit": "a"}))
+    assert (
+        "b: corrupt: status.json cannot be trusted: it names another unit"
+        in w.run("runs", "status", "c1").stdout
+    )
+    # what the words say to do works: move the folder away, retry what is missing
+    w.unit("c1", "a").rename(tmp_path / "a-aside")
+    r = w.run("runs", "retry", "c1", "--missing", "--json")
+    assert [u["unit"] for u in json.loads(r.stdout)["units"]] == ["a"], r.stdout + r.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_corrupt_status_of_a_running_unit_is_never_marked_lost(w: Workers, tmp_path: Path) -> None:
+    """kill -9 of wf run, then the running unit's record is damaged: no reader ends a
+    process or writes a lost record from a file it cannot trust."""
+    m = manifest(tmp_path / "m.json", [{"id": "slow", "prompt": "SLEEP 60"}], adapter="codex")
+    p = w.start("run", str(m), "--run", "k9")
+    wait_for(lambda: running(w, "k9", "slow"), "slow running")
+    worker = w.status("k9", "slow")["pid"]
+    os.kill(p.pid, signal.SIGKILL)
+    p.communicate(timeout=30)
+    bad = '{"run": "k9", "unit": "slow", "state": "running"}'  # no adapter: not a record wf wrote
+    (w.unit("k9", "slow") / "status.json").write_text(bad)
+    try:
+        assert "slow: corrupt" in w.run("runs", "status", "k9").stdout
+        assert w.run("gather", "k9", "--quiet", "0", "--timeout", "20").returncode == 4
+        assert (w.unit("k9", "slow") / "status.json").read_text() == bad
+        assert alive(worker)
+    finally:
+        os.kill(worker, signal.SIGKILL)
+
+
+@pytest.mark.timeout(150)
+def test_the_orch_loop_takes_nothing_from_a_corrupt_unit_status(wf: WfRunner) -> None:
+    """kill -9 of wf orch run after its worker reported; then the unit's status.json is
+    damaged: the next run does not post the captured report from a record it cannot
+    trust; it works the task again (a recovery)."""
+    o = Orch(wf)
+    o.setup(lanes_toml("a"), task("a1", "a", "awaiting Which colour?"))
+    p = _popen(o, "orch", "run", "a")
+    rec_path = o.root / ".wf" / "orch" / "a.json"
+    _wait_for(lambda: rec_path.exists() and json.loads(rec_path.read_text()).get("unit"), what="the record")
+    rec = json.loads(rec_path.read_text())
+    folder = o.root / ".wf" / "runs" / rec["run"] / rec["unit"]
+    _wait_for(lambda: "result: awaiting" in runs_text(folder / "output.txt"), what="the answer")
+    os.kill(p.pid, signal.SIGKILL)
+    p.communicate(timeout=30)
+    other = {"run": rec["run"], "unit": "x", "state": "done", "adapter": "cmd"}  # names another unit
+    (folder / "status.json").write_text(json.dumps(other))
+    r = o.proc("orch", "run", "a", timeout=120)
+    assert "taking over a finished worker" not in r.stdout, r.stdout
+    assert "a1" in r.stdout and r.returncode == 4, r.stdout + r.stderr
+    assert [e["outcome"] for e in o.orch_log()] == ["awaiting"]
+
+
+def runs_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""

@@ -27,12 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wf import records
 from wf.errors import WfError
 from wf.project import Project
 from wf.taskfile import check_id
 
-FINAL = ("done", "failed", "stalled", "timeout", "interrupted", "killed", "lost", "corrupt")
-ATTENTION = ("failed", "stalled", "timeout", "interrupted", "killed", "lost", "corrupt")
+CORRUPT = "corrupt"  # what readers show for a unit whose status.json cannot be trusted
+FINAL = ("done", "failed", "stalled", "timeout", "interrupted", "killed", "lost", CORRUPT)
+ATTENTION = ("failed", "stalled", "timeout", "interrupted", "killed", "lost", CORRUPT)
+CORRUPT_FIX = (
+    "repair that file, or move the unit's folder away and run it again (wf runs retry RUN --missing)"
+)
 LIVE = ("queued", "running")
 STATES = (*LIVE, *FINAL)
 
@@ -126,31 +131,43 @@ def write_status(folder: Path, status: dict[str, Any], *, durable: bool = False)
     write_file(folder / "status.json", data.encode("utf-8"), durable=durable)
 
 
+class CorruptStatus(records.CorruptRecord):
+    """A unit's status.json that cannot be trusted (unreadable, not JSON, no core
+    fields, an unknown state, or it names another unit). Readers show such a unit as
+    ``corrupt``; nothing moves it aside (the unit would vanish from every reader)."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        WfError.__init__(self, f"{path}: cannot be trusted ({why}); {CORRUPT_FIX}")
+        self.path = path
+        self.why = why
+
+
 def read_status(folder: Path) -> dict[str, Any] | None:
     """A unit's status.json; None only when there is none (yet). One that cannot be read,
-    is not JSON, or lacks the core fields raises CorruptRecord: never read as "none"."""
-    from wf import records
-
+    is not JSON, or lacks the core fields raises CorruptStatus: never read as "none"."""
     path = folder / "status.json"
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as e:
-        raise records.CorruptRecord(path, f"cannot read it: {e.strerror or e}") from None
+        raise CorruptStatus(path, f"cannot read it: {e.strerror or e}") from None
     try:
         data = json.loads(raw.decode("utf-8"))
+        core = records.from_dict(UnitCore, data, path)
     except (UnicodeDecodeError, ValueError) as e:
-        raise records.CorruptRecord(path, f"not JSON: {e}") from None
-    core = records.from_dict(UnitCore, data, path)
-    if core.state not in STATES:
-        raise records.CorruptRecord(path, f"unknown state {core.state!r}")
+        raise CorruptStatus(path, f"not JSON: {e}") from None
+    except records.CorruptRecord as e:
+        raise CorruptStatus(path, e.why) from None
+    if core.state not in STATES or (core.run, core.unit) != (folder.parent.name, folder.name):
+        why = f"unknown state {core.state!r}" if core.state not in STATES else "it names another unit"
+        raise CorruptStatus(path, why)
     return dict(data)
 
 
 def corrupt_unit(run: str, folder: Path, why: str) -> dict[str, Any]:
     """What readers show for a unit whose status.json cannot be trusted."""
-    return {"run": run, "unit": folder.name, "state": "corrupt", "adapter": "?", "failure": None,
+    return {"run": run, "unit": folder.name, "state": CORRUPT, "adapter": "?", "failure": None,
             "reason": f"status.json cannot be trusted: {why}", "error": why, "exit_code": None}  # fmt: skip
 
 
@@ -159,14 +176,12 @@ def units(project: Project, run: str) -> list[dict[str, Any]]:
     if not folder.is_dir():
         raise WfError(f"no run {run!r} (wf runs lists them)")
     out = []
-    from wf import records
-
     for d in sorted(folder.iterdir()):
         if not d.is_dir():
             continue
         try:
             st = read_status(d)
-        except records.CorruptRecord as e:
+        except CorruptStatus as e:
             st = corrupt_unit(run, d, e.why)
         if st is not None:
             out.append(st)

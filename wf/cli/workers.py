@@ -229,7 +229,8 @@ def run_cmd(
     as_json: bool,
 ) -> int:
     """Run the units of a JSON or TOML manifest in parallel; one line per unit as it
-    ends. Exit 0 all done, 4 a unit failed, 130 on Ctrl-C.
+    ends. Exit 0 all done, 4 a unit failed or was left undone (given up, corrupt),
+    130 on Ctrl-C.
 
     \b
     {"defaults": {"adapter": "cmd", "timeout": 600, "max_parallel": 5},
@@ -261,6 +262,8 @@ def run_cmd(
     )
     live.done()
     code = _end_code(outcome)
+    if code == 0 and any(not s.done for s in outcome.skipped):
+        code = 4  # a unit it did not run (gave up, corrupt, running elsewhere) is not done
     _outcome_report(proj, outcome, code, as_json)
     return code
 
@@ -457,7 +460,7 @@ def runs_retry(
     )
     live.done()
     code = _end_code(outcome)
-    if code == 0 and any(not s.why.startswith("done") for s in outcome.skipped):
+    if code == 0 and any(not s.done for s in outcome.skipped):
         code = 4  # something is left that a person must look at
     if not outcome.units and not outcome.skipped and not as_json:
         click.echo(f"run {run}: nothing to retry")

@@ -24,6 +24,7 @@ RESUME_PROMPT = "Continue where you stopped and finish the task. End with your f
 class Skip(NamedTuple):
     unit: str
     why: str
+    done: bool = False  # it landed well: nothing for a person to do
 
 
 def families(statuses: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -85,8 +86,12 @@ def next_attempt(
     root = str(attempts[0].get("retry_of") or attempts[0].get("unit"))
     if last.get("state") in runs.LIVE:
         return Skip(root, f"still running ({last['unit']})")
+    if last.get("state") == runs.CORRUPT:
+        # nothing it says (its request, its attempt count, whether it still runs) holds
+        why = f"{last['unit']}'s status.json cannot be trusted ({last.get('error')}); {runs.CORRUPT_FIX}"
+        return Skip(root, why)
     if landed_well(last):
-        return Skip(root, f"done ({last['unit']})")
+        return Skip(root, f"done ({last['unit']})", done=True)
     count = int(last.get("retry") or 0) + 1
     if count > max_retries:
         return Skip(root, f"gave up: {count - 1} retries already (--max-retries {max_retries})")

@@ -42,7 +42,10 @@ def repair_lost(project: Project, run: str) -> list[str]:
         if not _orphaned(st):
             continue
         folder = runs.unit_dir(project, run, str(st.get("unit")))
-        fresh = runs.read_status(folder)  # its supervisor may have finished it meanwhile
+        try:
+            fresh = runs.read_status(folder)  # its supervisor may have finished it meanwhile
+        except runs.CorruptStatus:
+            continue  # the next runs.units() shows it as corrupt; nothing in it is acted on
         if fresh is None or not _orphaned(fresh):
             continue
         token = fresh.get("token")
