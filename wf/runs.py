@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -87,14 +87,15 @@ def write_file(path: Path, data: bytes, *, durable: bool, dir_sync: bool | None 
     file, never half of one. ``durable`` adds the fsyncs (file, then folder) that make it
     survive a crash of the machine; intermediate bookkeeping skips them. ``dir_sync=False``
     leaves the folder's fsync to a durable write that follows in the same folder."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # one writer per process and thread at a time: a name of its own, no mkstemp
+    tmp = f"{path.parent}/.{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
     try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             if durable:
                 f.flush()
                 os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         try:
