@@ -322,11 +322,12 @@ def test_monitor_running_waits_on_what_still_runs(w: Workers, tmp_path: Path) ->
         again = w.run("monitor", "mon", "--timeout", "30")
         assert again.returncode == 4  # without --running it wakes at once: bad still failed
         waiting = w.start("monitor", "mon", "--running", "--timeout", "60")
-        time.sleep(1.0)
+        assert waiting.stdout is not None
+        first = waiting.stdout.readline()  # printed before it waits
+        assert first == "monitor mon: watching slow\n", first
         go.touch()
         out, _ = waiting.communicate(timeout=60)
-        assert out.startswith("monitor mon: watching slow\n"), out
-        assert waiting.returncode == 0 and "slow: done" in out
+        assert waiting.returncode == 0 and "slow: done" in out, first + out
         r = w.run("monitor", "mon", "--running", "--timeout", "5")
         assert r.returncode == 0 and "watching nothing" in r.stdout
     finally:
@@ -669,10 +670,12 @@ def test_the_coordinators_loop_from_the_readme(w: Workers, tmp_path: Path) -> No
     status = w.run("runs", "status", run).stdout
     assert "parser: failed task: exit 1" in status
     waiting = w.start("monitor", run, "--running", "--timeout", "60")
-    time.sleep(1.0)
+    assert waiting.stdout is not None
+    first = waiting.stdout.readline()  # printed before it waits
+    assert first == f"monitor {run}: watching docs\n", first
     go.touch()  # docs ends now, while the monitor waits on it
     out, _ = waiting.communicate(timeout=60)
-    assert waiting.returncode == 0 and out.startswith("monitor " + run + ": watching docs\n"), out
+    assert waiting.returncode == 0, first + out
     sup.communicate(timeout=60)
     assert sup.returncode == 4
     mark.touch()
@@ -690,6 +693,9 @@ def test_retry_never_starts_a_second_attempt_beside_a_live_one(w: Workers, tmp_p
         wait_for(lambda: running(w, "r1", "s1"), "s1 running")
         r = w.run("runs", "retry", "r1", "s1")
         assert r.returncode == 4 and "s1: skipped: still running (s1)" in r.stdout
+        assert not w.unit("r1", "s1-r1").exists()
+        r = w.run("runs", "retry", "r1", "--failed")  # a running unit has not failed
+        assert r.returncode == 0 and "nothing to retry" in r.stdout, r.stdout
         assert not w.unit("r1", "s1-r1").exists()
     finally:
         p.send_signal(signal.SIGINT)

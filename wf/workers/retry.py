@@ -155,8 +155,12 @@ def plan_retry(
     else:
         if not failed and not missing:
             failed = missing = True
-        if failed:
-            roots = [r for r, attempts in fams.items() if not landed_well(attempts[-1])]
+        if failed:  # what ended without landing; a unit still running has not failed
+            roots = [
+                r
+                for r, attempts in fams.items()
+                if not landed_well(attempts[-1]) and attempts[-1].get("state") not in runs.LIVE
+            ]
         if missing:
             fresh = [r for i, r in saved.items() if i not in fams]
     for root in dict.fromkeys(roots):
