@@ -687,6 +687,29 @@ def test_the_coordinators_loop_from_the_readme(w: Workers, tmp_path: Path) -> No
     assert w.run("monitor", run, "--timeout", "5").returncode == 0
 
 
+@pytest.mark.timeout(180)
+def test_the_readme_coordinator_loop_runs_as_written(w: Workers) -> None:
+    """The README's coordinator loop, taken from the README and run by bash as it stands."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("<!-- coordinator-loop -->\n```sh\n", 1)[1].split("\n```\n", 1)[0]
+    r = subprocess.run(
+        ["bash", "-c", block], cwd=w.root, env=w.env, capture_output=True, text=True, timeout=150
+    )
+    out = r.stdout
+    assert r.returncode == 0, out + r.stderr
+    run = out.split(":", 1)[0].removeprefix("monitor ")
+    lines = out.splitlines()
+    assert lines[0] == f"monitor {run}: watching every unit (none yet)", out
+    failed = next(x for x in lines if x.startswith("parser: failed task: "))
+    assert "data.csv" in failed and "FALLBACK" in failed, failed  # the shell's own words
+    # the second monitor waits on docs (or, on a slow machine, docs was done before it began)
+    assert f"monitor {run}: watching docs" in out or f"monitor {run}: watching nothing" in out, out
+    assert "parser-r1: done" in out and "(retry 1 of parser)" in out, out
+    assert f"run {run}: 2/2 done (1 earlier attempt replaced by retries)" in out, out
+    assert "DONE docs done" in out and "DONE parser-r1 done" in out, out
+    assert out.endswith("== docs (done)\ndocs written\n== parser-r1 (done)\n2\n"), out
+
+
 def test_retry_never_starts_a_second_attempt_beside_a_live_one(w: Workers, tmp_path: Path) -> None:
     p = w.start("dispatch", "r1", "s1", "--adapter", "claude", "--prompt", "SLEEP 30")
     try:

@@ -149,13 +149,21 @@ def progress_text(statuses: list[dict[str, Any]], folders: dict[str, Path], star
 
 
 def total_line(run: str, statuses: list[dict[str, Any]]) -> str:
-    c = counts(statuses)
+    """The run's units counted by their latest attempt (an attempt a retry replaced is
+    not counted again); the cost of every attempt."""
+    from wf.workers.watch import superseded
+
+    old = superseded(statuses)
+    latest = [st for st in statuses if str(st.get("unit")) not in old]
+    c = counts(latest)
     costs = [x for x in (usd(st) for st in statuses) if x is not None]
-    line = f"run {run}: {c['done']}/{len(statuses)} done"
+    line = f"run {run}: {c['done']}/{len(latest)} done"
     if c["failed"]:
         line += f", {c['failed']} not"
     if c["running"] or c["queued"]:
         line += f", {c['running'] + c['queued']} running"
+    if old:
+        line += f" ({len(old)} earlier attempt{'s' if len(old) > 1 else ''} replaced by retries)"
     if costs:
         line += f", ${sum(costs):.4f} in all"
     return line
