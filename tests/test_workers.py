@@ -205,6 +205,37 @@ def test_hang_is_stalled_and_its_tree_killed(w: Workers, tmp_path: Path) -> None
     assert w.output("r1", "h1").startswith("FALLBACK: unit h1 ended without an answer (state stalled")
 
 
+@pytest.mark.timeout(120)
+def test_a_stop_ends_the_whole_tree_at_once_while_others_run(w: Workers, tmp_path: Path) -> None:
+    """A stalled unit's child that cleared its environment (no token) is ended with the
+    unit when it is stopped, not only when the whole run ends."""
+    pidfile, go = tmp_path / "child.pid", tmp_path / "go"
+    hang = (
+        "import subprocess, time; "
+        "p = subprocess.Popen(['env', '-i', 'sleep', '300']); "
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(300)"
+    )
+    wait = f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)\nprint('long')"
+    m = manifest(
+        tmp_path / "m.json",
+        [{"id": "hang", "prompt": "x", "cmd": [sys.executable, "-c", hang], "stall": 1},
+         {"id": "long", "prompt": "x", "cmd": [sys.executable, "-c", wait]}],
+        adapter="cmd",
+    )  # fmt: skip
+    p = w.start("run", str(m), "--run", "st")
+    try:
+        status = w.unit("st", "hang") / "status.json"
+        deadline = time.monotonic() + 60
+        while not (status.exists() and w.status("st", "hang")["state"] == "stalled"):
+            assert time.monotonic() < deadline, "hang was never stopped"
+            time.sleep(0.05)
+        assert w.status("st", "long")["state"] == "running"  # the run goes on
+        assert not alive(int(pidfile.read_text()))
+    finally:
+        go.touch()
+        p.communicate(timeout=60)
+
+
 def test_printing_forever_times_out(w: Workers) -> None:
     r = w.run("dispatch", "r1", "f1", "--adapter", "codex", "--timeout", "1.5", "--prompt", "FOREVER")
     assert r.returncode == 4
