@@ -504,6 +504,42 @@ def test_the_report_shows_cost_check_disagreements(w: Workers) -> None:
     assert "cost_check differs: run r9 unit u9 (m): the tool reported $2.5, the transcript gives $1.0" in out
 
 
+# ------------------------------------------------------------------ 8. tool access
+
+
+def test_access_a_tool_cannot_honour_is_refused_before_anything_runs(w: Workers, tmp_path: Path) -> None:
+    """A unit that asks for read-only of a tool with no sandbox, or a permission mode
+    claude does not have, is refused with the reason; no unit of the manifest is left
+    behind half-made, so the fixed manifest runs under the same run id."""
+    m = tmp_path / "m.json"
+    units: list[dict[str, Any]] = [
+        {"id": "ok", "adapter": "cmd", "cmd": ["echo", "fine"], "prompt": "x"},
+        {"id": "ro", "adapter": "opencode", "model": "anthropic/claude-sonnet-4-5", "prompt": "x",
+         "sandbox": "read-only"},
+    ]  # fmt: skip
+    m.write_text(json.dumps({"units": units}))
+    r = w.run("run", str(m), "--run", "acc")
+    assert r.returncode == 1 and "unit ro: opencode has no sandbox" in r.stderr, r.stderr
+    units[1] = {"id": "ro", "adapter": "claude", "prompt": "x", "permission_mode": "bogus"}
+    m.write_text(json.dumps({"units": units}))
+    r = w.run("run", str(m), "--run", "acc")
+    assert r.returncode == 1 and "unit ro: permission_mode 'bogus' is not one of" in r.stderr, r.stderr
+    assert not (w.root / ".wf" / "runs" / "acc" / "ok").exists()
+    units[1] = {"id": "ro", "adapter": "codex", "prompt": "x", "sandbox": "read-only"}
+    m.write_text(json.dumps({"units": units}))
+    r = w.run("run", str(m), "--run", "acc")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert w.status("acc", "ro")["access"]["sandbox"] == "read-only"
+
+
+def test_doctor_checks_a_lanes_tool_access(w: Workers) -> None:
+    (w.root / "wf.toml").write_text(
+        '[lanes.oc]\nadapter = "opencode"\nmodel = "anthropic/claude-sonnet-4-5"\nsandbox = "read-only"\n'
+    )
+    r = w.run("doctor")
+    assert "lane: oc: opencode has no sandbox, network or MCP switch" in r.stdout, r.stdout + r.stderr
+
+
 # ------------------------------------------------------------------ 9. spellings
 
 

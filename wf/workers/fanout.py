@@ -57,6 +57,23 @@ def ended(project: Project, u: Unit) -> None:
         costlog.append(project.root, rec)
 
 
+def build_all(project: Project, run: str, reqs: list[UnitRequest]) -> list[Unit]:
+    """Every request made a Unit, or none: when one is refused, the folders the ones
+    before it made (this call made them; nothing is in them yet) are removed, so a run
+    is never left with unit folders that no status.json names."""
+    import shutil
+
+    built: list[Unit] = []
+    try:
+        for r in reqs:
+            built.append(build_unit(project, run, r))
+    except BaseException:
+        for u in built:
+            shutil.rmtree(u.folder, ignore_errors=True)
+        raise
+    return built
+
+
 def _run(
     project: Project,
     units: list[Unit],
@@ -112,7 +129,7 @@ def run_manifest(
         todo, skipped = retrymod.plan_manifest(project, run, reqs, max_retries)
     else:
         todo = reqs
-    units = [build_unit(project, run, r) for r in todo]
+    units = build_all(project, run, todo)
     save_requests(project, run, reqs)
     completed = _run(project, units, limit, on_end, on_tick)
     return Outcome(run, units, skipped, completed)
@@ -137,6 +154,6 @@ def retry(
     todo, skipped = retrymod.plan_retry(
         project, run, units, failed=failed, missing=missing, resume=resume, max_retries=max_retries
     )
-    built = [build_unit(project, run, r) for r in todo]
+    built = build_all(project, run, todo)
     completed = _run(project, built, max_parallel, on_end, on_tick) if built else True
     return Outcome(run, built, skipped, completed)

@@ -181,6 +181,12 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
     problems = adapters.vocabulary_problems(adapter.name, req.model, req.effort)
     if problems:  # e.g. codex asked for "sonnet", opencode with no provider/model
         raise WfError(f"unit {req.id}: {problems[0].message} ({problems[0].fix})")
+    access = adapters.access_fields(req.access)
+    permission_mode = req.permission_mode or "acceptEdits"
+    probe = adapters.Spec(run, req.id, folder, folder, "", permission_mode=permission_mode, **access)
+    refused = adapter.access_problems(probe)
+    if refused:  # e.g. read-only asked of a tool that cannot enforce it: never run it wider
+        raise WfError(f"unit {req.id}: {refused[0]}")
     meta.update(mode=mode)
     if req.retry_of:
         meta.update(retry_of=req.retry_of, retry=req.retry)
@@ -213,7 +219,7 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
         session_id=session_id,
         resume=resume,
         cmd=req.cmd,
-        permission_mode=req.permission_mode or "acceptEdits",
-        **adapters.access_fields(req.access),
+        permission_mode=permission_mode,
+        **access,
     )
     return Unit(spec, adapter, timeout=req.timeout, stall=req.stall, meta=meta)
