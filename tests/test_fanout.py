@@ -525,11 +525,13 @@ def test_access_a_tool_cannot_honour_is_refused_before_anything_runs(w: Workers,
     r = w.run("run", str(m), "--run", "acc")
     assert r.returncode == 1 and "unit ro: permission_mode 'bogus' is not one of" in r.stderr, r.stderr
     assert not (w.root / ".wf" / "runs" / "acc" / "ok").exists()
-    units[1] = {"id": "ro", "adapter": "codex", "prompt": "x", "sandbox": "read-only"}
+    units[1] = {"id": "ro", "adapter": "codex", "prompt": "CRASH", "sandbox": "read-only"}
     m.write_text(json.dumps({"units": units}))
     r = w.run("run", str(m), "--run", "acc")
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 4 and "ok: done" in r.stdout and "ro: failed" in r.stdout, r.stdout + r.stderr
     assert w.status("acc", "ro")["access"]["sandbox"] == "read-only"
+    r = w.run("runs", "retry", "acc", "ro", "--fresh")  # a retry gets the same access, never wider
+    assert w.status("acc", "ro-r1")["access"] == w.status("acc", "ro")["access"], r.stdout + r.stderr
 
 
 def test_doctor_checks_a_lanes_tool_access(w: Workers) -> None:

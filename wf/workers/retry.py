@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from wf import runs
+from wf import adapters, runs
 from wf.errors import WfError
 from wf.project import Project
 from wf.workers.manifest import saved_requests
@@ -57,6 +57,7 @@ def _from_status(project: Project, run: str, st: dict[str, Any]) -> UnitRequest:
     except OSError:
         raise WfError(f"unit {st['unit']} has no prompt.txt to retry with") from None
     mode = st.get("mode") or ("clone" if st.get("clone") else "cwd")
+    access = st.get("access") if isinstance(st.get("access"), dict) else {}
     return UnitRequest(
         id=str(st["unit"]),
         prompt=prompt,
@@ -68,7 +69,8 @@ def _from_status(project: Project, run: str, st: dict[str, Any]) -> UnitRequest:
         cwd=st.get("cwd") if mode == "cwd" else None,
         mode=mode,
         cmd=tuple(st.get("cmd") or ()),
-        permission_mode=st.get("permission_mode"),
+        permission_mode=st.get("permission_mode") or access.get("permission_mode"),
+        access={k: access[k] for k in adapters.ACCESS_KEYS if k in access},  # never wider on a retry
     )
 
 
