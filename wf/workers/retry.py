@@ -57,7 +57,8 @@ def _from_status(project: Project, run: str, st: dict[str, Any]) -> UnitRequest:
     except OSError:
         raise WfError(f"unit {st['unit']} has no prompt.txt to retry with") from None
     mode = st.get("mode") or ("clone" if st.get("clone") else "cwd")
-    access = st.get("access") if isinstance(st.get("access"), dict) else {}
+    given = st.get("access")
+    access: dict[str, Any] = given if isinstance(given, dict) else {}
     return UnitRequest(
         id=str(st["unit"]),
         prompt=prompt,
