@@ -436,6 +436,29 @@ def test_progress_line_on_a_terminal_only(w: Workers, tmp_path: Path) -> None:
     assert code == 0 and b"running," not in out and b"\x1b[K" not in out
     piped = w.run("run", str(quick), "--run", "pipe", TERM="xterm")
     assert "running," not in piped.stdout and "\r" not in piped.stdout
+    code, out = _pty_run(["dispatch", "tty", "d1", "--adapter", "codex", "--prompt", "SLEEP 2"], env, w.root)
+    assert code == 0 and b"\r1 running, 0 done, 0 failed" in out, out
+    slow = manifest(tmp_path / "s.json", [{"id": "s1", "prompt": "HANG"}], adapter="codex")
+    sup = w.start("run", str(slow), "--run", "slow")
+    try:
+        wait_for(lambda: running(w, "slow", "s1"), "s1 running")
+        code, out = _pty_run(["monitor", "slow", "--timeout", "2.5"], env, w.root)
+        assert code == 5 and b"\r1 running, 0 done, 0 failed" in out and b"; qui" in out, (
+            out
+        )  # quietest, cut at 40
+    finally:
+        sup.send_signal(signal.SIGINT)
+        sup.communicate(timeout=60)
+
+
+def test_json_on_runs_and_runs_status(w: Workers) -> None:
+    assert (
+        w.run("dispatch", "jr", "u1", "--adapter", "cmd", "--cmd", "false", "--prompt", "x").returncode == 4
+    )
+    rows = json.loads(w.run("runs", "--json").stdout)
+    assert rows == [{"run": "jr", "units": 1, "states": {"failed": 1}}]
+    [st] = json.loads(w.run("runs", "status", "jr", "--json").stdout)
+    assert st["unit"] == "u1" and st["failure"] == "task"
 
 
 def test_json_on_run_and_dispatch(w: Workers, tmp_path: Path) -> None:

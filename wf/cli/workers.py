@@ -290,8 +290,9 @@ def _outcome_report(proj: Any, outcome: Any, code: int, as_json: bool) -> None:
 
 @cli.group(cls=_Group, invoke_without_command=True)
 @click.option("-n", "count", type=click.IntRange(min=1), default=10, show_default=True, help="How many runs.")
+@click.option("--json", "as_json", is_flag=True, help='A JSON list: {"run", "units", "states"} per run.')
 @click.pass_context
-def runs(ctx: click.Context, count: int) -> None:
+def runs(ctx: click.Context, count: int, as_json: bool) -> None:
     """Recent runs (newest first); subcommands show one run's units.
 
     \b
@@ -301,17 +302,23 @@ def runs(ctx: click.Context, count: int) -> None:
         return
     from wf import runs as runsmod
 
-    found = runsmod.all_runs(_project(ctx))
-    if not found:
-        click.echo("no runs yet (wf dispatch, wf run)")
     proj = _project(ctx)
+    found = runsmod.all_runs(proj)
+    if not found and not as_json:
+        click.echo("no runs yet (wf dispatch, wf run)")
+    rows = []
     for name, _mtime in found[:count]:
         units = runsmod.units(proj, name)
         states: dict[str, int] = {}
         for u in units:
             states[str(u.get("state"))] = states.get(str(u.get("state")), 0) + 1
-        summary = " ".join(f"{k}={v}" for k, v in sorted(states.items()))
-        click.echo(f"{name}  {len(units)} units  {summary}")
+        rows.append({"run": name, "units": len(units), "states": dict(sorted(states.items()))})
+    if as_json:
+        _echo_json(rows)
+        return
+    for row in rows:
+        summary = " ".join(f"{k}={v}" for k, v in row["states"].items())  # type: ignore[attr-defined]
+        click.echo(f"{row['run']}  {row['units']} units  {summary}")
 
 
 @runs.command("new")
