@@ -500,6 +500,8 @@ def test_unit_costs_reach_the_cost_log_the_status_and_the_report(w: Workers, tmp
     assert row["n"] == 2 and abs(row["total_usd"] - total) < 0.001
     by_model = w.run("usage", "--report", "--by", "model").stdout
     assert by_model.startswith("model") and "claude-sonnet-4-6" in by_model
+    by_lane = json.loads(w.run("usage", "--report", "--by", "lane", "--json").stdout)
+    assert sum(x["n"] for x in by_lane) == 2 and abs(sum(x["total_usd"] for x in by_lane) - total) < 0.001
 
 
 def test_the_report_shows_cost_check_disagreements(w: Workers) -> None:
