@@ -239,7 +239,9 @@ def run_cmd(
                 "model": "sonnet", "mode": "clone"}]}
     Unit keys: id, prompt | prompt_file, adapter (or "auto"), model, effort,
     timeout, stall, mode (scratch | clone | cwd), cwd, resume_from, session, cmd,
-    permission_mode. "tasks" is another name for "units".
+    and tool access: permission_mode, allowed_tools, sandbox, network,
+    isolate_mcp, extra_args (refused if the tool cannot honour them).
+    "tasks" is another name for "units".
     \b
     wf run units.json --max-parallel 5
     wf run units.json --run r1      # again: skips what is done, retries the rest
