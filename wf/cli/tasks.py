@@ -210,16 +210,16 @@ def list_cmd(
         raise WfError(f"no lane {lane!r} (lanes: {', '.join(ln.name for ln in proj.config.lanes)})")
     if limit is None:
         limit = views.RUNNER_LIMIT if runner else 0
-    k = listcache.key(proj, ("list", runner, lane, status, limit))
+    k = listcache.key(proj, ("list", 2, runner, lane, status, limit))
     cached = listcache.load(proj, k) if k else None
     if cached is not None:
         records, total, warnings = cached
     else:
         from wf import backlog
 
-        bl = backlog.load(proj)
+        bl = backlog.load_readable(proj)
         records, total = views.list_rows(bl, runner=runner, lane=lane, status=status, limit=limit)
-        warnings = views.issue_lines(bl.doc.errors, limit=10)
+        warnings = views.issue_lines(bl.errors(), limit=10)
         if k:
             listcache.store(proj, k, (records, total, warnings))
     for line in warnings:
@@ -516,8 +516,14 @@ def edit(ctx: click.Context, task_id: str) -> None:
                 f"at offset {e.start}); nothing was changed: save it as UTF-8 and edit again"
             ) from None
 
-    changed = ops.edit_task(_project(ctx), task_id, run_editor, on_wait=_on_wait)
-    click.echo(f"{task_id}: {'edited' if changed else 'unchanged'}")
+    def on_reopen(path: Path) -> None:
+        _warn(f"reopening your kept draft {path} (a refused edit); delete it to start from the task")
+
+    result = ops.edit_task(_project(ctx), task_id, run_editor, on_reopen=on_reopen, on_wait=_on_wait)
+    if result is ops.Edited.KEPT:
+        click.echo(f"{task_id}: unchanged (not saved; your draft stays in .wf/edit/{task_id}.md)")
+    else:
+        click.echo(f"{task_id}: {result.value}")
 
 
 @cli.command()
