@@ -14,7 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
 from wf.errors import ConfigError, WfError
-from wf.taskfile import ID_HELP, MODEL_RE, valid_id
+from wf.ids import ID_HELP, MODEL_RE, valid_id
 
 ADAPTERS = ("claude", "codex", "opencode", "cmd")
 ISOLATIONS = ("worktree", "clone")
