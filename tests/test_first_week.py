@@ -248,7 +248,9 @@ def test_removing_a_default_lane_keeps_the_others(wf: WfRunner) -> None:
 
 def test_type_errors_read_as_english(wf: WfRunner) -> None:
     for key, value, want in (
-        ("slice_above", "x", "slice_above must be a number, not 'x'"),
+        ("slice_above", "x", 'slice_above must be a number, not "x"'),
+        ("lock_timeout", "true", "lock_timeout must be a number, not true"),  # TOML, not Python
+        ("backup_days", "[1, 2]", "backup_days must be a number, not [1, 2]"),
         ("cloud", "3", "cloud must be true or false, not 3"),
         ("gate", "3", "gate must be a string, not 3"),
     ):
