@@ -250,3 +250,25 @@ def test_an_archived_tasks_branch_main_lacks_is_never_deleted(proj: WfRunner) ->
     r = proj("doctor", "--fix")
     assert "branch: sonnet/a: task archived but the branch has commits not in main" in r.out
     assert git(proj.root, "rev-parse", "sonnet/a").strip() == tip
+
+
+# ------------------------------------------------------------------ a quiet history
+
+
+def test_a_finished_task_adds_two_commits_of_wfs_own_and_claims_add_none(proj: WfRunner) -> None:
+    start = git(proj.root, "rev-parse", "HEAD").strip()
+    for tid in "ab":
+        proj.ok("status", tid, "progress", "me")
+        proj.ok("note", tid, "started")
+        tree = proj.root / ".worktrees" / tree_of(proj, tid)
+        (tree / f"{tid}.txt").write_text(tid)
+        commit_all(tree, f"work on {tid}")
+        proj.ok("merge", tid)
+    proj.ok("status", "c", "progress", "me")  # a claim, a status change: nothing committed
+    proj.ok("status", "c", "awaiting", "a question")
+    mainline = git(proj.root, "log", "--first-parent", "--format=%s", f"{start}..main").splitlines()
+    assert mainline == ["wf: archive b", "b: Task b", "wf: archive a", "a: Task a"]
+    # the README's recipe: task history without the bookkeeping, one line per finished task
+    recipe = ["log", "--first-parent", "--oneline", "--invert-grep", "--grep=^wf: archive ", f"{start}..main"]
+    assert [ln.split(" ", 1)[1] for ln in git(proj.root, *recipe).splitlines()] == ["b: Task b", "a: Task a"]
+    assert git(proj.root, "status", "--porcelain", "--untracked-files=no") == " M TASKS.md\n"
