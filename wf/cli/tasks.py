@@ -8,13 +8,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from wf.cli.base import _backlog, _echo_json, _n, _on_wait, _print, _project, _warn, cli
 from wf.errors import WfError
 from wf.text import safe
+
+if TYPE_CHECKING:
+    from wf.project import Project
 
 # ---------------------------------------------------------------- init / config
 
@@ -380,7 +383,7 @@ def add(
     _echo_json({"id": new_id}) if as_json else click.echo(new_id)
 
 
-def _warn_model(proj: Any, model: str | None, lane: str | None) -> None:
+def _warn_model(proj: Project, model: str | None, lane: str | None) -> None:
     """A Model no lane runs is allowed (a lane may be added later) but said at once."""
     if model and not lane and proj.config.lane_for_model(model) is None:
         names = ", ".join(f"{ln.name} ({ln.model})" for ln in proj.config.lanes)
