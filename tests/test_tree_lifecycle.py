@@ -220,6 +220,41 @@ def test_wt_rm_never_removes_the_tree_it_runs_in(proj: WfRunner) -> None:
     r = proj.proc("wt", "rm", "sonnet", cwd=wt)
     assert r.code == 1 and "holds the folder you run wf from" in r.err, r.err
     assert wt.exists()
+    # free, clean and at a commit of main, so prune would take it: not from inside it
+    r = proj.proc("wt", "prune", cwd=wt)
+    assert r.code == 0 and "remove sonnet" not in r.out, r.out
+    assert wt.exists()
+    assert "remove sonnet" in proj.ok("wt", "prune", "--dry-run")  # from elsewhere, it would go
+
+
+def test_a_clones_other_branches_count_as_unmerged_work(proj: WfRunner) -> None:
+    proj.ok("config", "isolation", "clone")
+    proj.ok("status", "a", "progress", "me")
+    wt = proj.root / ".worktrees" / tree_of(proj, "a")
+    assert (wt / ".git").is_dir()
+    git(wt, "switch", "-q", "-c", "side")
+    (wt / "side.txt").write_text("only here\n")
+    commit_all(wt, "work that lives only in the clone")
+    git(wt, "switch", "-q", "--detach", "HEAD~1")  # HEAD back at main's commit, the work on 'side'
+    proj.ok("done", "a")
+    assert rows(proj)["sonnet"]["state"] == "free"
+    assert "remove sonnet" not in proj.ok("wt", "prune")
+    r = proj("wt", "rm", "sonnet")
+    assert r.code == 1 and "1 commit not in main" in r.err, r.err
+    assert git(wt, "show", "side:side.txt") == "only here\n"
+
+
+def test_retire_leaves_a_tree_whose_task_holds_it_again(proj: WfRunner) -> None:
+    """doctor finds a tree to release, then (before it takes the lock) the task is
+    claimed again: retire re-reads under the lock and leaves the tree to its task."""
+    from wf import project, treeadmin
+
+    proj.ok("status", "a", "progress", "me")
+    name = tree_of(proj, "a")
+    assert treeadmin.retire(project.load(proj.root), name) is None
+    assert rows(proj)[name]["task"] == "a" and rows(proj)[name]["state"] == "busy"
+    proj.ok("status", "a", "awaiting", "a question")
+    assert treeadmin.retire(project.load(proj.root), name) == "released"
 
 
 def test_doctor_fix_releases_a_tree_whose_task_went_awaiting(proj: WfRunner) -> None:
