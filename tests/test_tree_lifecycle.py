@@ -307,3 +307,45 @@ def test_a_finished_task_adds_two_commits_of_wfs_own_and_claims_add_none(proj: W
     recipe = ["log", "--first-parent", "--oneline", "--invert-grep", "--grep=^wf: archive ", f"{start}..main"]
     assert [ln.split(" ", 1)[1] for ln in git(proj.root, *recipe).splitlines()] == ["b: Task b", "a: Task a"]
     assert git(proj.root, "status", "--porcelain", "--untracked-files=no") == " M TASKS.md\n"
+
+
+# ------------------------------------------------------------------ git's own refusals, the second layer
+
+
+def test_git_worktree_remove_refuses_a_dirty_tree(proj: WfRunner) -> None:
+    """wt rm, prune and doctor --fix skip a dirty tree themselves; under that, the removal
+    itself (no --force) refuses one too."""
+    from wf import gitops
+
+    proj.ok("status", "a", "progress", "me")
+    wt = proj.root / ".worktrees" / tree_of(proj, "a")
+    (wt / "unsaved.txt").write_text("a person's work\n")
+    with pytest.raises(gitops.GitError):
+        gitops.worktree_remove(proj.root, wt)
+    assert (wt / "unsaved.txt").read_text() == "a person's work\n"
+
+
+def test_git_refuses_to_delete_a_branch_a_tree_has_checked_out(proj: WfRunner) -> None:
+    """drop_done_branch skips a branch a tree has checked out; under that, git branch -d
+    refuses it too."""
+    from wf import gitops
+
+    proj.ok("status", "a", "progress", "me")
+    tree_of(proj, "a")
+    with pytest.raises(gitops.GitError):
+        gitops.delete_branch(proj.root, "sonnet/a")
+    assert "sonnet/a" in branches(proj)
+
+
+def test_doctor_fix_never_detaches_a_persons_own_worktree(proj: WfRunner, tmp_path: Path) -> None:
+    """An archived task's merged branch checked out in a worktree of a person's own, outside
+    .worktrees/ (even one named like a lane tree): reported, never detached or deleted."""
+    proj.ok("status", "a", "progress", "me")
+    lane_tree = proj.root / ".worktrees" / tree_of(proj, "a")
+    git(lane_tree, "switch", "-q", "--detach")
+    own = tmp_path / "elsewhere" / lane_tree.name
+    git(proj.root, "worktree", "add", "-q", str(own), "sonnet/a")
+    proj.ok("done", "a")
+    proj("doctor", "--fix")
+    assert git(own, "branch", "--show-current").strip() == "sonnet/a"
+    assert "sonnet/a" in branches(proj)
