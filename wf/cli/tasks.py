@@ -481,8 +481,9 @@ def edit(ctx: click.Context, task_id: str) -> None:
     """Edit task ID in $VISUAL or $EDITOR (default vi), safely beside wf's own writes.
 
     The task's text is edited in a file of its own; it replaces the task only if nobody
-    changed the task meanwhile (else your version is kept and the path printed), and
-    only if it still parses with the same id. The rest of TASKS.md is never touched.
+    changed the task meanwhile and it still parses with the same id. Else your version
+    is kept in .wf/edit/ID.md and the next 'wf edit ID' reopens it. The rest of
+    TASKS.md is never touched.
 
     \b
     Example:
