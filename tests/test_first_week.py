@@ -374,7 +374,11 @@ def test_a_refused_edit_keeps_its_draft_and_the_next_edit_reopens_it(
     r = wf("edit", "a")
     assert r.code == 0 and "reopening your kept draft" in r.err and "your draft stays" in r.out
     assert draft.read_text() == kept and path.read_bytes() == before
-    # the next edit starts from the kept draft, and saving it (even unchanged) applies it
+    # saving the kept draft as it is applies it (here it is still refused, and still kept)
+    monkeypatch.setenv("EDITOR", _script_editor(tmp_path, "same", "open(path, 'w').write(text)\n"))
+    r = wf("edit", "a")
+    assert r.code == 1 and "bad Prio '9'" in r.err and draft.read_text() == kept
+    # the next edit starts from the kept draft, and a fixed draft replaces the task
     fix = "assert 'precious' in text\nopen(path, 'w').write(text.replace('Prio: 9', 'Prio: 1'))\n"
     monkeypatch.setenv("EDITOR", _script_editor(tmp_path, "fix", fix))
     assert wf.ok("edit", "a") == "a: edited\n"
