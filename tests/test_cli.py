@@ -282,10 +282,13 @@ def test_task_errors_refuse_only_writes_to_that_task(wf: WfRunner, name: str) ->
 def test_not_utf8_is_a_clear_error(wf: WfRunner) -> None:
     path = wf.root / "TASKS.md"
     path.write_bytes(b"# Tasks\n\n## a: caf\xe9\n")
-    r = wf.proc("list")
+    r = wf.proc("check")
     assert r.code == 1
     assert "TASKS.md:3: error: not UTF-8 text (byte 0xe9)" in r.err
     assert "Traceback" not in r.err
+    r = wf.proc("list")  # still lists what it can read, the error on stderr
+    assert r.code == 0 and r.out.split()[0] == "a"
+    assert "TASKS.md:3: error: not UTF-8 text (byte 0xe9)" in r.err
     assert wf("add", "x").code == 1
     assert path.read_bytes() == b"# Tasks\n\n## a: caf\xe9\n"
 

@@ -248,7 +248,9 @@ def test_removing_a_default_lane_keeps_the_others(wf: WfRunner) -> None:
 
 def test_type_errors_read_as_english(wf: WfRunner) -> None:
     for key, value, want in (
-        ("slice_above", "x", "slice_above must be a number, not 'x'"),
+        ("slice_above", "x", 'slice_above must be a number, not "x"'),
+        ("lock_timeout", "true", "lock_timeout must be a number, not true"),  # TOML, not Python
+        ("backup_days", "[1, 2]", "backup_days must be a number, not [1, 2]"),
         ("cloud", "3", "cloud must be true or false, not 3"),
         ("gate", "3", "gate must be a string, not 3"),
     ):
@@ -302,3 +304,117 @@ def test_show_lists_only_its_own_errors(wf: WfRunner) -> None:
     (wf.root / "TASKS.md").write_text("# T\n\n## a: A\nPrio: 9\n## b: B\nModel: sonnet\n")
     assert "bad Prio" not in wf.ok("show", "b")
     assert "TASKS.md:4: error: bad Prio '9'" in wf.ok("show", "a")
+
+
+# ------------------------------------------------------------------ the README's promises
+
+
+def test_list_still_lists_a_file_with_a_byte_that_is_not_utf8(wf: WfRunner) -> None:
+    wf.ok("add", "Task a", "--id", "a")
+    wf.ok("add", "Task b", "--id", "b")
+    path = wf.root / "TASKS.md"
+    data = path.read_bytes().replace(b"## a: Task a\n", b"## a: Task a\ncaf\xe9 notes\n")
+    path.write_bytes(data)
+    line = data.split(b"\n").index(b"caf\xe9 notes") + 1
+    r = wf("list")
+    assert r.code == 0, r.err
+    assert [row.split()[0] for row in r.out.splitlines()] == ["a", "b"]
+    assert f"TASKS.md:{line}: error: not UTF-8 text (byte 0xe9)" in r.err
+    assert [t["id"] for t in json.loads(wf.ok("list", "--json"))] == ["a", "b"]
+    # reading past the byte never lets a write through: the file is refused as before
+    r = wf("set", "b", "-p", "1")
+    assert r.code == 1 and "not UTF-8" in r.err
+    assert path.read_bytes() == data
+    assert wf("check").code == 1
+
+
+def test_list_prints_errors_across_files_on_stderr(wf: WfRunner) -> None:
+    wf.ok("add", "Task a", "--id", "a")
+    with open(wf.root / "DONE.md", "a") as f:
+        f.write("- 2026-01-01T00:00Z a lane=sonnet model=sonnet commit=- -- Task a\n")
+    with open(wf.root / "TASKS.md", "a") as f:
+        f.write("\n## b: Task b\nAfter: nosuch\n")
+    r = wf("list")
+    assert r.code == 0 and [row.split()[0] for row in r.out.splitlines()] == ["a", "b"]
+    assert "id 'a' is already in the archive (DONE.md:" in r.err
+    assert "After names unknown id 'nosuch'" in r.err
+    # an archive that is not UTF-8: listed all the same, its error named
+    with open(wf.root / "DONE.md", "ab") as f:
+        f.write(b"- caf\xe9\n")
+    r = wf("list")
+    assert r.code == 0 and len(r.out.splitlines()) == 2
+    assert "DONE.md:" in r.err and "not UTF-8 text (byte 0xe9)" in r.err
+
+
+def _script_editor(tmp_path: Path, name: str, code: str) -> str:
+    script = tmp_path / f"{name}.py"
+    script.write_text("import sys\npath = sys.argv[1]\ntext = open(path, encoding='utf-8').read()\n" + code)
+    return f"{sys.executable} {script}"
+
+
+def test_a_refused_edit_keeps_its_draft_and_the_next_edit_reopens_it(
+    wf: WfRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wf.ok("add", "Task a", "--id", "a", "--model", "sonnet")
+    path = wf.root / "TASKS.md"
+    before = path.read_bytes()
+    draft = wf.root / ".wf" / "edit" / "a.md"
+    bad = "open(path, 'w').write(text + 'Prio: 9\\nmy precious words\\n')\n"
+    monkeypatch.setenv("EDITOR", _script_editor(tmp_path, "bad", bad))
+    r = wf("edit", "a")
+    assert r.code == 1, r.err
+    # the refusal names the draft's own line, not a line of TASKS.md
+    assert ".wf/edit/a.md:3: error: bad Prio '9'" in r.err
+    assert "TASKS.md:" not in r.err and "kept in .wf/edit/a.md (wf edit a reopens it)" in r.err
+    assert path.read_bytes() == before
+    kept = draft.read_text()
+    assert kept.endswith("Prio: 9\nmy precious words\n")
+    # an editor that only looks (saves nothing): the draft stays, the task too
+    monkeypatch.setenv("EDITOR", _script_editor(tmp_path, "look", "assert 'precious' in text\n"))
+    r = wf("edit", "a")
+    assert r.code == 0 and "reopening your kept draft" in r.err and "your draft stays" in r.out
+    assert draft.read_text() == kept and path.read_bytes() == before
+    # saving the kept draft as it is applies it (here it is still refused, and still kept)
+    monkeypatch.setenv("EDITOR", _script_editor(tmp_path, "same", "open(path, 'w').write(text)\n"))
+    r = wf("edit", "a")
+    assert r.code == 1 and "bad Prio '9'" in r.err and draft.read_text() == kept
+    # the next edit starts from the kept draft, and a fixed draft replaces the task
+    fix = "assert 'precious' in text\nopen(path, 'w').write(text.replace('Prio: 9', 'Prio: 1'))\n"
+    monkeypatch.setenv("EDITOR", _script_editor(tmp_path, "fix", fix))
+    assert wf.ok("edit", "a") == "a: edited\n"
+    assert not draft.exists()
+    assert "Prio: 1\nmy precious words\n" in path.read_text()
+
+
+def test_an_edit_that_adds_a_heading_names_the_draft(
+    wf: WfRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wf.ok("add", "Task a", "--id", "a")
+    before = (wf.root / "TASKS.md").read_bytes()
+    code = "open(path, 'w').write(text + '## b: Sneaked in\\n')\n"
+    monkeypatch.setenv("EDITOR", _script_editor(tmp_path, "two", code))
+    r = wf("edit", "a")
+    assert r.code == 1 and ".wf/edit/a.md must hold exactly the task" in r.err and "found a, b" in r.err
+    assert (wf.root / "TASKS.md").read_bytes() == before
+    assert "## b: Sneaked in" in (wf.root / ".wf" / "edit" / "a.md").read_text()
+
+
+def test_wf_add_inside_a_clone_unit_writes_the_main_checkouts_tasks(wf: WfRunner) -> None:
+    import subprocess
+
+    from tests.conftest import git
+
+    git(wf.root, "add", "-A")
+    git(wf.root, "commit", "-qm", "wf init")
+    add = f"{sys.executable} -m wf add 'Found by a unit' --id found"
+    r = wf.proc("dispatch", "r1", "u1", "--clone", "--adapter", "cmd", "--cmd", add, "--prompt", "go")
+    assert r.code == 0, r.err
+    clone = wf.root / ".wf" / "runs" / "r1" / "u1" / "clone"
+    assert (clone / ".git").is_dir()
+    assert "## found: Found by a unit" in (wf.root / "TASKS.md").read_text()
+    assert "found" not in (clone / "TASKS.md").read_text()
+    # and every other command run there acts on the main checkout too
+    out = subprocess.run(
+        [sys.executable, "-m", "wf", "show", "found"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout
+    assert "TASKS.md:" in out and "Found by a unit" in out

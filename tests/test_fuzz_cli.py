@@ -32,6 +32,8 @@ COMMANDS = [
     ["merge"], ["doctor"], ["runs"], ["runs", "status"], ["runs", "output"], ["orch", "status"],
     ["orch", "pick"], ["orch", "post"], ["orch", "post", "sonnet", "--result"], ["usage", "--report", "--since"],
     ["usage", "--report", "--project"], ["usage", "--file"], ["usage", "--session"], ["--json"],
+    ["wt", "rm"], ["wt", "prune"], ["set", "t1", "--effort"], ["set", "t1", "--lane"], ["run"], ["config", "--unset"],
+    ["config", "lanes.sonnet.adapter"], ["log", "--json", "-n"],
 ]  # fmt: skip
 
 

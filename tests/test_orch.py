@@ -92,6 +92,7 @@ def test_orch_run_three_lanes(o: Orch) -> None:
         + task("owner-only", "a", extra="Sessions: owner")
     )
     o.setup(lanes_toml("a", "b", "c"), tasks)
+    start = git(o.root, "rev-parse", "main").strip()
     r = o.proc("orch", "run", timeout=200)
     assert r.returncode == 4, r.stderr + r.stdout  # a2 awaits, b2 was handed back, c2 is wip: a person
     out = r.stdout
@@ -127,6 +128,12 @@ def test_orch_run_three_lanes(o: Orch) -> None:
     # a quiet history: per finished task one merge and one archive commit, nothing else of wf's
     subjects = git(o.root, "log", "--format=%s", "main").splitlines()
     assert not [x for x in subjects if x.startswith("wf: ") and not x.startswith("wf: archive ")]
+    # exactly two on main's own line per finished task: its merge and its archive commit
+    mainline = git(o.root, "log", "--first-parent", "--format=%s", f"{start}..main").splitlines()
+    assert len(mainline) == 2 * len(done), mainline
+    assert sorted(x.removeprefix("wf: archive ") for x in mainline if x.startswith("wf: archive ")) == sorted(
+        done
+    )
     # the merged work is on main
     for f in ("a1.txt", "b1.txt", "b1-x.txt", "b1-y.txt"):
         assert (o.root / f).exists(), f

@@ -220,6 +220,41 @@ def test_wt_rm_never_removes_the_tree_it_runs_in(proj: WfRunner) -> None:
     r = proj.proc("wt", "rm", "sonnet", cwd=wt)
     assert r.code == 1 and "holds the folder you run wf from" in r.err, r.err
     assert wt.exists()
+    # free, clean and at a commit of main, so prune would take it: not from inside it
+    r = proj.proc("wt", "prune", cwd=wt)
+    assert r.code == 0 and "remove sonnet" not in r.out, r.out
+    assert wt.exists()
+    assert "remove sonnet" in proj.ok("wt", "prune", "--dry-run")  # from elsewhere, it would go
+
+
+def test_a_clones_other_branches_count_as_unmerged_work(proj: WfRunner) -> None:
+    proj.ok("config", "isolation", "clone")
+    proj.ok("status", "a", "progress", "me")
+    wt = proj.root / ".worktrees" / tree_of(proj, "a")
+    assert (wt / ".git").is_dir()
+    git(wt, "switch", "-q", "-c", "side")
+    (wt / "side.txt").write_text("only here\n")
+    commit_all(wt, "work that lives only in the clone")
+    git(wt, "switch", "-q", "--detach", "HEAD~1")  # HEAD back at main's commit, the work on 'side'
+    proj.ok("done", "a")
+    assert rows(proj)["sonnet"]["state"] == "free"
+    assert "remove sonnet" not in proj.ok("wt", "prune")
+    r = proj("wt", "rm", "sonnet")
+    assert r.code == 1 and "1 commit not in main" in r.err, r.err
+    assert git(wt, "show", "side:side.txt") == "only here\n"
+
+
+def test_retire_leaves_a_tree_whose_task_holds_it_again(proj: WfRunner) -> None:
+    """doctor finds a tree to release, then (before it takes the lock) the task is
+    claimed again: retire re-reads under the lock and leaves the tree to its task."""
+    from wf import project, treeadmin
+
+    proj.ok("status", "a", "progress", "me")
+    name = tree_of(proj, "a")
+    assert treeadmin.retire(project.load(proj.root), name) is None
+    assert rows(proj)[name]["task"] == "a" and rows(proj)[name]["state"] == "busy"
+    proj.ok("status", "a", "awaiting", "a question")
+    assert treeadmin.retire(project.load(proj.root), name) == "released"
 
 
 def test_doctor_fix_releases_a_tree_whose_task_went_awaiting(proj: WfRunner) -> None:
@@ -250,3 +285,67 @@ def test_an_archived_tasks_branch_main_lacks_is_never_deleted(proj: WfRunner) ->
     r = proj("doctor", "--fix")
     assert "branch: sonnet/a: task archived but the branch has commits not in main" in r.out
     assert git(proj.root, "rev-parse", "sonnet/a").strip() == tip
+
+
+# ------------------------------------------------------------------ a quiet history
+
+
+def test_a_finished_task_adds_two_commits_of_wfs_own_and_claims_add_none(proj: WfRunner) -> None:
+    start = git(proj.root, "rev-parse", "HEAD").strip()
+    for tid in "ab":
+        proj.ok("status", tid, "progress", "me")
+        proj.ok("note", tid, "started")
+        tree = proj.root / ".worktrees" / tree_of(proj, tid)
+        (tree / f"{tid}.txt").write_text(tid)
+        commit_all(tree, f"work on {tid}")
+        proj.ok("merge", tid)
+    proj.ok("status", "c", "progress", "me")  # a claim, a status change: nothing committed
+    proj.ok("status", "c", "awaiting", "a question")
+    mainline = git(proj.root, "log", "--first-parent", "--format=%s", f"{start}..main").splitlines()
+    assert mainline == ["wf: archive b", "b: Task b", "wf: archive a", "a: Task a"]
+    # the README's recipe: task history without the bookkeeping, one line per finished task
+    recipe = ["log", "--first-parent", "--oneline", "--invert-grep", "--grep=^wf: archive ", f"{start}..main"]
+    assert [ln.split(" ", 1)[1] for ln in git(proj.root, *recipe).splitlines()] == ["b: Task b", "a: Task a"]
+    assert git(proj.root, "status", "--porcelain", "--untracked-files=no") == " M TASKS.md\n"
+
+
+# ------------------------------------------------------------------ git's own refusals, the second layer
+
+
+def test_git_worktree_remove_refuses_a_dirty_tree(proj: WfRunner) -> None:
+    """wt rm, prune and doctor --fix skip a dirty tree themselves; under that, the removal
+    itself (no --force) refuses one too."""
+    from wf import gitops
+
+    proj.ok("status", "a", "progress", "me")
+    wt = proj.root / ".worktrees" / tree_of(proj, "a")
+    (wt / "unsaved.txt").write_text("a person's work\n")
+    with pytest.raises(gitops.GitError):
+        gitops.worktree_remove(proj.root, wt)
+    assert (wt / "unsaved.txt").read_text() == "a person's work\n"
+
+
+def test_git_refuses_to_delete_a_branch_a_tree_has_checked_out(proj: WfRunner) -> None:
+    """drop_done_branch skips a branch a tree has checked out; under that, git branch -d
+    refuses it too."""
+    from wf import gitops
+
+    proj.ok("status", "a", "progress", "me")
+    tree_of(proj, "a")
+    with pytest.raises(gitops.GitError):
+        gitops.delete_branch(proj.root, "sonnet/a")
+    assert "sonnet/a" in branches(proj)
+
+
+def test_doctor_fix_never_detaches_a_persons_own_worktree(proj: WfRunner, tmp_path: Path) -> None:
+    """An archived task's merged branch checked out in a worktree of a person's own, outside
+    .worktrees/ (even one named like a lane tree): reported, never detached or deleted."""
+    proj.ok("status", "a", "progress", "me")
+    lane_tree = proj.root / ".worktrees" / tree_of(proj, "a")
+    git(lane_tree, "switch", "-q", "--detach")
+    own = tmp_path / "elsewhere" / lane_tree.name
+    git(proj.root, "worktree", "add", "-q", str(own), "sonnet/a")
+    proj.ok("done", "a")
+    proj("doctor", "--fix")
+    assert git(own, "branch", "--show-current").strip() == "sonnet/a"
+    assert "sonnet/a" in branches(proj)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import WfRunner
-from wf import costlog, prices, usage
+from wf import costlog, homes, prices, usage
 
 # Read before the sealed env (tests/conftest.py) deletes WF_* from os.environ.
 CORPUS = os.environ.get("WF_CORPUS")
@@ -642,7 +642,7 @@ def test_claude_roots_are_comma_separated(tmp_path: Path, monkeypatch: pytest.Mo
     empty.mkdir()
     write_session(real)
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", f"{empty},{real}")
-    assert usage.claude_roots() == [empty, real]
+    assert homes.claude_roots() == [empty, real]
     assert usage.for_agent("a1b2c3")[0].est == AGENT_EST
 
 

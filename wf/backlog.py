@@ -12,7 +12,7 @@ from pathlib import Path
 from wf import archive as archivemod
 from wf import taskfile
 from wf.config import Config
-from wf.errors import ParseIssue, WfError
+from wf.errors import ParseError, ParseIssue, WfError
 from wf.fsutil import read_bytes
 from wf.project import Project
 from wf.taskfile import Task, TasksFile
@@ -275,6 +275,36 @@ def from_bytes(project: Project, data: bytes | None, archive_data: bytes | None)
     doc = parse_cached(project, data)
     archive = archivemod.parse(archive_data, project.config.archive)
     return Backlog(project, doc, archive, data, archive_data)
+
+
+def load_readable(project: Project) -> Backlog:
+    """The backlog for reading only (``wf list``): a TASKS.md or archive that is not
+    UTF-8 is read with each bad byte shown as U+FFFD and its error added, so every task
+    that can be read is still listed. Never write from it: its text is not the file's."""
+    data = read_bytes(project.tasks_path)
+    archive_data = read_bytes(project.archive_path)
+    try:
+        return from_bytes(project, data, archive_data)
+    except ParseError:
+        if data is None:
+            raise
+    cfg = project.config
+    found: list[ParseIssue] = []
+
+    def lossy(raw: bytes, name: str) -> str:
+        try:
+            return taskfile.decode(raw, name)
+        except ParseError as e:
+            found.extend(e.issues)
+            return raw.decode("utf-8", errors="replace")
+
+    doc = taskfile.parse_text(lossy(data, cfg.tasks), cfg.tasks)
+    doc.issues[:0] = found
+    found.clear()
+    text = None if archive_data is None else lossy(archive_data, cfg.archive)
+    archive = archivemod.parse(None if text is None else text.encode("utf-8"), cfg.archive)
+    archive.issues[:0] = found
+    return Backlog(project, doc, archive, data)
 
 
 def cache_dir(project: Project) -> Path:

@@ -7,6 +7,7 @@ comments and layout survive. No wf.toml at all is a valid setup with the default
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import tomllib
@@ -14,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
 from wf.errors import ConfigError, WfError
-from wf.taskfile import ID_HELP, MODEL_RE, valid_id
+from wf.ids import ID_HELP, MODEL_RE, valid_id
 
 ADAPTERS = ("claude", "codex", "opencode", "cmd")
 ISOLATIONS = ("worktree", "clone")
@@ -156,12 +157,25 @@ def _not_utf8(e: UnicodeDecodeError) -> str:
     return f"not UTF-8 (byte {e.object[e.start]:#04x} at offset {e.start}); TOML files are UTF-8"
 
 
+def shown(value: object) -> str:
+    """A value as TOML writes it (true, "x", [1, 2]), for messages about wf.toml."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(shown(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {shown(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
 def _typed(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     value = data[key]
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
         names = {str: "a string", bool: "true or false", dict: "a table", int: "a whole number"}
         what = names.get(kind, "a number") if isinstance(kind, type) else "a number"
-        raise ConfigError(where, f"{key} must be {what}, not {value!r}")
+        raise ConfigError(where, f"{key} must be {what}, not {shown(value)}")
     return value
 
 
@@ -187,7 +201,7 @@ def _number(data: dict[str, Any], key: str, where: str) -> float:
     """A finite number >= 0 (nan, inf and negatives are refused)."""
     v = float(_typed(data, key, (int, float), where))
     if not math.isfinite(v) or v < 0:
-        raise ConfigError(where, f"{key} must be a finite number >= 0, not {data[key]!r}")
+        raise ConfigError(where, f"{key} must be a finite number >= 0, not {shown(data[key])}")
     return v
 
 

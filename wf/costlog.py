@@ -251,7 +251,7 @@ def disagreements(recs: list[dict[str, str]]) -> list[str]:
 
 
 def report_text(rows: list[dict[str, Any]], by: str = "lane") -> list[str]:
-    from wf.views import _table
+    from wf.text import table as aligned
 
     if not rows:
         return []
@@ -275,7 +275,7 @@ def report_text(rows: list[dict[str, Any]], by: str = "lane") -> list[str]:
                 "-" if r["median_dur_s"] is None else f"{r['median_dur_s']:g}s",
             ]
         )
-    lines = _table(table)
+    lines = aligned(table)
     if any(r["estimated"] for r in rows):
         lines.append("~ includes estimated output (a lower bound where thinking is hidden)")
     for r in rows:

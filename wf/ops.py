@@ -10,12 +10,15 @@ editor that saved in between makes wf start over from the person's file.
 
 from __future__ import annotations
 
+import enum
+import os
 import re
 import time
 import unicodedata
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, NamedTuple
+from pathlib import Path
+from typing import NamedTuple
 
 from wf import archive as archivemod
 from wf import backlog as backlogmod
@@ -401,40 +404,78 @@ def done_task(
 # ------------------------------------------------------------------ edit
 
 
+class Edited(enum.Enum):
+    EDITED = "edited"  # the draft replaced the task
+    UNCHANGED = "unchanged"  # nothing to do; the draft is gone
+    KEPT = "kept"  # a kept draft was reopened and not saved: it stays, the task too
+
+
 def edit_task(
     project: Project,
     task_id: str,
-    run_editor: Callable[[Any], None],
+    run_editor: Callable[[Path], None],
     *,
+    on_reopen: Callable[[Path], None] | None = None,
     on_wait: Callable[[str], None] | None = None,
-) -> bool:
+) -> Edited:
     """Let a person edit one task in their editor without racing wf's own writes: the
-    task's text goes to a file in .wf/edit/, the editor runs (no lock held), and the
+    task's text goes to a draft in .wf/edit/, the editor runs (no lock held), and the
     result replaces the task under the lock only if nobody changed that task meanwhile.
-    Returns False when nothing changed. The id stays; the edit must parse."""
+    The id stays; the draft must parse. A refused draft is kept, and the next edit of the
+    task reopens it (``on_reopen`` is told) instead of starting from the task again; a
+    reopened draft the editor does not save stays as it is."""
     check_id(task_id, "task id")
     bl = backlogmod.load(project)
     before = bl.doc.text_of(bl.doc.task(task_id))
     folder = project.wf_dir / "edit"
     folder.mkdir(parents=True, exist_ok=True)
     draft = folder / f"{task_id}.md"
-    draft.write_bytes(before.encode("utf-8"))
+    try:
+        kept: bytes | None = draft.read_bytes()
+    except FileNotFoundError:
+        kept = None
+    reopened = kept is not None and kept != before.encode("utf-8")
+    if reopened:
+        if on_reopen is not None:
+            on_reopen(draft)
+    else:
+        draft.write_bytes(before.encode("utf-8"))
+    # an old mtime, so that any save by the editor, even of the same bytes, shows
+    past = time.time() - 10
+    os.utime(draft, (past, past))
+    opened = draft.stat().st_mtime_ns
     run_editor(draft)
-    after = draft.read_bytes().decode("utf-8", errors="strict")
+    raw = draft.read_bytes()
+    if reopened and raw == kept and draft.stat().st_mtime_ns == opened:
+        return Edited.KEPT
+    after = raw.decode("utf-8", errors="strict")
     if after == before:
         draft.unlink()
-        return False
+        return Edited.UNCHANGED
+    shown = draft.relative_to(project.root) if draft.is_relative_to(project.root) else draft
+    kept_note = f"your version is kept in {shown} (wf edit {task_id} reopens it)"
+    local = taskfile.parse_text(after, str(shown))
+    if local.errors:
+        lines = "\n".join(str(i) for i in local.errors[:20])
+        raise WfError(f"refusing an edit that would break the file:\n{lines}\n{kept_note}")
+    found = [t.id for t in local.tasks]
+    if found != [task_id] or local.tasks[0].start != 0:
+        raise WfError(
+            f"refusing the edit: {shown} must hold exactly the task, from its heading "
+            f"'## {task_id}: ...' on the first line (found {', '.join(found) or 'no task heading'}; "
+            f"inside a task's text, use '###' for sub-headings); {kept_note}"
+        )
 
     def change(fresh: Backlog) -> Change:
         task = fresh.doc.find(task_id)
         if task is None or fresh.doc.text_of(task) != before:
-            raise WfError(
-                f"{task_id} changed while you edited it; your version is kept in {draft} "
-                "(wf show it, then edit again)"
-            )
+            raise WfError(f"{task_id} changed while you edited it (wf show it, then edit again)")
         index = fresh.doc.tasks.index(task)
         return Change(tasks=edits.replace_region(fresh.doc, index, index + 1, after, [task_id]))
 
-    transact(project, change, on_wait=on_wait, fixing=task_id)
+    try:
+        transact(project, change, on_wait=on_wait, fixing=task_id)
+    except WfError as e:
+        raise WfError(f"{e}\n{kept_note}") from None
     draft.unlink()
-    return True
+    return Edited.EDITED

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import psutil
 
-from wf.usage import claude_roots
+from wf.homes import claude_roots
 
 
 class User(NamedTuple):

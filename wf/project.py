@@ -2,7 +2,8 @@
 
 From a linked worktree, the ``.git`` file points at ``<main>/.git/worktrees/<name>``,
 whose ``commondir`` leads back to the main repository; from a throwaway clone in
-``<main>/.worktrees/<lane>``, the main checkout is two folders up. Reading these
+``<main>/.worktrees/<lane>``, the main checkout is two folders up (from a run's clone
+unit, ``<main>/.wf/runs/<run>/<unit>/clone``, five). Reading these
 files directly keeps ``wf list`` fast (no GitPython, no git process).
 """
 
@@ -88,9 +89,18 @@ def find_root(start: Path) -> tuple[Path, bool]:
     for d in (start, *start.parents):
         git = d / ".git"
         if git.is_dir():
-            # A throwaway clone lives in <main>/.worktrees/<lane>: its project is <main>.
+            # A throwaway clone lives in <main>/.worktrees/<lane>, or for a unit of a
+            # run in <main>/.wf/runs/<run>/<unit>/clone: its project is <main>.
             if d.parent.name == ".worktrees" and (d.parent.parent / ".git").exists():
                 return d.parent.parent, True
+            up = d.parents
+            if (
+                d.name == "clone"
+                and len(up) > 4
+                and (up[2].name, up[3].name) == ("runs", ".wf")
+                and (up[4] / ".git").exists()
+            ):
+                return up[4], True
             return d, True
         if git.is_file():
             main = _main_from_gitfile(git)

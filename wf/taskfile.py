@@ -13,14 +13,11 @@ import bisect
 import functools
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import NamedTuple
 
-from wf.errors import ParseError, ParseIssue, UnknownTask, WfError
+from wf.errors import ParseError, ParseIssue, UnknownTask
+from wf.ids import ID_HELP, ID_RE, MODEL_RE, check_id, utc_stamp, valid_id
 
-ID_RE = re.compile(r"[a-z0-9][a-z0-9-]{0,47}")
-ID_HELP = "ids are lowercase letters, digits and '-', start with a letter or digit, at most 48"
-MODEL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@\[\]-]{0,99}")
 _FENCE_OPEN_RE = re.compile(r" {0,3}(`{3,}|~{3,})(.*?)\r?\n?")
 _FENCE_CLOSE_RE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*\r?\n?")
 _INDENTED_H2_RE = re.compile(r" {1,3}##(?:[ \t]|\r?\n?$)")
@@ -47,22 +44,6 @@ REPEATABLE = frozenset({"note"})
 # The order wf writes fields in a task it creates.
 FIELD_ORDER = ("model", "lane", "prio", "effort", "done", "after", "sessions", "cloud", "parent")
 STATES = ("pending", "progress", "awaiting", "blocked", "wip")
-
-
-def valid_id(value: str) -> bool:
-    return ID_RE.fullmatch(value) is not None
-
-
-def check_id(value: str, what: str = "id") -> str:
-    """Return ``value`` if it is a valid id (or lane name), else raise a WfError."""
-    if not valid_id(value):
-        raise WfError(f"bad {what} {value!r}: {ID_HELP}")
-    return value
-
-
-def utc_stamp(now: datetime | None = None) -> str:
-    now = now or datetime.now(UTC)
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%MZ")
 
 
 class Field(NamedTuple):

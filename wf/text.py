@@ -35,3 +35,16 @@ def safe(text: str) -> str:
 def safe_line(text: str) -> str:
     """One line: a newline inside is shown as ``^J`` too."""
     return safe(text).replace("\n", "^J")
+
+
+def table(rows: list[list[str]]) -> list[str]:
+    """Aligned columns; every cell made safe for a terminal first (so widths are right)."""
+    if not rows:
+        return []
+    rows = [[safe_line(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    out = []
+    for r in rows:
+        cells = [c.ljust(w) for c, w in zip(r, widths, strict=False)] + [r[-1]]
+        out.append("  ".join(cells).rstrip())
+    return out

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from wf import prices
 from wf.errors import WfError
+from wf.homes import claude_roots, codex_home
 
 SKIP_MODELS = ("<synthetic>",)
 _TS = re.compile(rb'"timestamp":\s*"([^"]+)"')
@@ -502,20 +503,6 @@ def opencode_cost(session_id: str, db: Path | None = None) -> Cost:
 
 
 # ---------------------------------------------------------------- finding transcripts
-
-
-def claude_roots() -> list[Path]:
-    """Claude Code's config roots: $CLAUDE_CONFIG_DIR (comma-separated), else ~/.config/claude
-    and ~/.claude."""
-    env = os.environ.get("CLAUDE_CONFIG_DIR")
-    if env:
-        return [Path(p).expanduser() for p in env.split(",") if p.strip()]
-    home = Path.home()
-    return [home / ".config" / "claude", home / ".claude"]
-
-
-def codex_home() -> Path:
-    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
 
 
 def _safe(value: str, what: str) -> str:

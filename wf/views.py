@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wf.errors import ParseIssue, UnknownTask
-from wf.text import safe_line
+from wf.text import safe_line, table
 
 if TYPE_CHECKING:  # kept out of the import path of a cached `wf list`
     from wf.backlog import Backlog
@@ -51,19 +51,6 @@ def task_record(bl: Backlog, task: Task, blockers: list[str] | None = None) -> d
         "blockers": why,
         "line": task.line,
     }
-
-
-def _table(rows: list[list[str]]) -> list[str]:
-    """Aligned columns; every cell made safe for a terminal first (so widths are right)."""
-    if not rows:
-        return []
-    rows = [[safe_line(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    out = []
-    for r in rows:
-        cells = [c.ljust(w) for c, w in zip(r, widths, strict=False)] + [r[-1]]
-        out.append("  ".join(cells).rstrip())
-    return out
 
 
 def _fmt_effort(e: float | None) -> str:
@@ -107,7 +94,7 @@ def list_text(records: list[dict[str, Any]], total: int, *, runner: bool) -> lis
         else:
             state = r["state"] if r["state"] != "progress" else f"progress:{r['who'] or '?'}"
             rows.append([r["id"], r["lane"] or "-", f"p{r['prio']}", state, r["title"]])
-    lines = _table(rows)
+    lines = table(rows)
     if total > len(records):
         lines.append(f"... {total - len(records)} more (--limit 0 shows all)")
     return lines
@@ -205,7 +192,7 @@ def lanes_text(records: list[dict[str, Any]]) -> list[str]:
                 r["active"] or "-",
             ]
         )
-    return _table(rows) + notes
+    return table(rows) + notes
 
 
 def show(bl: Backlog, task_id: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -300,7 +301,7 @@ def allocate(
     task_id: str,
     *,
     isolation: str | None = None,
-    on_wait: Any = None,
+    on_wait: Callable[[str], None] | None = None,
 ) -> Record:
     """Ready a tree for ``task_id`` in ``lane``: reuse the lane's free tree (new branch
     ``<lane>/<id>`` from the main branch's current commit) or make the next one. Asking

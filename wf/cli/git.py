@@ -89,9 +89,9 @@ def wt_list(ctx: click.Context, as_json: bool) -> None:
                 _size(r["size"]),
             ]
         )
-    from wf.views import _table
+    from wf.text import table as aligned
 
-    for line in _table(table):
+    for line in aligned(table):
         click.echo(safe(line))
 
 
@@ -191,8 +191,12 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> int:
     Example: wf doctor --fix
     """
     from wf import doctor as doctormod
+    from wf.orch import health
 
-    findings = doctormod.run(_project(ctx), fix=fix)
+    proj = _project(ctx)
+    findings = doctormod.run(proj, fix=fix)
+    if proj.is_git:
+        findings += health.findings(proj, fix=fix)
     if as_json:
         _echo_json([f.as_dict() for f in findings])
     else:

@@ -8,13 +8,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from wf.cli.base import _backlog, _echo_json, _n, _on_wait, _print, _project, _warn, cli
 from wf.errors import WfError
 from wf.text import safe
+
+if TYPE_CHECKING:
+    from wf.project import Project
 
 # ---------------------------------------------------------------- init / config
 
@@ -210,16 +213,16 @@ def list_cmd(
         raise WfError(f"no lane {lane!r} (lanes: {', '.join(ln.name for ln in proj.config.lanes)})")
     if limit is None:
         limit = views.RUNNER_LIMIT if runner else 0
-    k = listcache.key(proj, ("list", runner, lane, status, limit))
+    k = listcache.key(proj, ("list", 2, runner, lane, status, limit))
     cached = listcache.load(proj, k) if k else None
     if cached is not None:
         records, total, warnings = cached
     else:
         from wf import backlog
 
-        bl = backlog.load(proj)
+        bl = backlog.load_readable(proj)
         records, total = views.list_rows(bl, runner=runner, lane=lane, status=status, limit=limit)
-        warnings = views.issue_lines(bl.doc.errors, limit=10)
+        warnings = views.issue_lines(bl.errors(), limit=10)
         if k:
             listcache.store(proj, k, (records, total, warnings))
     for line in warnings:
@@ -380,7 +383,7 @@ def add(
     _echo_json({"id": new_id}) if as_json else click.echo(new_id)
 
 
-def _warn_model(proj: Any, model: str | None, lane: str | None) -> None:
+def _warn_model(proj: Project, model: str | None, lane: str | None) -> None:
     """A Model no lane runs is allowed (a lane may be added later) but said at once."""
     if model and not lane and proj.config.lane_for_model(model) is None:
         names = ", ".join(f"{ln.name} ({ln.model})" for ln in proj.config.lanes)
@@ -478,8 +481,9 @@ def edit(ctx: click.Context, task_id: str) -> None:
     """Edit task ID in $VISUAL or $EDITOR (default vi), safely beside wf's own writes.
 
     The task's text is edited in a file of its own; it replaces the task only if nobody
-    changed the task meanwhile (else your version is kept and the path printed), and
-    only if it still parses with the same id. The rest of TASKS.md is never touched.
+    changed the task meanwhile and it still parses with the same id. Else your version
+    is kept in .wf/edit/ID.md and the next 'wf edit ID' reopens it. The rest of
+    TASKS.md is never touched.
 
     \b
     Example:
@@ -516,8 +520,14 @@ def edit(ctx: click.Context, task_id: str) -> None:
                 f"at offset {e.start}); nothing was changed: save it as UTF-8 and edit again"
             ) from None
 
-    changed = ops.edit_task(_project(ctx), task_id, run_editor, on_wait=_on_wait)
-    click.echo(f"{task_id}: {'edited' if changed else 'unchanged'}")
+    def on_reopen(path: Path) -> None:
+        _warn(f"reopening your kept draft {path} (a refused edit); delete it to start from the task")
+
+    result = ops.edit_task(_project(ctx), task_id, run_editor, on_reopen=on_reopen, on_wait=_on_wait)
+    if result is ops.Edited.KEPT:
+        click.echo(f"{task_id}: unchanged (not saved; your draft stays in .wf/edit/{task_id}.md)")
+    else:
+        click.echo(f"{task_id}: {result.value}")
 
 
 @cli.command()

@@ -10,13 +10,17 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from wf.cli.base import _echo_json, _Group, _project, cli
 from wf.errors import WfError
 from wf.text import safe, safe_line
+
+if TYPE_CHECKING:
+    from wf.project import Project
+    from wf.workers.fanout import Outcome
 
 ADAPTER_CHOICE = click.Choice(["claude", "codex", "opencode", "cmd", "auto"])
 
@@ -66,7 +70,7 @@ class _Live:
             )
         )
 
-    def tick_statuses(self, proj: Any, run: str, statuses: list[dict[str, Any]]) -> None:
+    def tick_statuses(self, proj: Project, run: str, statuses: list[dict[str, Any]]) -> None:
         if self.as_json or not self.line.enabled:
             return
         from wf import runs
@@ -79,7 +83,7 @@ class _Live:
         self.line.clear()
 
 
-def _end_code(outcome: Any) -> int:
+def _end_code(outcome: Outcome) -> int:
     if not outcome.completed:
         return 130
     return 0 if all(u.state == "done" for u in outcome.units) else 4
@@ -270,7 +274,7 @@ def run_cmd(
     return code
 
 
-def _outcome_report(proj: Any, outcome: Any, code: int, as_json: bool) -> None:
+def _outcome_report(proj: Project, outcome: Outcome, code: int, as_json: bool) -> None:
     from wf import runs
     from wf.workers import report
 
