@@ -326,7 +326,9 @@ def test_an_error_quoting_a_hostile_value_is_safe(wf: WfRunner) -> None:
 def test_runs_status_and_output_are_safe(wf: WfRunner) -> None:
     unit = wf.root / ".wf" / "runs" / "r1" / "u1"
     unit.mkdir(parents=True)
-    (unit / "status.json").write_text(json.dumps({"run": "r1", "unit": "u1", "state": "done", "adapter": "cmd", "exit_code": 0}))
+    (unit / "status.json").write_text(
+        json.dumps({"run": "r1", "unit": "u1", "state": "done", "adapter": "cmd", "exit_code": 0})
+    )
     (unit / "output.txt").write_bytes(b"answer \x1b[2J\x1b[H\x00\xff\xfe\r\nline two\n")
     out = wf.ok("runs", "status", "r1")
     assert "\x1b" not in out and "\x00" not in out and "answer ^[[2J^[[H^@" in out

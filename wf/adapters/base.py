@@ -164,7 +164,8 @@ _WORDS: tuple[tuple[Failure, re.Pattern[str]], ...] = tuple(
          r"unauthori[sz]ed|authentication|\b401\b|token (?:expired|has expired|was rejected)|"
          r"refresh token|credential expired|api key login|missing api key|no api key"),
         (Failure.quota, r"credit balance|billing|insufficient_quota|quota|usage limit|"
-         r"out of (?:extra )?usage|plan limit|purchase more credits|upgrade to|spend limit"),
+         r"out of (?:extra )?usage|plan limit|purchase more credits|upgrade to|spend limit|"
+         r"hit your (?:\w+ )?limit|account is on hold"),
         (Failure.rate_limit, r"rate.?limit|too many requests|\b429\b|overloaded|\b529\b"),
         (Failure.model, r"model .*(?:not found|does not exist|not supported|not available|unknown)|"
          r"(?:unknown|invalid|unsupported|unrecognized) model|issue with the selected model|"
