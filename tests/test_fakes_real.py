@@ -169,8 +169,9 @@ def test_claude_failure_streams_match(name: str, sealed: tuple[dict[str, str], P
     assert [(e["type"], e.get("subtype")) for e in fake] == [(e["type"], e.get("subtype")) for e in real]
     for r, f in zip(real, fake, strict=True):
         if r["type"] == "assistant":
-            keys = ("error", "is_api_error_message")
-            assert {k: f.get(k) for k in keys} == {k: r.get(k) for k in keys}
+            assert {k: f.get(k) for k in ("error", "is_api_error_message")} == {
+                k: r.get(k) for k in ("error", "is_api_error_message")
+            }
             assert f["message"]["model"] == r["message"]["model"] == "<synthetic>"
             assert f["message"]["content"] == r["message"]["content"]
         if r["type"] == "result":
