@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from wf import adapters, config, usage
-from wf.adapters import Failure, Parsed
+from wf.adapters import Failure, Parsed, opencode
 from wf.doctor import help_options
 
 REAL = Path(__file__).parent / "fixtures" / "real"
@@ -254,7 +254,7 @@ def test_opencode_cost_reads_a_store_the_real_binary_made(
 ) -> None:
     db = OPENCODE / "no-provider.opencode.db"
     sid = json.loads(case(OPENCODE, "no-provider")[0].splitlines()[0])["sessionID"]
-    cost = usage.opencode_cost(sid, db)
+    cost = opencode.store_cost(sid, db)
     assert (cost.kind, cost.model, cost.turns, cost.usd) == ("opencode", "opencode/big-pickle", 1, 0.0)
     assert cost.dur_s is not None and cost.dur_s > 0
     # the same store with what a paid turn records (the real schema, real message shape)
@@ -270,10 +270,10 @@ def test_opencode_cost_reads_a_store_the_real_binary_made(
         )
         con.execute("UPDATE message SET data = ? WHERE data LIKE '%assistant%'", (json.dumps(msg),))
     con.close()
-    cost = usage.opencode_cost(sid, copy)
+    cost = opencode.store_cost(sid, copy)
     assert (cost.inp, cost.out, cost.cr, cost.cw5m, cost.usd, cost.usd_rep) == (100, 25, 7, 3, 0.25, 0.25)
     with pytest.raises(Exception, match="no opencode session"):
-        usage.opencode_cost("ses_unknown", copy)
+        opencode.store_cost("ses_unknown", copy)
     # where opencode keeps it: $XDG_DATA_HOME/opencode/opencode.db (wf orch post reads it so)
     (tmp_path / "opencode").mkdir()
     copy.rename(tmp_path / "opencode" / "opencode.db")

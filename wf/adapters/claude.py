@@ -62,6 +62,7 @@ class Claude(Adapter):
     binary = "claude"
     # one Bash call can be silent for 10 min; claude waits up to 10 min after its result
     default_stall = 720.0
+    done_at_result = True
     efforts = ("low", "medium", "high", "xhigh", "max")
     help_probes = (
         (

@@ -14,11 +14,12 @@ from typing import Any
 
 import click
 
+from wf import adapters
 from wf.cli.base import _echo_json, _Group, _project, cli
 from wf.errors import WfError
 from wf.text import safe, safe_line
 
-ADAPTER_CHOICE = click.Choice(["claude", "codex", "opencode", "cmd", "auto"])
+ADAPTER_CHOICE = click.Choice([*adapters.ADAPTERS, "auto"])
 
 
 def _prompt_text(prompt: str | None, prompt_file: str | None, positional: str | None) -> str:
