@@ -384,3 +384,17 @@ def test_orch_run_adapter_passes_the_lanes_model_for_that_tool(wf: WfRunner, w: 
     w.run("orch", "run", "sonnet", "--adapter", "codex", timeout=120)
     [call] = [c for c in w.argv_calls() if c[1:2] == ["exec"]]
     assert call[call.index("-m") + 1] == "gpt-5.3-codex"
+
+
+def test_a_resume_never_passes_a_placeholder_model(w: Workers) -> None:
+    """A record an older wf wrote with model <synthetic>: the follow-up asks no model."""
+    import json
+
+    assert w.run("dispatch", "r1", "a", "--adapter", "claude", "--prompt", "hi").returncode == 0
+    path = w.unit("r1", "a") / "status.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "model": "<synthetic>"}))
+    r = w.run("dispatch", "r1", "b", "--resume-from", "a", "--prompt", "more")
+    assert r.returncode == 0, r.stdout + r.stderr
+    resumed = [c for c in w.argv_calls() if "--resume" in c]
+    assert resumed and not any(a.startswith("--model") for a in resumed[0]), resumed
+    assert w.status("r1", "b")["model"] != "<synthetic>"

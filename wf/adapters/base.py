@@ -140,12 +140,16 @@ class Parsed:
         return None
 
     def set_model(self, model: Any) -> None:
-        if isinstance(model, str) and model.strip() not in PLACEHOLDER_MODELS:
-            self.model = model
+        self.model = a_model(model) or self.model
 
     def fail(self, failure: Failure, reason: Any) -> None:
         self.failure = failure
         self.error = one_line(reason) or failure.value
+
+
+def a_model(model: Any) -> str | None:
+    """The model named, or None when it is a placeholder (``<synthetic>``) or no string."""
+    return model if isinstance(model, str) and model.strip() not in PLACEHOLDER_MODELS else None
 
 
 def one_line(text: Any, width: int = 300) -> str | None:

@@ -139,7 +139,7 @@ def _resume_meta(project: Project, run: str, req: UnitRequest) -> tuple[UnitRequ
     req = req._replace(
         adapter=name,
         cmd=req.cmd or tuple(prior.get("cmd") or ()),
-        model=req.model or prior.get("model"),
+        model=req.model or adapters.a_model(prior.get("model")),  # never <synthetic> from an old record
         mode=prior_mode,
         cwd=prior.get("cwd"),
     )
