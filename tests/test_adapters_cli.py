@@ -398,3 +398,18 @@ def test_a_resume_never_passes_a_placeholder_model(w: Workers) -> None:
     resumed = [c for c in w.argv_calls() if "--resume" in c]
     assert resumed and not any(a.startswith("--model") for a in resumed[0]), resumed
     assert w.status("r1", "b")["model"] != "<synthetic>"
+
+
+def test_config_shows_a_lanes_models_as_the_table_it_is(wf: WfRunner) -> None:
+    import json
+
+    wf.ok("config", "lanes.sonnet.models", '{claude = "sonnet", codex = "gpt-5.3-codex"}')
+    assert (
+        wf.ok("config", "lanes.sonnet.models")
+        == 'lanes.sonnet.models = {claude = "sonnet", codex = "gpt-5.3-codex"}\n'
+    )
+    assert json.loads(wf.ok("config", "--json", "lanes.sonnet.models")) == {
+        "claude": "sonnet",
+        "codex": "gpt-5.3-codex",
+    }
+    assert "# lanes.haiku.models: not set" in wf.ok("config")
