@@ -157,3 +157,23 @@ def test_resuming_an_unknown_session_is_a_tool_failure(tool: str, tmp_path: Path
     failure, reason = a.classify(parsed, p.returncode, p.stdout, p.stderr)
     assert p.returncode == 1 and failure is Failure.tool, (p.stdout[-500:], p.stderr[-500:])
     assert reason and ("found" in reason.lower()), reason
+
+
+def test_real_codex_creates_its_o_file_empty_at_once(tmp_path: Path) -> None:
+    """What the fake does too (tests/test_fakes_real.py): an empty -o file is no answer."""
+    work = tmp_path / "w"
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    out = tmp_path / "out.txt"
+    p = subprocess.Popen(["codex", "exec", "--json", "-o", str(out), "--skip-git-repo-check", "-C", str(work), "-"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         env={**os.environ, "OPENAI_API_KEY": "sk-wf-test-not-a-key"})  # fmt: skip
+    assert p.stdin is not None and p.stdout is not None
+    p.stdin.write("Say ok.\n")
+    p.stdin.close()
+    try:
+        first = [p.stdout.readline() for _ in range(3)]
+        assert '"thread.started"' in first[0]
+        assert out.exists() and out.read_text() == ""
+    finally:
+        p.kill()
+        p.wait()
