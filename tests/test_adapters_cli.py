@@ -413,3 +413,31 @@ def test_config_shows_a_lanes_models_as_the_table_it_is(wf: WfRunner) -> None:
         "codex": "gpt-5.3-codex",
     }
     assert "# lanes.haiku.models: not set" in wf.ok("config")
+
+
+def test_doctor_probes_the_login_of_a_tool_no_lane_uses(
+    wf: WfRunner, fakes_on_path: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_LOGGED_OUT", "1")
+    monkeypatch.setenv("CODEX_HOME", os.environ["CODEX_HOME"] + "-unused")
+    out = wf("doctor").out
+    assert "login: codex: not logged in (Not logged in): run `codex login`" in out
+    assert next(ln for ln in out.splitlines() if ln.startswith("login: codex:")).endswith("(info)")
+
+
+def test_a_lanes_stall_and_timeout_reach_its_workers(wf: WfRunner, w: Workers) -> None:
+    import json
+    import subprocess
+
+    toml = (wf.root / "wf.toml").read_text()
+    (wf.root / "wf.toml").write_text(
+        toml.replace(
+            '[lanes.sonnet]\nmodel = "sonnet"', '[lanes.sonnet]\nmodel = "sonnet"\nstall = 33\ntimeout = 444'
+        )
+    )
+    (wf.root / "TASKS.md").write_text("# Tasks\n\n## c1: A task\nModel: sonnet\nDone: true\n")
+    subprocess.run(["git", "add", "-A"], cwd=wf.root, check=True)
+    subprocess.run(["git", "commit", "-qm", "tasks"], cwd=wf.root, check=True)
+    w.run("orch", "run", "sonnet", timeout=120)
+    [st] = [json.loads(p.read_text()) for p in (wf.root / ".wf" / "runs").glob("*/*/status.json")]
+    assert (st["stall_s"], st["timeout_s"]) == (33.0, 444.0)

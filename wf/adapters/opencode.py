@@ -18,7 +18,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, last_line, one_line
+from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line
 from wf.errors import WfError
 
 if TYPE_CHECKING:
@@ -201,10 +201,7 @@ class Opencode(Adapter):
             failure = _ERRORS.get(name) or classify_words(f"{name} {words}")
             if failure is not None:
                 return failure, one_line(f"{name}: {words}")
-        if parsed.failure is None and parsed.events == 0:
-            words = last_line(stderr)  # "Error: Session not found"
-            return classify_words(words) or Failure.tool, words or f"exit {code} before its first event"
-        return super().classify(parsed, code, stdout, stderr)
+        return super().classify(parsed, code, stdout, stderr)  # "Error: Session not found": tool
 
     def access_problems(self, spec: Spec) -> list[str]:
         out = super().access_problems(spec)
