@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from wf import adapters, config, usage
-from wf.adapters import Failure, Parsed
+from wf.adapters import Failure, Parsed, opencode
 from wf.doctor import help_options
 
 REAL = Path(__file__).parent / "fixtures" / "real"
@@ -254,7 +254,7 @@ def test_opencode_cost_reads_a_store_the_real_binary_made(
 ) -> None:
     db = OPENCODE / "no-provider.opencode.db"
     sid = json.loads(case(OPENCODE, "no-provider")[0].splitlines()[0])["sessionID"]
-    cost = usage.opencode_cost(sid, db)
+    cost = opencode.store_cost(sid, db)
     assert (cost.kind, cost.model, cost.turns, cost.usd) == ("opencode", "opencode/big-pickle", 1, 0.0)
     assert cost.dur_s is not None and cost.dur_s > 0
     # the same store with what a paid turn records (the real schema, real message shape)
@@ -270,10 +270,10 @@ def test_opencode_cost_reads_a_store_the_real_binary_made(
         )
         con.execute("UPDATE message SET data = ? WHERE data LIKE '%assistant%'", (json.dumps(msg),))
     con.close()
-    cost = usage.opencode_cost(sid, copy)
+    cost = opencode.store_cost(sid, copy)
     assert (cost.inp, cost.out, cost.cr, cost.cw5m, cost.usd, cost.usd_rep) == (100, 25, 7, 3, 0.25, 0.25)
     with pytest.raises(Exception, match="no opencode session"):
-        usage.opencode_cost("ses_unknown", copy)
+        opencode.store_cost("ses_unknown", copy)
     # where opencode keeps it: $XDG_DATA_HOME/opencode/opencode.db (wf orch post reads it so)
     (tmp_path / "opencode").mkdir()
     copy.rename(tmp_path / "opencode" / "opencode.db")
@@ -476,3 +476,88 @@ def test_the_fake_codex_rollout_has_the_real_lines_wf_reads(tmp_path: Path) -> N
         assert key in real_shape["turn_context"] and key in fake_shape["turn_context"], key
     for key in ("payload.id", "payload.cwd", "payload.cli_version", "payload.originator"):
         assert key in real_shape["session_meta"] and key in fake_shape["session_meta"], key
+
+
+# ---------------------------------------------------------------- each rule alone (mutants)
+
+
+@pytest.mark.parametrize(
+    ("error", "failure"),
+    [
+        ("authentication_failed", Failure.auth), ("oauth_org_not_allowed", Failure.auth),
+        ("verification_required", Failure.auth), ("cloud_credential_error", Failure.auth),
+        ("billing_error", Failure.quota), ("account_on_hold", Failure.quota),
+        ("rate_limit", Failure.rate_limit), ("overloaded", Failure.rate_limit),
+        ("model_not_found", Failure.model), ("server_error", Failure.network),
+        ("invalid_request", Failure.task), ("unknown", Failure.task), ("max_output_tokens", Failure.task),
+    ],
+)  # fmt: skip
+def test_claude_error_values_decide_when_the_words_do_not(error: str, failure: Failure) -> None:
+    """The recorded shape with words that name no class: the error value alone decides,
+    and the result that follows keeps the class the assistant event gave."""
+    lines = []
+    for line in case(CLAUDE, "nologin")[0].splitlines():
+        event = json.loads(line)
+        if event["type"] == "assistant":
+            event["error"] = error
+            event["message"]["content"][0]["text"] = "Something went wrong"
+        if event["type"] == "result":
+            event["result"] = "Something went wrong"
+        lines.append(json.dumps(event))
+    parsed = replay("claude", "\n".join(lines))
+    assert adapters.get("claude").classify(parsed, 1, "", "") == (failure, "Something went wrong")
+
+
+def test_claude_connection_failed_is_network_whatever_the_message_said() -> None:
+    lines = []
+    for line in case(CLAUDE, "offline")[0].splitlines():
+        event = json.loads(line)
+        if event["type"] == "assistant":
+            event["error"] = "unknown"
+            event["message"]["content"][0]["text"] = "API Error: request ended"
+        if event["type"] == "result":
+            event["result"] = "API Error: request ended"
+        lines.append(json.dumps(event))
+    parsed = replay("claude", "\n".join(lines))
+    assert adapters.get("claude").classify(parsed, 1, "", "") == (Failure.network, "API Error: request ended")
+
+
+@pytest.mark.parametrize(
+    ("words", "failure"),
+    [
+        ("Not logged in", Failure.auth),
+        ("exceeded retry limit, last status: 429", Failure.rate_limit),
+        ("Can't reach the API server", Failure.network),
+        ("You've hit your weekly limit", Failure.quota),
+        ("There's an issue with the selected model (x)", Failure.model),
+        ("the agent gave up", None),
+    ],
+)
+def test_words_name_their_class(words: str, failure: Failure | None) -> None:
+    from wf.adapters.base import classify_words
+
+    assert classify_words(words) is failure
+
+
+@pytest.mark.parametrize("tool", ["claude", "codex", "opencode"])
+def test_an_exit_before_the_first_event_is_the_tools(tool: str) -> None:
+    a = adapters.get(tool)
+    assert a.classify(Parsed(), 1, "", "Error: EACCES: permission denied, open '/x'\n") == (
+        Failure.tool, "Error: EACCES: permission denied, open '/x'",
+    )  # fmt: skip
+    if tool == "claude":  # the others say so before their first event already
+        assert a.classify(Parsed(), 127, "", "") == (Failure.tool, "exit 127: the program could not run")
+
+
+def test_codex_says_its_error_line_not_the_log_after_it() -> None:
+    err = case(CODEX, "unknown-session")[1] + "2026-12-01T07:57:52.405397Z ERROR codex_core: shutting down\n"
+    failure, reason = adapters.get("codex").classify(Parsed(), 1, "", err)
+    assert failure is Failure.tool and reason is not None and reason.startswith("Error: thread/resume")
+
+
+def test_opencode_error_names_decide_when_the_words_do_not() -> None:
+    for name, failure in (("ProviderModelNotFoundError", Failure.model), ("ProviderAuthError", Failure.auth),
+                          ("ModelNotFoundError", Failure.model)):  # fmt: skip
+        event = {"type": "error", "sessionID": "ses_x", "error": {"name": name, "data": {"message": "x"}}}
+        parsed = replay("opencode", json.dumps(event))
+        assert (parsed.failure, parsed.error) == (failure, f"{name}: x")

@@ -289,3 +289,155 @@ def test_dispatch_refuses_a_model_or_effort_the_tool_does_not_take(w: Workers) -
     r = w.run("dispatch", "r1", "m4", "--adapter", "claude", "--model", "<synthetic>", "--prompt", "x")
     assert r.returncode == 1 and "placeholder" in r.stderr
     assert w.argv_calls() == []  # nothing started
+
+
+# ---------------------------------------------------------------- every class, on every line
+
+# unit id -> (its manifest entry, the failure class, the head of its line)
+EVERY_CLASS: dict[str, tuple[dict[str, object], str, str]] = {
+    "au": ({"adapter": "claude", "prompt": "NOLOGIN"}, "auth", "failed auth: Not logged in · Please run /login"),
+    "qu": ({"adapter": "claude", "prompt": "APIERROR billing_error"}, "quota",
+           "failed quota: Credit balance is too low"),
+    "pl": ({"adapter": "claude", "prompt": "APIERROR plan_limit"}, "quota",
+           "failed quota: You've hit your session limit"),
+    "ra": ({"adapter": "claude", "prompt": "APIERROR rate_limit"}, "rate_limit",
+           "failed rate_limit: API Error: Request rejected (429)"),
+    "ne": ({"adapter": "claude", "prompt": "OFFLINE"}, "network", "failed network: API Error: Can't reach"),
+    "mo": ({"adapter": "claude", "prompt": "APIERROR model_not_found"}, "model",
+           "failed model: There's an issue with the selected model"),
+    "to": ({"adapter": "cmd", "cmd": ["no-such-program-wf"], "prompt": "x"}, "tool",
+           "failed tool: cannot start no-such-program-wf"),
+    "ta": ({"adapter": "claude", "prompt": "ERROR"}, "task", "failed task: fake error during execution"),
+    "st": ({"adapter": "opencode", "model": "a/b", "stall": 1, "prompt": "HANG"}, "stall",
+           "stalled: no model event for 1s"),
+    "ti": ({"adapter": "codex", "timeout": 1, "prompt": "FOREVER"}, "timeout", "timeout: still running after 1s"),
+}  # fmt: skip
+
+
+def test_every_failure_class_is_in_status_json_and_on_every_line(w: Workers, tmp_path: Path) -> None:
+    """The class and the tool's own words in status.json, on wf run's line as each unit
+    ends, in wf runs status and in wf monitor."""
+    import json
+
+    assert {c for _, c, _ in EVERY_CLASS.values()} == {f.value for f in Failure}
+    units = [{"id": uid, **entry} for uid, (entry, _, _) in EVERY_CLASS.items()]
+    m = tmp_path / "every.json"
+    m.write_text(json.dumps({"units": units}))
+    r = w.run("run", str(m), "--run", "ev", "--max-parallel", str(len(units)), timeout=120)
+    assert r.returncode == 4, r.stdout + r.stderr
+    status = w.run("runs", "status", "ev")
+    monitor = w.run("monitor", "ev", "--timeout", "5")
+    assert monitor.returncode == 4
+    for uid, (_, failure, head) in EVERY_CLASS.items():
+        st = w.status("ev", uid)
+        assert st["failure"] == failure and st["reason"], (uid, st)
+        for out in (r.stdout, status.stdout, monitor.stdout):
+            assert f"\n{uid}: {head}" in f"\n{out}", (uid, out)
+
+
+@pytest.mark.parametrize("error", ["billing_error", "rate_limit", "model_not_found", "invalid_api_key"])
+def test_dispatch_prints_each_api_error_class_and_exits_4(w: Workers, error: str) -> None:
+    r = w.run(
+        "dispatch", "r1", "e", "--adapter", "claude", "--model", "sonnet", "--prompt", f"APIERROR {error}"
+    )
+    assert r.returncode == 4, r.stdout + r.stderr
+    st = w.status("r1", "e")
+    want = {"billing_error": "quota", "rate_limit": "rate_limit", "model_not_found": "model",
+            "invalid_api_key": "auth"}[error]  # fmt: skip
+    assert st["failure"] == want and r.stdout.startswith(f"e: failed {want}: {st['reason']}")
+    assert st["model"] not in (None, "<synthetic>")
+
+
+@pytest.mark.parametrize(
+    ("error", "failure"),
+    [("billing_error", "quota"), ("rate_limit", "rate_limit"), ("model_not_found", "model")],
+)
+def test_orch_run_stops_the_lane_with_the_class_and_releases_the_task(
+    wf: WfRunner, w: Workers, error: str, failure: str
+) -> None:
+    import subprocess
+
+    (wf.root / "TASKS.md").write_text("# Tasks\n\n## c1: A claude task\nModel: sonnet\nDone: true\n")
+    subprocess.run(["git", "add", "-A"], cwd=wf.root, check=True)
+    subprocess.run(["git", "commit", "-qm", "tasks"], cwd=wf.root, check=True)
+    before = (wf.root / "TASKS.md").read_bytes()
+    r = w.run("orch", "run", "sonnet", timeout=120, FAKE_API_ERROR=error)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"stop lane sonnet: claude could not run ({failure}): " in r.stdout, r.stdout
+    assert "c1: released" in r.stdout
+    assert (wf.root / "TASKS.md").read_bytes() == before
+
+
+def test_orch_run_adapter_passes_the_lanes_model_for_that_tool(wf: WfRunner, w: Workers) -> None:
+    import subprocess
+
+    toml = (wf.root / "wf.toml").read_text()
+    (wf.root / "wf.toml").write_text(
+        toml.replace(
+            '[lanes.sonnet]\nmodel = "sonnet"',
+            '[lanes.sonnet]\nmodel = "sonnet"\nmodels = {codex = "gpt-5.3-codex"}',
+        )
+    )
+    (wf.root / "TASKS.md").write_text("# Tasks\n\n## c1: A task\nModel: sonnet\nDone: true\n")
+    subprocess.run(["git", "add", "-A"], cwd=wf.root, check=True)
+    subprocess.run(["git", "commit", "-qm", "tasks"], cwd=wf.root, check=True)
+    w.run("orch", "run", "sonnet", "--adapter", "codex", timeout=120)
+    [call] = [c for c in w.argv_calls() if c[1:2] == ["exec"]]
+    assert call[call.index("-m") + 1] == "gpt-5.3-codex"
+
+
+def test_a_resume_never_passes_a_placeholder_model(w: Workers) -> None:
+    """A record an older wf wrote with model <synthetic>: the follow-up asks no model."""
+    import json
+
+    assert w.run("dispatch", "r1", "a", "--adapter", "claude", "--prompt", "hi").returncode == 0
+    path = w.unit("r1", "a") / "status.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "model": "<synthetic>"}))
+    r = w.run("dispatch", "r1", "b", "--resume-from", "a", "--prompt", "more")
+    assert r.returncode == 0, r.stdout + r.stderr
+    resumed = [c for c in w.argv_calls() if "--resume" in c]
+    assert resumed and not any(a.startswith("--model") for a in resumed[0]), resumed
+    assert w.status("r1", "b")["model"] != "<synthetic>"
+
+
+def test_config_shows_a_lanes_models_as_the_table_it_is(wf: WfRunner) -> None:
+    import json
+
+    wf.ok("config", "lanes.sonnet.models", '{claude = "sonnet", codex = "gpt-5.3-codex"}')
+    assert (
+        wf.ok("config", "lanes.sonnet.models")
+        == 'lanes.sonnet.models = {claude = "sonnet", codex = "gpt-5.3-codex"}\n'
+    )
+    assert json.loads(wf.ok("config", "--json", "lanes.sonnet.models")) == {
+        "claude": "sonnet",
+        "codex": "gpt-5.3-codex",
+    }
+    assert "# lanes.haiku.models: not set" in wf.ok("config")
+
+
+def test_doctor_probes_the_login_of_a_tool_no_lane_uses(
+    wf: WfRunner, fakes_on_path: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_LOGGED_OUT", "1")
+    monkeypatch.setenv("CODEX_HOME", os.environ["CODEX_HOME"] + "-unused")
+    out = wf("doctor").out
+    assert "login: codex: not logged in (Not logged in): run `codex login`" in out
+    assert next(ln for ln in out.splitlines() if ln.startswith("login: codex:")).endswith("(info)")
+
+
+def test_a_lanes_stall_and_timeout_reach_its_workers(wf: WfRunner, w: Workers) -> None:
+    import json
+    import subprocess
+
+    toml = (wf.root / "wf.toml").read_text()
+    (wf.root / "wf.toml").write_text(
+        toml.replace(
+            '[lanes.sonnet]\nmodel = "sonnet"', '[lanes.sonnet]\nmodel = "sonnet"\nstall = 33\ntimeout = 444'
+        )
+    )
+    (wf.root / "TASKS.md").write_text("# Tasks\n\n## c1: A task\nModel: sonnet\nDone: true\n")
+    subprocess.run(["git", "add", "-A"], cwd=wf.root, check=True)
+    subprocess.run(["git", "commit", "-qm", "tasks"], cwd=wf.root, check=True)
+    w.run("orch", "run", "sonnet", timeout=120)
+    [st] = [json.loads(p.read_text()) for p in (wf.root / ".wf" / "runs").glob("*/*/status.json")]
+    assert (st["stall_s"], st["timeout_s"]) == (33.0, 444.0)

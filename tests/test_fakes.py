@@ -101,7 +101,7 @@ def test_executables_and_cli_surface(env: dict[str, str], work: Path) -> None:
     exec_help = run("codex", ["exec", "--help"], env, work).stdout
     for flag in ("--json", "--skip-git-repo-check", "--output-last-message", "--sandbox", "--cd", "resume"):
         assert flag in exec_help
-    assert "--format" in run("opencode", ["run", "--help"], env, work).stdout
+    assert "--format" in run("opencode", ["run", "--help"], env, work).stderr  # yargs: on stderr
 
     bad = run("claude", ["-p", "--bogus"], env, work, "x")
     assert bad.returncode == 1 and "unknown option" in bad.stderr

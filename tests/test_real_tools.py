@@ -85,6 +85,8 @@ def test_orch_run_on_a_real_logged_out_claude_lane_claims_nothing(wf: WfRunner, 
     subprocess.run(["git", "add", "-A"], cwd=wf.root, check=True)
     subprocess.run(["git", "commit", "-qm", "tasks"], cwd=wf.root, check=True)
     before = (wf.root / "TASKS.md").read_bytes()
+    head = subprocess.run(["git", "log", "--oneline"], cwd=wf.root, capture_output=True, text=True,
+                          check=True).stdout.count("\n")  # fmt: skip
     w = Workers(wf.root, tmp_path)
     w.env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), REAL_BIN, os.environ["PATH"]])
     r = w.run("orch", "run", "sonnet", timeout=120)
@@ -92,6 +94,44 @@ def test_orch_run_on_a_real_logged_out_claude_lane_claims_nothing(wf: WfRunner, 
     assert "nothing was claimed" in r.stderr and "claude is not logged in" in r.stderr
     assert "/login" in r.stderr
     assert (wf.root / "TASKS.md").read_bytes() == before
+    assert subprocess.run(["git", "log", "--oneline"], cwd=wf.root, capture_output=True, text=True,
+                          check=True).stdout.count("\n") == head  # fmt: skip
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=wf.root, capture_output=True, text=True,
+                          check=True).stdout == ""  # fmt: skip
+
+
+def test_dispatch_real_codex_offline_stalls_as_network(wf: WfRunner, tmp_path: Path) -> None:
+    """Offline, the real codex prints reconnect notices for ever: the log grows, nothing
+    progresses, and the unit stalls with the tool's own words."""
+    w = Workers(wf.root, tmp_path)
+    w.env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), REAL_BIN, os.environ["PATH"]])
+    w.env["OPENAI_API_KEY"] = "sk-wf-test-not-a-key"
+    r = w.run("dispatch", "r1", "c1", "--adapter", "codex", "--model", "gpt-5.5", "--stall", "8",
+              "--prompt", "Say ok.", timeout=120)  # fmt: skip
+    assert r.returncode == 4, r.stdout + r.stderr
+    st = w.status("r1", "c1")
+    assert (st["state"], st["failure"]) == ("stalled", "network"), st
+    assert st["reason"].startswith("Reconnecting...") and "stalled network: Reconnecting..." in r.stdout
+    assert (w.unit("r1", "c1") / "worker.log").read_text().count("Reconnecting") >= 2
+
+
+def test_doctor_on_the_real_tools(wf: WfRunner) -> None:
+    """Every flag wf passes is in the real subcommands' help; each tool's login is
+    probed: claude (the default lanes use it) is a problem, codex worth knowing."""
+    r = wf("doctor")
+    assert "lacks" not in r.out, r.out
+    for tool, version in (
+        ("claude", "2.1.332 (Claude Code)"),
+        ("codex", "codex-cli 0.171.0"),
+        ("opencode", "1.18.33"),
+    ):
+        assert f"adapter: {tool}: {version} at " in r.out, r.out
+    assert "login: claude: not logged in: run `claude` once and /login" in r.out
+    assert (
+        "login: codex: not logged in (Not logged in): run `codex login`" in r.out
+        and r.out.count("(info)") >= 4
+    )
+    assert r.code == 1
 
 
 def feed(tool: str, text: str) -> Parsed:
@@ -117,3 +157,23 @@ def test_resuming_an_unknown_session_is_a_tool_failure(tool: str, tmp_path: Path
     failure, reason = a.classify(parsed, p.returncode, p.stdout, p.stderr)
     assert p.returncode == 1 and failure is Failure.tool, (p.stdout[-500:], p.stderr[-500:])
     assert reason and ("found" in reason.lower()), reason
+
+
+def test_real_codex_creates_its_o_file_empty_at_once(tmp_path: Path) -> None:
+    """What the fake does too (tests/test_fakes_real.py): an empty -o file is no answer."""
+    work = tmp_path / "w"
+    subprocess.run(["git", "init", "-q", str(work)], check=True)
+    out = tmp_path / "out.txt"
+    p = subprocess.Popen(["codex", "exec", "--json", "-o", str(out), "--skip-git-repo-check", "-C", str(work), "-"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         env={**os.environ, "OPENAI_API_KEY": "sk-wf-test-not-a-key"})  # fmt: skip
+    assert p.stdin is not None and p.stdout is not None
+    p.stdin.write("Say ok.\n")
+    p.stdin.close()
+    try:
+        first = [p.stdout.readline() for _ in range(3)]
+        assert '"thread.started"' in first[0]
+        assert out.exists() and out.read_text() == ""
+    finally:
+        p.kill()
+        p.wait()

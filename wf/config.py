@@ -14,10 +14,11 @@ import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
+from wf import adapters as _registry
 from wf.errors import ConfigError, WfError
 from wf.ids import ID_HELP, MODEL_RE, valid_id
 
-ADAPTERS = ("claude", "codex", "opencode", "cmd")
+ADAPTERS = tuple(_registry.ADAPTERS)  # claude, codex, opencode, cmd: one module each in wf/adapters
 ISOLATIONS = ("worktree", "clone")
 CLOUD_PERIODS = ("day", "week", "month")
 CLOUD_LANE = "cloud"  # the virtual lane of cloud sessions: no [lanes.cloud] table

@@ -67,8 +67,8 @@ def help_options(text: str) -> set[str]:
 def adapter_findings(project: Project) -> list[Finding]:
     """Which worker tools are installed, their versions, default stall and timeout,
     the flags wf passes that a subcommand's own --help lacks (by exact option token),
-    whether each tool a lane uses is logged in, and each lane's model, effort and tool
-    access checked against its adapter."""
+    whether each installed tool is logged in (a problem when a lane uses it), and each
+    lane's model, effort and tool access checked against its adapter."""
     import subprocess
 
     from wf import adapters
@@ -114,14 +114,17 @@ def adapter_findings(project: Project) -> list[Finding]:
             )
         else:
             out.append(Finding("adapter", a.name, f"{version} at {path} ({limits})", "info"))
-        if users:
-            model = next((adapters.lane_model_for(ln, a.name) for ln in lanes if ln.adapter == a.name), None)
-            state, words = a.login(model)
-            if state is False:
-                said = f" ({words})" if words else ""
-                out.append(Finding("login", a.name, f"not logged in{said}: {a.login_fix}", "problem"))
-            elif state is None:
-                out.append(Finding("login", a.name, "cannot tell whether it is logged in", "info"))
+        # every installed tool's login: a problem for one a lane uses, else worth knowing
+        model = next((adapters.lane_model_for(ln, a.name) for ln in lanes if ln.adapter == a.name), None)
+        state, words = a.login(model)
+        said = f" ({words})" if words else ""
+        if state is False:
+            level = "problem" if users else "info"
+            out.append(Finding("login", a.name, f"not logged in{said}: {a.login_fix}", level))
+        elif state is True:
+            out.append(Finding("login", a.name, f"logged in{said}", "info"))
+        elif users:
+            out.append(Finding("login", a.name, f"cannot tell whether it is logged in{said}", "info"))
     for ln in lanes:
         for prob in adapters.lane_problems(ln):
             out.append(Finding("lane", ln.name, f"{prob.message}; {prob.fix}", "problem"))

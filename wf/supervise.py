@@ -208,7 +208,7 @@ class Unit:
                     self._feed_lines(chunk)
         except OSError:
             return True
-        if self.parsed.finished and self.finished_at is None and self.adapter.name == "claude":
+        if self.parsed.finished and self.finished_at is None and self.adapter.done_at_result:
             self.finished_at = time.monotonic()
         if (
             self.parsed.session_id
@@ -253,7 +253,7 @@ class Unit:
         if self.proc.poll() is not None:
             return "exited"
         if self.finished_at is not None and now - self.finished_at >= RESULT_GRACE:
-            return "done"  # claude printed its result; what follows is background noise
+            return "done"  # it printed its result; what follows is background noise
         if self.stall and now - self.last_growth >= self.stall:
             return "stalled"
         if self.timeout and now - self.started >= self.timeout:
@@ -317,7 +317,7 @@ class Unit:
             state = why
         elif p.error:
             state = "failed"
-        elif (self.adapter.name == "claude" and p.finished) or (
+        elif (self.adapter.done_at_result and p.finished) or (
             code == 0 and (answered or self.adapter.name == "cmd")
         ):
             state = "done"

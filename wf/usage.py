@@ -112,7 +112,7 @@ class Cost(NamedTuple):
         }
 
 
-def _int(v: Any) -> int:
+def int_of(v: Any) -> int:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else 0
 
 
@@ -218,15 +218,18 @@ def read_claude(path: Path) -> ClaudeFile:
             if mid:
                 by_msg.setdefault(mid, []).append(key)
         cc = usage.get("cache_creation")
-        cw = _int(usage.get("cache_creation_input_tokens"))
+        cw = int_of(usage.get("cache_creation_input_tokens"))
         if isinstance(cc, dict):
-            cw5, cw1 = _int(cc.get("ephemeral_5m_input_tokens")), _int(cc.get("ephemeral_1h_input_tokens"))
+            cw5, cw1 = (
+                int_of(cc.get("ephemeral_5m_input_tokens")),
+                int_of(cc.get("ephemeral_1h_input_tokens")),
+            )
         else:
             cw5, cw1 = cw, 0
         inp, out, cr = (
-            _int(usage.get("input_tokens")),
-            _int(usage.get("output_tokens")),
-            _int(usage.get("cache_read_input_tokens")),
+            int_of(usage.get("input_tokens")),
+            int_of(usage.get("output_tokens")),
+            int_of(usage.get("cache_read_input_tokens")),
         )
         if inp + out + cw5 + cw1 + cr >= req.total:
             req.inp, req.out, req.cw5, req.cw1, req.cr = inp, out, cw5, cw1, cr
@@ -414,15 +417,15 @@ def codex_cost(path: Path) -> Cost:
         lu = info.get("last_token_usage")
         if isinstance(lu, dict):
             d_in, d_cached, d_out = (
-                _int(lu.get("input_tokens")),
-                _int(lu.get("cached_input_tokens")),
-                _int(lu.get("output_tokens")),
+                int_of(lu.get("input_tokens")),
+                int_of(lu.get("cached_input_tokens")),
+                int_of(lu.get("output_tokens")),
             )
         elif isinstance(total, dict):
             before = prev if isinstance(prev, dict) else {}
-            d_in = _int(total.get("input_tokens")) - _int(before.get("input_tokens"))
-            d_cached = _int(total.get("cached_input_tokens")) - _int(before.get("cached_input_tokens"))
-            d_out = _int(total.get("output_tokens")) - _int(before.get("output_tokens"))
+            d_in = int_of(total.get("input_tokens")) - int_of(before.get("input_tokens"))
+            d_cached = int_of(total.get("cached_input_tokens")) - int_of(before.get("cached_input_tokens"))
+            d_out = int_of(total.get("output_tokens")) - int_of(before.get("output_tokens"))
         else:
             d_in = d_cached = d_out = 0
         prev = total
@@ -443,69 +446,10 @@ def codex_cost(path: Path) -> Cost:
     )  # fmt: skip
 
 
-def opencode_db() -> Path:
-    """opencode's SQLite store: ``$XDG_DATA_HOME/opencode/opencode.db`` (1.18)."""
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "opencode" / "opencode.db"
-
-
-def opencode_cost(session_id: str, db: Path | None = None) -> Cost:
-    """Usage of one opencode session from its SQLite store: each assistant message's
-    tokens and the cost opencode computed for it (read-only; the store may be in use)."""
-    import sqlite3
-
-    db = (db or opencode_db()).resolve()
-    if not db.is_file():
-        raise WfError(f"no opencode store at {db}")
-    session_id = _safe(session_id, "session id")
-    try:
-        with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=5) as con:
-            rows = con.execute(
-                "SELECT data FROM message WHERE session_id = ? ORDER BY time_created", (session_id,)
-            ).fetchall()
-            found = con.execute("SELECT 1 FROM session WHERE id = ?", (session_id,)).fetchone()
-        con.close()
-    except sqlite3.Error as e:
-        raise WfError(f"cannot read opencode store {db}: {e}") from None
-    if not found:
-        raise WfError(f"no opencode session {session_id} in {db}")
-    models: list[str] = []
-    turns = inp = out = cr = cw = malformed = 0
-    usd = 0.0
-    first = last = 0
-    for (raw,) in rows:
-        try:
-            msg = json.loads(raw)
-        except ValueError:
-            malformed += 1
-            continue
-        if not isinstance(msg, dict) or msg.get("role") != "assistant":
-            continue
-        turns += 1
-        tokens = msg.get("tokens") or {}
-        cache = tokens.get("cache") or {}
-        inp += _int(tokens.get("input"))
-        out += _int(tokens.get("output")) + _int(tokens.get("reasoning"))
-        cr += _int(cache.get("read"))
-        cw += _int(cache.get("write"))
-        cost = msg.get("cost")
-        usd += float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else 0.0
-        model = "/".join(str(msg[k]) for k in ("providerID", "modelID") if msg.get(k))
-        if model and model not in models:
-            models.append(model)
-        times = msg.get("time") or {}
-        first = first or _int(times.get("created"))
-        last = max(last, _int(times.get("completed")), _int(times.get("created")))
-    dur = round((last - first) / 1000, 3) if first and last else None
-    return Cost(
-        ",".join(models), turns, inp, out, 0, cw, 0, cr, usd, usd, dur, (), malformed, 1, "opencode"
-    )  # fmt: skip
-
-
 # ---------------------------------------------------------------- finding transcripts
 
 
-def _safe(value: str, what: str) -> str:
+def safe_name(value: str, what: str) -> str:
     if not value or any(c in value for c in "/\\*?[]") or value.startswith("."):
         raise WfError(f"bad {what} {value!r}")
     return value
@@ -513,7 +457,7 @@ def _safe(value: str, what: str) -> str:
 
 def session_files(session: str) -> list[Path]:
     """A ``claude -p`` session's transcript and its subagents' transcripts."""
-    session = _safe(session, "session id")
+    session = safe_name(session, "session id")
     for root in claude_roots():
         for main in glob.glob(str(root / "projects" / "*" / f"{glob.escape(session)}.jsonl")):
             p = Path(main)
@@ -524,7 +468,7 @@ def session_files(session: str) -> list[Path]:
 
 def agent_file(agent: str) -> tuple[Path, Path | None]:
     """A subagent's transcript, and its parent session's transcript if it is there."""
-    agent = _safe(agent.removeprefix("agent-"), "agent id")
+    agent = safe_name(agent.removeprefix("agent-"), "agent id")
     for root in claude_roots():
         pattern = str(root / "projects" / "*" / "*" / "subagents" / f"agent-{glob.escape(agent)}.jsonl")
         for found in glob.glob(pattern):
@@ -535,7 +479,7 @@ def agent_file(agent: str) -> tuple[Path, Path | None]:
 
 
 def thread_file(thread: str) -> Path:
-    thread = _safe(thread, "thread id")
+    thread = safe_name(thread, "thread id")
     found = glob.glob(
         str(codex_home() / "sessions" / "*" / "*" / "*" / f"rollout-*-{glob.escape(thread)}.jsonl")
     )
@@ -576,16 +520,10 @@ def for_file(path: Path) -> tuple[Cost, str]:
 
 
 def for_session(adapter: str, session_id: str | None) -> tuple[Cost, str] | None:
-    """The transcript cost of a headless unit's session, when its transcript is found."""
-    if not session_id:
+    """The transcript cost of a headless unit's session, read where its tool keeps it
+    (each adapter knows), when it is found."""
+    from wf import adapters
+
+    if not session_id or adapter not in adapters.ADAPTERS:
         return None
-    try:
-        if adapter == "claude":
-            return claude_cost(session_files(session_id)), "session"
-        if adapter == "codex":
-            return codex_cost(thread_file(session_id)), "codex"
-        if adapter == "opencode":
-            return opencode_cost(session_id), "opencode"
-    except (WfError, OSError):
-        return None
-    return None
+    return adapters.get(adapter).cost(session_id)

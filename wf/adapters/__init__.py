@@ -22,6 +22,7 @@ from wf.adapters.base import (
     Parsed,
     Problem,
     Spec,
+    a_model,
     one_line,
     parse_line,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "Parsed",
     "Problem",
     "Spec",
+    "a_model",
     "access_fields",
     "choose",
     "describe",

@@ -140,12 +140,16 @@ class Parsed:
         return None
 
     def set_model(self, model: Any) -> None:
-        if isinstance(model, str) and model.strip() not in PLACEHOLDER_MODELS:
-            self.model = model
+        self.model = a_model(model) or self.model
 
     def fail(self, failure: Failure, reason: Any) -> None:
         self.failure = failure
         self.error = one_line(reason) or failure.value
+
+
+def a_model(model: Any) -> str | None:
+    """The model named, or None when it is a placeholder (``<synthetic>``) or no string."""
+    return model if isinstance(model, str) and model.strip() not in PLACEHOLDER_MODELS else None
 
 
 def one_line(text: Any, width: int = 300) -> str | None:
@@ -164,7 +168,8 @@ _WORDS: tuple[tuple[Failure, re.Pattern[str]], ...] = tuple(
          r"unauthori[sz]ed|authentication|\b401\b|token (?:expired|has expired|was rejected)|"
          r"refresh token|credential expired|api key login|missing api key|no api key"),
         (Failure.quota, r"credit balance|billing|insufficient_quota|quota|usage limit|"
-         r"out of (?:extra )?usage|plan limit|purchase more credits|upgrade to|spend limit"),
+         r"out of (?:extra )?usage|plan limit|purchase more credits|upgrade to|spend limit|"
+         r"hit your (?:\w+ )?limit|account is on hold"),
         (Failure.rate_limit, r"rate.?limit|too many requests|\b429\b|overloaded|\b529\b"),
         (Failure.model, r"model .*(?:not found|does not exist|not supported|not available|unknown)|"
          r"(?:unknown|invalid|unsupported|unrecognized) model|issue with the selected model|"
@@ -207,6 +212,9 @@ class Adapter:
     default_timeout = DEFAULT_TIMEOUT
     efforts: tuple[str, ...] = ()  # the effort values the tool takes; empty: none
     progress_by_bytes = False  # True: any output counts as progress (no event stream)
+    # True: its final result event means done, whatever its exit; what it prints after
+    # (background tasks it waits on) is noise, and it is stopped RESULT_GRACE later
+    done_at_result = False
     # (help argv, the option tokens wf passes that it must list)
     help_probes: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
     login_argv: tuple[str, ...] = ()

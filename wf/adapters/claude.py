@@ -18,14 +18,20 @@ from typing import Any
 from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line
 from wf.errors import WfError
 
-# assistant.error values (2.1.x) and what they mean
-_API_ERRORS = {
+# assistant.error values (the whole enum of 2.1.332) and what they mean; None: read the words
+_API_ERRORS: dict[str, Failure | None] = {
     "authentication_failed": Failure.auth,
     "oauth_org_not_allowed": Failure.auth,
+    "verification_required": Failure.auth,
+    "cloud_credential_error": Failure.auth,
+    "account_on_hold": Failure.quota,
     "billing_error": Failure.quota,
-    "rate_limit": Failure.rate_limit,
+    "rate_limit": Failure.rate_limit,  # also plan limits ("You've hit your limit"): the words decide
+    "overloaded": Failure.rate_limit,
+    "model_not_found": Failure.model,
     "server_error": Failure.network,
-    "invalid_request": Failure.task,
+    "invalid_request": None,  # "Invalid API key ...", "Prompt is too long", ...
+    "unknown": None,
     "max_output_tokens": Failure.task,
 }
 _ALIASES = ("opus", "sonnet", "haiku", "opusplan", "best", "fable")
@@ -38,11 +44,25 @@ MODEL_RE = re.compile(
 WEB_TOOLS = ("WebFetch", "WebSearch")
 
 
+def api_failure(error: str, words: str) -> Failure:
+    """The class of an API error claude shows as a message: its error value, refined by
+    its words where the value is vague (invalid_request, unknown) or covers two classes
+    (rate_limit is also a plan's usage limit: quota)."""
+    named = _API_ERRORS.get(error)
+    said = classify_words(words)
+    if named is Failure.rate_limit and said is Failure.quota:
+        return Failure.quota
+    if named is None or named is Failure.task:
+        return said or named or Failure.task
+    return named
+
+
 class Claude(Adapter):
     name = "claude"
     binary = "claude"
     # one Bash call can be silent for 10 min; claude waits up to 10 min after its result
     default_stall = 720.0
+    done_at_result = True
     efforts = ("low", "medium", "high", "xhigh", "max")
     help_probes = (
         (
@@ -122,11 +142,8 @@ class Claude(Adapter):
             msg = event.get("message") or {}
             if event.get("error"):  # an API error shown as a message (model <synthetic>)
                 texts = [b.get("text") for b in msg.get("content") or [] if isinstance(b, dict)]
-                failure = _API_ERRORS.get(str(event["error"]))
                 words = " ".join(str(t) for t in texts if t) or str(event["error"])
-                if failure is None or failure is Failure.task:
-                    failure = classify_words(words) or failure or Failure.task
-                parsed.fail(failure, words)
+                parsed.fail(api_failure(str(event["error"]), words), words)
                 return
             parsed.progress += 1
             parsed.set_model(msg.get("model"))

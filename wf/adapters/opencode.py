@@ -14,11 +14,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, last_line, one_line
+from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line
 from wf.errors import WfError
+
+if TYPE_CHECKING:
+    from wf.usage import Cost
 
 MODEL_RE = re.compile(r"[a-z0-9][a-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._:/@-]*")
 # opencode's error names (1.18) and what they mean
@@ -50,6 +54,64 @@ def data_home() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "opencode"
 
 
+def store_path() -> Path:
+    """opencode's SQLite store: ``$XDG_DATA_HOME/opencode/opencode.db`` (1.18)."""
+    return data_home() / "opencode.db"
+
+
+def store_cost(session_id: str, db: Path | None = None) -> Cost:
+    """Usage of one opencode session from its SQLite store: each assistant message's
+    tokens and the cost opencode computed for it (read-only; the store may be in use)."""
+    from wf.usage import Cost, int_of, safe_name
+
+    db = (db or store_path()).resolve()
+    if not db.is_file():
+        raise WfError(f"no opencode store at {db}")
+    session_id = safe_name(session_id, "session id")
+    try:
+        with sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True, timeout=5) as con:
+            rows = con.execute(
+                "SELECT data FROM message WHERE session_id = ? ORDER BY time_created", (session_id,)
+            ).fetchall()
+            found = con.execute("SELECT 1 FROM session WHERE id = ?", (session_id,)).fetchone()
+        con.close()
+    except sqlite3.Error as e:
+        raise WfError(f"cannot read opencode store {db}: {e}") from None
+    if not found:
+        raise WfError(f"no opencode session {session_id} in {db}")
+    models: list[str] = []
+    turns = inp = out = cr = cw = malformed = 0
+    usd = 0.0
+    first = last = 0
+    for (raw,) in rows:
+        try:
+            msg = json.loads(raw)
+        except ValueError:
+            malformed += 1
+            continue
+        if not isinstance(msg, dict) or msg.get("role") != "assistant":
+            continue
+        turns += 1
+        tokens = msg.get("tokens") or {}
+        cache = tokens.get("cache") or {}
+        inp += int_of(tokens.get("input"))
+        out += int_of(tokens.get("output")) + int_of(tokens.get("reasoning"))
+        cr += int_of(cache.get("read"))
+        cw += int_of(cache.get("write"))
+        cost = msg.get("cost")
+        usd += float(cost) if isinstance(cost, (int, float)) and not isinstance(cost, bool) else 0.0
+        model = "/".join(str(msg[k]) for k in ("providerID", "modelID") if msg.get(k))
+        if model and model not in models:
+            models.append(model)
+        times = msg.get("time") or {}
+        first = first or int_of(times.get("created"))
+        last = max(last, int_of(times.get("completed")), int_of(times.get("created")))
+    dur = round((last - first) / 1000, 3) if first and last else None
+    return Cost(
+        ",".join(models), turns, inp, out, 0, cw, 0, cr, usd, usd, dur, (), malformed, 1, "opencode"
+    )  # fmt: skip
+
+
 class Opencode(Adapter):
     name = "opencode"
     binary = "opencode"
@@ -73,12 +135,10 @@ class Opencode(Adapter):
     install = "npm install -g opencode-ai"
 
     def cost(self, session_id: str | None) -> tuple[Any, str] | None:
-        from wf import usage
-
         if not session_id:
             return None
         try:
-            return usage.opencode_cost(session_id), "opencode"
+            return store_cost(session_id), "opencode"
         except (WfError, OSError):
             return None
 
@@ -141,10 +201,7 @@ class Opencode(Adapter):
             failure = _ERRORS.get(name) or classify_words(f"{name} {words}")
             if failure is not None:
                 return failure, one_line(f"{name}: {words}")
-        if parsed.failure is None and parsed.events == 0:
-            words = last_line(stderr)  # "Error: Session not found"
-            return classify_words(words) or Failure.tool, words or f"exit {code} before its first event"
-        return super().classify(parsed, code, stdout, stderr)
+        return super().classify(parsed, code, stdout, stderr)  # "Error: Session not found": tool
 
     def access_problems(self, spec: Spec) -> list[str]:
         out = super().access_problems(spec)

@@ -81,7 +81,10 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, unset: bo
         for w in cfg.warnings:
             _warn(w)
     data = cfg._asdict()
-    data["lanes"] = {ln.name: {k: v for k, v in ln.as_dict().items() if k != "name"} for ln in cfg.lanes}
+    data["lanes"] = {  # a lane's models per adapter: a table, as written in wf.toml
+        ln.name: {k: v for k, v in {**ln.as_dict(), "models": dict(ln.models)}.items() if k != "name"}
+        for ln in cfg.lanes
+    }
     data.pop("warnings")
     if unset:
         click.echo(f"removed {key}" if key not in data else f"{key}: back to its default")
@@ -111,6 +114,12 @@ def _unset_if_set(path: Path, key: str) -> Any:
 def _setting_lines(key: str | None, node: Any) -> list[str]:
     """``key = value`` lines in TOML syntax, one per leaf; a leaf that is not set is a
     comment saying so."""
+    if key and key.endswith(".models") and isinstance(node, dict):  # per adapter: one table
+        return (
+            [f"{key} = {{{', '.join(f'{k} = {_toml_value(v)}' for k, v in node.items())}}}"]
+            if node
+            else [f"# {key}: not set"]
+        )
     if isinstance(node, dict):
         out: list[str] = []
         for k, v in node.items():

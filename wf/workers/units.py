@@ -21,7 +21,7 @@ from wf.supervise import Unit
 from wf.taskfile import check_id
 
 MODES = ("scratch", "clone", "cwd")
-AUTO_ORDER = ("claude", "codex", "opencode")
+AUTO_ORDER = tuple(n for n in adapters.ADAPTERS if n != "cmd")  # the agent tools, in the registry's order
 _SESSION_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 
 
@@ -139,7 +139,7 @@ def _resume_meta(project: Project, run: str, req: UnitRequest) -> tuple[UnitRequ
     req = req._replace(
         adapter=name,
         cmd=req.cmd or tuple(prior.get("cmd") or ()),
-        model=req.model or prior.get("model"),
+        model=req.model or adapters.a_model(prior.get("model")),  # never <synthetic> from an old record
         mode=prior_mode,
         cwd=prior.get("cwd"),
     )
