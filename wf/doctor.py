@@ -310,6 +310,21 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
                     "problem",
                 )
             )
+    from wf.orch import gate
+
+    # (kind, what it is, the bad records, a companion file that goes aside with each)
+    for kind, what, bad_records, companion in (
+        ("held", "hold record (the loop may pick the task again)", orchstate.corrupt_held(project), None),
+        # a gate whose .log has no result looks still running: its .log goes too
+        ("gate", "gate result (no fix task will come of it)", gate.corrupt_results(project), ".log"),
+    ):
+        for bad in bad_records:
+            why = bad.why
+            if fix:
+                why += f"; moved to {recstore.move_aside(bad.path).name}"
+                if companion is not None and bad.path.with_suffix(companion).exists():
+                    recstore.move_aside(bad.path.with_suffix(companion))
+            out.append(Finding(kind, bad.path.stem, f"{what} cannot be trusted: {why}", "problem", fix))
     for t in bl.doc.tasks:
         st = t.status
         if st.state == "progress" and st.who == "worker" and t.id not in held_ids:

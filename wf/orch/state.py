@@ -226,6 +226,22 @@ def held(project: Project, task_id: str, text: str) -> Held | None:
     return rec
 
 
+def held_files(project: Project) -> list[Path]:
+    folder = _dir(project) / "held"
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def corrupt_held(project: Project) -> list[store.CorruptRecord]:
+    """The hold records that cannot be trusted (``wf doctor`` reports them)."""
+    out = []
+    for f in held_files(project):
+        try:
+            store.load(Held, f)
+        except store.CorruptRecord as e:
+            out.append(e)
+    return out
+
+
 def unhold(project: Project, task_id: str) -> None:
     _held_path(project, task_id).unlink(missing_ok=True)
 
