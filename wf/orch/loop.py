@@ -41,7 +41,7 @@ from wf.orch import state
 from wf.orch.pick import Pick, live_holder, pick, worker_instructions
 from wf.orch.post import Posted, post, release
 from wf.orch.report import Report, read_report
-from wf.orch.state import LaneRecord, Stop, StopReason
+from wf.orch.state import LaneRecord, Outcome, Stop, StopReason
 from wf.project import Project
 from wf.supervise import POLL, Unit
 
@@ -411,13 +411,24 @@ class Loop:
         """One line: lanes working, tasks done, lanes stopped, elapsed time, then each
         working lane's task and how long its worker has been quiet."""
         now = time.monotonic()
-        done = sum(1 for line in self._log_lines() if " outcome=done" in line)
+        done = sum(1 for outcome in self._outcomes() if outcome.done)
         parts = [
             f"{len(self.units)} working, {done} done, {len(self.stopped)} stopped, {now - self.began:.0f}s"
         ]
         for lane, (unit, rec) in sorted(self.units.items(), key=lambda x: x[1][0].last_growth):
             parts.append(f"{lane}={rec.id} {now - unit.started:.0f}s (quiet {now - unit.last_growth:.0f}s)")
         return " | ".join(parts)
+
+    def _outcomes(self) -> list[Outcome]:
+        """This run's outcomes, read from the ``outcome=`` field of its orch log lines."""
+        out = []
+        for line in self._log_lines():
+            fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+            try:
+                out.append(Outcome(fields.get("outcome", "")))
+            except ValueError:
+                continue
+        return out
 
     def _log_lines(self) -> list[str]:
         """This run's own outcome lines (the orch log lines written since it began)."""
