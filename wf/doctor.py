@@ -301,7 +301,7 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
         if lrec is None:
             continue
         held_ids.add(lrec.id)
-        if lrec.pid and not procs.alive(lrec.pid) and not (lrec.owner and procs.alive(lrec.owner)):
+        if lrec.pid and not lrec.worker_alive() and not (lrec.owner and lrec.owner_alive()):
             out.append(
                 Finding(
                     "orch",

@@ -175,11 +175,14 @@ class Loop:
         unit = Unit(spec, adapter, timeout=timeout, stall=stall, meta={"task": rec.id, "lane": lane})
         unit.queue()
         unit.start()
+        pid = unit.proc.pid if unit.proc else None
         rec = rec.but(
-            pid=unit.proc.pid if unit.proc else None,
+            pid=pid,
+            pid_since=procs.started(pid),
             run=self.run_id,
             unit=unit_id,
             owner=self.me,
+            owner_since=procs.started(self.me),
             adapter=adapter.name,
             token=unit.token,
         )
@@ -231,10 +234,10 @@ class Loop:
                 ),
             )
             return None
-        if rec.owner and rec.owner != self.me and procs.alive(rec.owner):
+        if rec.owner and rec.owner != self.me and rec.owner_alive():
             self._stop(lane, StopReason(Stop.HELD, f"{rec.id} is held by wf orch run pid {rec.owner}"))
             return None
-        if rec.pid and procs.alive(rec.pid):
+        if rec.pid and rec.worker_alive():
             # its loop is gone: end the orphaned worker's whole tree, then recover
             procs.kill_tree(rec.pid, rec.token)
         holder = live_holder(rec)
