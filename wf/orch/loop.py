@@ -40,8 +40,8 @@ from wf.fsutil import append_line
 from wf.orch import state
 from wf.orch.pick import Pick, live_holder, pick, worker_instructions
 from wf.orch.post import Posted, post, release
-from wf.orch.report import Report, read_report
-from wf.orch.state import LaneRecord, Outcome, Stop, StopReason
+from wf.orch.report import captured_report, read_report, run_outcomes
+from wf.orch.state import LaneRecord, Stop, StopReason
 from wf.project import Project
 from wf.supervise import POLL, Unit
 
@@ -245,7 +245,7 @@ class Loop:
             self._stop(lane, StopReason(Stop.HELD, f"{rec.id} is held by {holder}"))
             return None
         archived = backlogmod.load(self.project).archive.find(rec.id) is not None
-        rep = _captured_report(self.project, rec)
+        rep = captured_report(self.project, rec)
         if archived or rep is not None:
             self.emit(f"{lane}: {rec.id}: taking over a finished worker from an earlier run")
             result = rep.result if rep is not None else "done"
@@ -414,33 +414,13 @@ class Loop:
         """One line: lanes working, tasks done, lanes stopped, elapsed time, then each
         working lane's task and how long its worker has been quiet."""
         now = time.monotonic()
-        done = sum(1 for outcome in self._outcomes() if outcome.done)
+        done = sum(1 for outcome in run_outcomes(self.project, self.log_start) if outcome.done)
         parts = [
             f"{len(self.units)} working, {done} done, {len(self.stopped)} stopped, {now - self.began:.0f}s"
         ]
         for lane, (unit, rec) in sorted(self.units.items(), key=lambda x: x[1][0].last_growth):
             parts.append(f"{lane}={rec.id} {now - unit.started:.0f}s (quiet {now - unit.last_growth:.0f}s)")
         return " | ".join(parts)
-
-    def _outcomes(self) -> list[Outcome]:
-        """This run's outcomes, read from the ``outcome=`` field of its orch log lines."""
-        out = []
-        for line in self._log_lines():
-            fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
-            try:
-                out.append(Outcome(fields.get("outcome", "")))
-            except ValueError:
-                continue
-        return out
-
-    def _log_lines(self) -> list[str]:
-        """This run's own outcome lines (the orch log lines written since it began)."""
-        try:
-            with open(self.project.out_dir / "wf-orch.log", "rb") as f:
-                f.seek(self.log_start)
-                return f.read().decode("utf-8", "replace").splitlines()
-        except OSError:
-            return []
 
     def _poll_all(self, *, then_pick: bool) -> None:
         now = time.monotonic()
@@ -528,41 +508,3 @@ def _commit_missing(project: Project, commit: str) -> bool:
     from wf import gitops
 
     return not gitops.commit_exists(project.root, commit)
-
-
-def _captured_report(project: Project, rec: LaneRecord) -> Report | None:
-    """The four lines a worker of an earlier run left: its landed answer, else (its loop
-    died before landing it) what its own stream or answer file holds."""
-    if not rec.run or not rec.unit:
-        return None
-    from wf import records
-
-    folder = runs.unit_dir(project, rec.run, rec.unit)
-    try:
-        status = runs.read_status(folder) or {}
-    except records.CorruptRecord:  # its words cannot be trusted: nothing is taken from it
-        return None
-    if status.get("fallback"):
-        return None
-    rep = read_report(runs.read_output(folder))
-    if rep is not None or status.get("state") not in (None, "queued", "running"):
-        return rep
-    return read_report(_stream_answer(folder, rec.adapter))
-
-
-def _stream_answer(folder: Path, adapter_name: str | None) -> str:
-    def text(name: str) -> str:
-        try:
-            return (folder / name).read_text("utf-8", errors="replace")
-        except OSError:
-            return ""
-
-    if adapter_name in (None, "cmd"):
-        return text("answer.out") or text("worker.log")
-    adapter = adapters.get(adapter_name)
-    parsed = adapters.Parsed()
-    for line in text("worker.log").splitlines():
-        event = adapters.parse_line(line)
-        if event is not None:
-            adapter.feed(parsed, event)
-    return parsed.answer or ""
