@@ -279,3 +279,15 @@ def test_a_clone_fetch_backs_up_the_branch_it_overwrites(wf: WfRunner) -> None:
     wf.ok("merge", cwd=clone)
     holders = git(wf.root, "for-each-ref", "--contains", stray, "--format=%(refname)")
     assert [r for r in holders.split() if r.startswith("refs/wf/backup/sonnet/a/")], holders
+
+
+def test_a_red_post_check_frees_the_tree_for_the_lanes_next_task(o: Orch) -> None:
+    """The worker is gone once its post runs, red or not: its tree is freed (an empty
+    branch deleted) and the lane's next pick reuses it, never a second one."""
+    o.setup(lanes_toml("a"), task("a1", "a") + task("a2", "a"))
+    o.wf.ok("orch", "pick", "a")  # the worker reports done having done nothing: red
+    out = o.wf.ok("orch", "post", "a", "--result", "done", "--no-pick")
+    assert out.startswith("a1: post-check-red") and "has no commits of its own" in out
+    assert git(o.root, "branch", "--list", "a/a1") == ""  # nothing of its own: a new pick starts from main
+    out = o.wf.ok("orch", "pick", "a")
+    assert f"Worktree: {_tree(o)}  Branch: a/a2" in out

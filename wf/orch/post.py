@@ -279,7 +279,7 @@ def apply(
         if now is not None:
             text = backlogmod.load(project).doc.text[now.span[0] : now.span[1]]
             state.hold(project, task_id, text, rec.started, d.outcome.value)
-    if rule.free_tree or d.outcome is Outcome.POST_CHECK_RED:
+    if rule.free_tree:
         _free_tree(project, rec)
     _cost(project, rec, agent, session, adapter, duration, done=d.outcome.done)
     _log(project, rec, d.outcome, d.commit, duration)
