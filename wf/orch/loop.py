@@ -34,7 +34,7 @@ from types import FrameType
 
 from wf import adapters, procs, runs
 from wf import backlog as backlogmod
-from wf.adapters import Spec
+from wf.adapters import Failure, Spec
 from wf.errors import WfError
 from wf.fsutil import append_line
 from wf.orch import state
@@ -45,15 +45,18 @@ from wf.orch.state import LaneRecord, Stop, StopReason
 from wf.project import Project
 from wf.supervise import POLL, Unit
 
-INFRA_FAILURES = frozenset({"auth", "quota", "rate_limit", "network", "model", "tool"})
-TOOL_WIDE = frozenset({"auth", "quota", "rate_limit", "network"})  # every lane on that tool stops
+# every lane on that tool stops: the next worker would meet the same wall
+TOOL_WIDE = frozenset({Failure.auth, Failure.quota, Failure.rate_limit, Failure.network})
 WAKE_EVERY = 10.0  # --until-stop: seconds between looks for new work
 
 
-def infra_failure(status: dict[str, object]) -> str | None:
+def infra_failure(status: dict[str, object]) -> Failure | None:
     """The failure class of a unit that failed for want of its tool (None otherwise)."""
-    failure = status.get("failure")
-    return str(failure) if failure in INFRA_FAILURES else None
+    try:
+        failure = Failure(status.get("failure"))
+    except ValueError:
+        return None
+    return failure if failure.infrastructure else None
 
 
 class Loop:
@@ -313,10 +316,10 @@ class Loop:
             float(duration) if isinstance(duration, (int, float)) else None,
         )
 
-    def _infra(self, lane: str, unit: Unit, rec: LaneRecord, failure: str) -> None:
-        words = str(unit.status.get("reason") or unit.status.get("error") or failure)
+    def _infra(self, lane: str, unit: Unit, rec: LaneRecord, failure: Failure) -> None:
+        words = str(unit.status.get("reason") or unit.status.get("error") or failure.value)
         tool = unit.adapter.name
-        reason = StopReason(Stop.INFRA, f"{tool} could not run ({failure}): {words}")
+        reason = StopReason(Stop.INFRA, f"{tool} could not run ({failure.value}): {words}")
         try:
             posted = release(self.project, lane, reason.text)
         except WfError as e:
