@@ -7,6 +7,7 @@ only the is-merged check stands between the post and the loss of the branch.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -192,3 +193,101 @@ def test_allocations_on_the_same_lane_never_share_a_tree(wf: WfRunner) -> None:
         assert p.returncode == 0, err
         paths.append(out.strip().splitlines()[-1])
     assert len(set(paths)) == 6, paths
+
+
+@pytest.mark.parametrize("result", ["wip", "handback", "awaiting"])
+def test_git_branch_d_alone_keeps_the_branch_through_post(
+    o: Orch, result: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other layer: with the post's is-merged check gone (it says 'nothing of its
+    own'), ``git branch -d`` must still refuse to delete a branch with unmerged work."""
+    from wf.orch import post
+
+    commit = _worked(o, "nomerge")
+    monkeypatch.setattr(post, "has_own_work", lambda project, tip: False)
+    o.wf.ok("orch", "post", "a", "--result", result, "--note", "n", "--no-pick")
+    assert git(o.root, "rev-parse", "a/a1").strip() == commit
+
+
+# ------------------------------------------------------------------ wf merge's own guards
+
+
+def _merge_setup(wf: WfRunner, *, clone: bool = False) -> Path:
+    wf.ok("add", "Task a", "--id", "a", "--model", "sonnet", "--done", "true")
+    if clone:
+        wf.ok("config", "isolation", "clone")
+    git(wf.root, "add", "-A")
+    git(wf.root, "commit", "-qm", "setup")
+    tree = Path(json.loads(wf.ok("wt", "add", "sonnet", "a", "--json"))["path"])
+    (tree / "a.txt").write_text("a\n")
+    git(tree, "add", "a.txt")
+    git(tree, "commit", "-qm", "work on a")
+    return tree
+
+
+def test_a_tree_left_with_uncommitted_work_stays_the_tasks(wf: WfRunner) -> None:
+    """The merge goes through, but a tree that holds uncommitted changes is not moved and
+    not released: its record still names the task and branch (whose work it is)."""
+    tree = _merge_setup(wf)
+    (tree / "scratch.txt").write_text("not committed\n")
+    out = wf.ok("merge", "a")
+    assert "it has uncommitted changes" in out
+    rec = json.loads((wf.root / ".wf" / "wt" / f"{tree.name}.json").read_text())
+    assert rec["task"] == "a" and rec["branch"] == "sonnet/a"
+    assert (tree / "scratch.txt").read_text() == "not committed\n"
+
+
+def test_a_branch_that_moved_during_its_merge_is_not_archived(
+    wf: WfRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit lands on the branch while wf merge works (after it read the tip): main
+    has the work up to the old tip, the task is not archived, the new commit is kept,
+    and the next wf merge brings the rest."""
+    from wf import merge
+
+    tree = _merge_setup(wf)
+    real = merge._merge
+
+    def merge_then_commit(*args: object, **kw: object) -> str:
+        sha = real(*args, **kw)  # type: ignore[arg-type]
+        (tree / "late.txt").write_text("late\n")
+        git(tree, "add", "late.txt")
+        git(tree, "commit", "-qm", "a late commit")
+        return sha
+
+    monkeypatch.setattr(merge, "_merge", merge_then_commit)
+    r = wf("merge", "a")
+    assert r.code == 1 and "got new commits while it was being merged" in r.err
+    late = git(tree, "rev-parse", "HEAD").strip()
+    assert git(wf.root, "rev-parse", "sonnet/a").strip() == late
+    assert "## a: Task a" in (wf.root / "TASKS.md").read_text()
+    assert not (wf.root / "DONE.md").exists() or " a " not in (wf.root / "DONE.md").read_text()
+    monkeypatch.undo()
+    wf.ok("merge", "a")
+    assert git(wf.root, "merge-base", "--is-ancestor", late, "main", check=False) == ""
+    assert (wf.root / "late.txt").read_text() == "late\n"
+
+
+def test_a_clone_fetch_backs_up_the_branch_it_overwrites(wf: WfRunner) -> None:
+    """Clone isolation: the main repository's branch of the same name holds a commit the
+    clone's does not; the fetch back (a forced update) backs it up first, so the commit
+    stays reachable from a ref."""
+    clone = _merge_setup(wf, clone=True)
+    stray = git(wf.root, "commit-tree", "main^{tree}", "-p", "main", "-m", "made in the main repository")
+    stray = stray.strip()
+    git(wf.root, "branch", "-f", "sonnet/a", stray)
+    wf.ok("merge", cwd=clone)
+    holders = git(wf.root, "for-each-ref", "--contains", stray, "--format=%(refname)")
+    assert [r for r in holders.split() if r.startswith("refs/wf/backup/sonnet/a/")], holders
+
+
+def test_a_red_post_check_frees_the_tree_for_the_lanes_next_task(o: Orch) -> None:
+    """The worker is gone once its post runs, red or not: its tree is freed (an empty
+    branch deleted) and the lane's next pick reuses it, never a second one."""
+    o.setup(lanes_toml("a"), task("a1", "a") + task("a2", "a"))
+    o.wf.ok("orch", "pick", "a")  # the worker reports done having done nothing: red
+    out = o.wf.ok("orch", "post", "a", "--result", "done", "--no-pick")
+    assert out.startswith("a1: post-check-red") and "has no commits of its own" in out
+    assert git(o.root, "branch", "--list", "a/a1") == ""  # nothing of its own: a new pick starts from main
+    out = o.wf.ok("orch", "pick", "a")
+    assert f"Worktree: {_tree(o)}  Branch: a/a2" in out

@@ -168,10 +168,18 @@ def update_ref(cwd: Path, ref: str, new: str, old: str | None = None, reason: st
 
 
 def backup_ref(cwd: Path, name: str, sha: str, stamp: str) -> str:
-    """Keep ``sha`` reachable under ``refs/wf/backup/<name>/<stamp>``; return the ref."""
-    ref = f"refs/wf/backup/{name}/{stamp}"
-    run(cwd, "update-ref", "-m", "wf backup", ref, sha)
-    return ref
+    """Keep ``sha`` reachable under ``refs/wf/backup/<name>/<stamp>``; return the ref.
+    A backup is never overwritten: one made the same second for another commit (the
+    clone's fetch, then the merge) gets ``<stamp>-2``, ``-3``, ..."""
+    ref, n = f"refs/wf/backup/{name}/{stamp}", 2
+    while True:
+        held = rev(cwd, ref)
+        if held == sha:
+            return ref
+        if held is None:
+            run(cwd, "update-ref", "-m", "wf backup", ref, sha, "")  # "": only if it does not exist
+            return ref
+        ref, n = f"refs/wf/backup/{name}/{stamp}-{n}", n + 1
 
 
 def delete_branch(cwd: Path, branch: str) -> None:

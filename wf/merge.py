@@ -14,6 +14,7 @@ succeeded, failed, or was killed anywhere finishes the job or says what is left.
 
 from __future__ import annotations
 
+import enum
 import os
 import time
 from collections.abc import Callable
@@ -49,6 +50,14 @@ class DirtyMain(WfError):
             f"the main checkout {root} has uncommitted changes to files this merge changes; "
             f"nothing was changed (wf never stashes or overwrites them). Commit or revert:\n{listed}"
         )
+
+
+class Parked(enum.Enum):
+    """What became of the task's tree after the merge."""
+
+    DETACHED = "detached"  # at the new main commit: free for the lane's next task
+    KEPT = "kept"  # left as it was (its .git is missing, it holds uncommitted work, or a
+    # clone kept its branch): it stays the task's until a person looks
 
 
 class Outcome(NamedTuple):
@@ -239,14 +248,13 @@ def merge(
             _commit_bookkeeping(project, main, task_id, archived)
 
         new_main = gitops.rev(root, main) or main_sha
-        if tree is not None:
-            _park_tree(project, tree, branch, new_main, notes)
+        parked = _park_tree(project, tree, branch, new_main, notes) if tree is not None else None
         if gitops.branch_exists(root, branch):
             try:
                 gitops.delete_branch(root, branch)
             except gitops.GitError as e:
                 notes.append(f"kept branch {branch}: {e.reason}")
-        if tree is not None and not any(n.startswith("left ") for n in notes):
+        if tree is not None and parked is Parked.DETACHED:
             with project_lock(project.wf_dir, worktrees.WT_LOCK_TIMEOUT, on_wait, name="wt.lock"):
                 worktrees.release(project, tree.name)
         return Outcome(task_id, branch, merge_commit, already, archived, notes)
@@ -332,16 +340,16 @@ def _commit_bookkeeping(project: Project, main: str, task_id: str, line: str) ->
 
 def _park_tree(
     project: Project, tree: worktrees.Record, branch: str, new_main: str, notes: list[str]
-) -> None:
+) -> Parked:
     """Move the task's tree to a detached HEAD at the new main commit (a branch that is
     checked out cannot be deleted); leave it alone if it holds uncommitted work."""
     path = Path(tree.path)
     if not (path / ".git").exists():
         notes.append(f"left {path}: its .git is missing (wf doctor)")
-        return
+        return Parked.KEPT
     if gitops.dirty_paths(path):
         notes.append(f"left {path} on {branch}: it has uncommitted changes")
-        return
+        return Parked.KEPT
     if tree.isolation == "clone":
         gitops.fetch(path, project.root, f"+refs/heads/{worktrees.main_branch(project)}:refs/wf/base")
         gitops.detach(path, new_main)
@@ -350,6 +358,8 @@ def _park_tree(
                 gitops.delete_branch(path, branch)
             except gitops.GitError as e:
                 notes.append(f"left {path}: kept its branch {branch}: {e.reason}")
-        return
+                return Parked.KEPT
+        return Parked.DETACHED
     if gitops.rev(path, "HEAD") != new_main or gitops.current_branch(path) is not None:
         gitops.detach(path, new_main)
+    return Parked.DETACHED

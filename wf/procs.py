@@ -37,6 +37,27 @@ def alive(pid: int | None) -> bool:
         return False
 
 
+def started(pid: int | None) -> float | None:
+    """When the process ``pid`` started (seconds since the epoch), None if it is gone."""
+    if not pid or pid <= 0:
+        return None
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def alive_as(pid: int | None, since: float | None) -> bool:
+    """Whether ``pid`` is alive and is still the process that started at ``since`` (not
+    a later one given its number, as after a reboot). ``since`` None: alive at all."""
+    if not alive(pid):
+        return False
+    if since is None:
+        return True
+    now = started(pid)
+    return now is not None and abs(now - since) < 1.0
+
+
 def describe(pid: int) -> str:
     try:
         p = psutil.Process(pid)

@@ -58,6 +58,18 @@ def results(project: Project) -> list[GateResult]:
     return out
 
 
+def corrupt_results(project: Project) -> list[store.CorruptRecord]:
+    """The gate results that cannot be trusted (``wf doctor`` reports them)."""
+    folder = _dir(project)
+    out = []
+    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            store.load(GateResult, f)
+        except store.CorruptRecord as e:
+            out.append(e)
+    return out
+
+
 def unhandled_red(project: Project) -> list[str]:
     """The newest gate result, if it is red and no fix task was added for it yet (an
     older red that a newer green replaced does not count)."""

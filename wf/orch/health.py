@@ -5,7 +5,6 @@ whose worker is gone, and worker claims no lane record holds. It lives with the 
 from __future__ import annotations
 
 from wf import backlog as backlogmod
-from wf import procs
 from wf import records as recstore
 from wf.doctor import Finding
 from wf.orch import state as orchstate
@@ -31,7 +30,7 @@ def findings(project: Project, *, fix: bool = False) -> list[Finding]:
         if lrec is None:
             continue
         held_ids.add(lrec.id)
-        if lrec.pid and not procs.alive(lrec.pid) and not (lrec.owner and procs.alive(lrec.owner)):
+        if lrec.pid and not lrec.worker_alive() and not (lrec.owner and lrec.owner_alive()):
             out.append(
                 Finding(
                     "orch",
@@ -40,6 +39,21 @@ def findings(project: Project, *, fix: bool = False) -> list[Finding]:
                     "problem",
                 )
             )
+    from wf.orch import gate
+
+    # (kind, what it is, the bad records, a companion file that goes aside with each)
+    for kind, what, bad_records, companion in (
+        ("held", "hold record (the loop may pick the task again)", orchstate.corrupt_held(project), None),
+        # a gate whose .log has no result looks still running: its .log goes too
+        ("gate", "gate result (no fix task will come of it)", gate.corrupt_results(project), ".log"),
+    ):
+        for bad in bad_records:
+            why = bad.why
+            if fix:
+                why += f"; moved to {recstore.move_aside(bad.path).name}"
+                if companion is not None and bad.path.with_suffix(companion).exists():
+                    recstore.move_aside(bad.path.with_suffix(companion))
+            out.append(Finding(kind, bad.path.stem, f"{what} cannot be trusted: {why}", "problem", fix))
     for t in bl.doc.tasks:
         st = t.status
         if st.state == "progress" and st.who == "worker" and t.id not in held_ids:

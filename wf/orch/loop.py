@@ -34,26 +34,29 @@ from types import FrameType
 
 from wf import adapters, procs, runs
 from wf import backlog as backlogmod
-from wf.adapters import Spec
+from wf.adapters import Failure, Spec
 from wf.errors import WfError
 from wf.fsutil import append_line
 from wf.orch import state
 from wf.orch.pick import Pick, live_holder, pick, worker_instructions
 from wf.orch.post import Posted, post, release
-from wf.orch.report import Report, read_report
+from wf.orch.report import captured_report, read_report, run_outcomes
 from wf.orch.state import LaneRecord, Stop, StopReason
 from wf.project import Project
 from wf.supervise import POLL, Unit
 
-INFRA_FAILURES = frozenset({"auth", "quota", "rate_limit", "network", "model", "tool"})
-TOOL_WIDE = frozenset({"auth", "quota", "rate_limit", "network"})  # every lane on that tool stops
+# every lane on that tool stops: the next worker would meet the same wall
+TOOL_WIDE = frozenset({Failure.auth, Failure.quota, Failure.rate_limit, Failure.network})
 WAKE_EVERY = 10.0  # --until-stop: seconds between looks for new work
 
 
-def infra_failure(status: dict[str, object]) -> str | None:
+def infra_failure(status: dict[str, object]) -> Failure | None:
     """The failure class of a unit that failed for want of its tool (None otherwise)."""
-    failure = status.get("failure")
-    return str(failure) if failure in INFRA_FAILURES else None
+    try:
+        failure = Failure(status.get("failure"))
+    except ValueError:
+        return None
+    return failure if failure.infrastructure else None
 
 
 class Loop:
@@ -175,11 +178,14 @@ class Loop:
         unit = Unit(spec, adapter, timeout=timeout, stall=stall, meta={"task": rec.id, "lane": lane})
         unit.queue()
         unit.start()
+        pid = unit.proc.pid if unit.proc else None
         rec = rec.but(
-            pid=unit.proc.pid if unit.proc else None,
+            pid=pid,
+            pid_since=procs.started(pid),
             run=self.run_id,
             unit=unit_id,
             owner=self.me,
+            owner_since=procs.started(self.me),
             adapter=adapter.name,
             token=unit.token,
         )
@@ -231,10 +237,10 @@ class Loop:
                 ),
             )
             return None
-        if rec.owner and rec.owner != self.me and procs.alive(rec.owner):
+        if rec.owner and rec.owner != self.me and rec.owner_alive():
             self._stop(lane, StopReason(Stop.HELD, f"{rec.id} is held by wf orch run pid {rec.owner}"))
             return None
-        if rec.pid and procs.alive(rec.pid):
+        if rec.pid and rec.worker_alive():
             # its loop is gone: end the orphaned worker's whole tree, then recover
             procs.kill_tree(rec.pid, rec.token)
         holder = live_holder(rec)
@@ -242,7 +248,7 @@ class Loop:
             self._stop(lane, StopReason(Stop.HELD, f"{rec.id} is held by {holder}"))
             return None
         archived = backlogmod.load(self.project).archive.find(rec.id) is not None
-        rep = _captured_report(self.project, rec)
+        rep = captured_report(self.project, rec)
         if archived or rep is not None:
             self.emit(f"{lane}: {rec.id}: taking over a finished worker from an earlier run")
             result = rep.result if rep is not None else "done"
@@ -310,10 +316,10 @@ class Loop:
             float(duration) if isinstance(duration, (int, float)) else None,
         )
 
-    def _infra(self, lane: str, unit: Unit, rec: LaneRecord, failure: str) -> None:
-        words = str(unit.status.get("reason") or unit.status.get("error") or failure)
+    def _infra(self, lane: str, unit: Unit, rec: LaneRecord, failure: Failure) -> None:
+        words = str(unit.status.get("reason") or unit.status.get("error") or failure.value)
         tool = unit.adapter.name
-        reason = StopReason(Stop.INFRA, f"{tool} could not run ({failure}): {words}")
+        reason = StopReason(Stop.INFRA, f"{tool} could not run ({failure.value}): {words}")
         try:
             posted = release(self.project, lane, reason.text)
         except WfError as e:
@@ -411,22 +417,13 @@ class Loop:
         """One line: lanes working, tasks done, lanes stopped, elapsed time, then each
         working lane's task and how long its worker has been quiet."""
         now = time.monotonic()
-        done = sum(1 for line in self._log_lines() if " outcome=done" in line)
+        done = sum(1 for outcome in run_outcomes(self.project, self.log_start) if outcome.done)
         parts = [
             f"{len(self.units)} working, {done} done, {len(self.stopped)} stopped, {now - self.began:.0f}s"
         ]
         for lane, (unit, rec) in sorted(self.units.items(), key=lambda x: x[1][0].last_growth):
             parts.append(f"{lane}={rec.id} {now - unit.started:.0f}s (quiet {now - unit.last_growth:.0f}s)")
         return " | ".join(parts)
-
-    def _log_lines(self) -> list[str]:
-        """This run's own outcome lines (the orch log lines written since it began)."""
-        try:
-            with open(self.project.out_dir / "wf-orch.log", "rb") as f:
-                f.seek(self.log_start)
-                return f.read().decode("utf-8", "replace").splitlines()
-        except OSError:
-            return []
 
     def _poll_all(self, *, then_pick: bool) -> None:
         now = time.monotonic()
@@ -514,41 +511,3 @@ def _commit_missing(project: Project, commit: str) -> bool:
     from wf import gitops
 
     return not gitops.commit_exists(project.root, commit)
-
-
-def _captured_report(project: Project, rec: LaneRecord) -> Report | None:
-    """The four lines a worker of an earlier run left: its landed answer, else (its loop
-    died before landing it) what its own stream or answer file holds."""
-    if not rec.run or not rec.unit:
-        return None
-    from wf import records
-
-    folder = runs.unit_dir(project, rec.run, rec.unit)
-    try:
-        status = runs.read_status(folder) or {}
-    except records.CorruptRecord:  # its words cannot be trusted: nothing is taken from it
-        return None
-    if status.get("fallback"):
-        return None
-    rep = read_report(runs.read_output(folder))
-    if rep is not None or status.get("state") not in (None, "queued", "running"):
-        return rep
-    return read_report(_stream_answer(folder, rec.adapter))
-
-
-def _stream_answer(folder: Path, adapter_name: str | None) -> str:
-    def text(name: str) -> str:
-        try:
-            return (folder / name).read_text("utf-8", errors="replace")
-        except OSError:
-            return ""
-
-    if adapter_name in (None, "cmd"):
-        return text("answer.out") or text("worker.log")
-    adapter = adapters.get(adapter_name)
-    parsed = adapters.Parsed()
-    for line in text("worker.log").splitlines():
-        event = adapters.parse_line(line)
-        if event is not None:
-            adapter.feed(parsed, event)
-    return parsed.answer or ""

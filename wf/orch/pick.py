@@ -76,9 +76,9 @@ def live_holder(rec: LaneRecord) -> str | None:
     from wf import procs
 
     me = os.getpid()
-    if rec.pid and procs.alive(rec.pid):
+    if rec.pid and rec.worker_alive():
         return f"worker pid {rec.pid}"
-    if rec.owner and rec.owner != me and procs.alive(rec.owner):
+    if rec.owner and rec.owner != me and rec.owner_alive():
         return f"wf orch run pid {rec.owner}"
     if rec.state is RecordState.PICKING and rec.picker and rec.picker != me and procs.alive(rec.picker):
         return f"a pick by pid {rec.picker}"
@@ -141,7 +141,9 @@ def pick(
                 recovery=recovery,
                 state=RecordState.PICKING,
                 pid=None,
+                pid_since=None,
                 owner=owner,
+                owner_since=_since(owner),
                 recoveries=rec.recoveries + 1,
             )
         elif rec is not None and (rec.state is RecordState.READY or live_holder(rec)):
@@ -167,6 +169,7 @@ def pick(
                 solo=task.sessions == "solo",
                 started_at=time.time(),
                 owner=owner,
+                owner_since=_since(owner),
                 prior_status=task.get("status"),
                 pick_id=uuid.uuid4().hex[:12],
             )
@@ -182,6 +185,12 @@ def pick(
     rec = rec.but(worktree=tree.path, base=tree.base, state=RecordState.READY, picker=None)
     state.save(project, rec)
     return Pick(lane, None, rec, prompt_for(project, rec))
+
+
+def _since(pid: int | None) -> float | None:
+    from wf import procs
+
+    return procs.started(pid) if pid else None
 
 
 def _lane_model(project: Project, lane: str) -> str:

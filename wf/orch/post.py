@@ -279,7 +279,7 @@ def apply(
         if now is not None:
             text = backlogmod.load(project).doc.text[now.span[0] : now.span[1]]
             state.hold(project, task_id, text, rec.started, d.outcome.value)
-    if rule.free_tree or d.outcome is Outcome.POST_CHECK_RED:
+    if rule.free_tree:
         _free_tree(project, rec)
     _cost(project, rec, agent, session, adapter, duration, done=d.outcome.done)
     _log(project, rec, d.outcome, d.commit, duration)
@@ -380,8 +380,7 @@ def _free_tree(project: Project, rec: LaneRecord) -> None:
             worktrees.release(project, wt.name)
             tree = Path(wt.path)
             tip = gitops.rev(root, rec.branch)
-            main_sha = gitops.rev(root, worktrees.main_branch(project))
-            if tip is None or main_sha is None or not gitops.is_ancestor(root, tip, main_sha):
+            if tip is None or has_own_work(project, tip):
                 continue  # the branch holds work main does not have: keep it
             if (tree / ".git").is_file() and gitops.current_branch(tree) == rec.branch:
                 if gitops.dirty_paths(tree):
@@ -391,6 +390,13 @@ def _free_tree(project: Project, rec: LaneRecord) -> None:
                 gitops.delete_branch(root, rec.branch)
             except gitops.GitError:
                 pass
+
+
+def has_own_work(project: Project, tip: str) -> bool:
+    """Whether a branch at ``tip`` holds commits the main branch does not (or main is
+    unknown: then it is kept too)."""
+    main_sha = gitops.rev(project.root, worktrees.main_branch(project))
+    return main_sha is None or not gitops.is_ancestor(project.root, tip, main_sha)
 
 
 def _log_key(rec: LaneRecord) -> str:

@@ -139,12 +139,24 @@ class LaneRecord:
     prior_status: str | None = None  # the task's Status value before the claim (None: no line)
     pick_id: str = ""  # names this pick in the orch log: a post is never logged twice
     token: str | None = None  # the worker's unit token: its whole tree can be found and ended
+    pid_since: float | None = None  # when the worker started: a reused pid is not it
+    owner_since: float | None = None  # when the owner started (after a reboot its pid is another's)
 
     def but(self, **changes: Any) -> LaneRecord:
         return replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
         return store.as_dict(self)
+
+    def worker_alive(self) -> bool:
+        from wf import procs
+
+        return procs.alive_as(self.pid, self.pid_since)
+
+    def owner_alive(self) -> bool:
+        from wf import procs
+
+        return procs.alive_as(self.owner, self.owner_since)
 
 
 @dataclass(frozen=True)
@@ -226,6 +238,22 @@ def held(project: Project, task_id: str, text: str) -> Held | None:
     return rec
 
 
+def held_files(project: Project) -> list[Path]:
+    folder = _dir(project) / "held"
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+
+def corrupt_held(project: Project) -> list[store.CorruptRecord]:
+    """The hold records that cannot be trusted (``wf doctor`` reports them)."""
+    out = []
+    for f in held_files(project):
+        try:
+            store.load(Held, f)
+        except store.CorruptRecord as e:
+            out.append(e)
+    return out
+
+
 def unhold(project: Project, task_id: str) -> None:
     _held_path(project, task_id).unlink(missing_ok=True)
 
@@ -234,8 +262,6 @@ def status(project: Project) -> list[dict[str, Any]]:
     """Every lane record with its age and whether its worker lives; a record that cannot
     be trusted is listed with ``corrupt`` saying why (``wf doctor --fix`` moves it aside)."""
     import time
-
-    from wf import procs
 
     out: list[dict[str, Any]] = []
     now = time.time()
@@ -251,7 +277,7 @@ def status(project: Project) -> list[dict[str, Any]]:
             {
                 **rec.as_dict(),
                 "age_s": round(now - rec.started_at) if rec.started_at else None,
-                "worker_alive": procs.alive(rec.pid) if rec.pid else None,
+                "worker_alive": rec.worker_alive() if rec.pid else None,
             }
         )
     return out
