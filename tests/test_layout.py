@@ -39,3 +39,9 @@ def test_the_four_arrows_that_went_up_stay_gone() -> None:
         if p.name != "views.py" and any(m.startswith("wf.views._") for m in _imports(p))
     ]
     assert private == []
+
+
+def test_config_names_exactly_the_registered_adapters() -> None:
+    from wf import adapters, config
+
+    assert tuple(adapters.ADAPTERS) == config.ADAPTERS

@@ -14,11 +14,13 @@ import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
-from wf import adapters as _registry
 from wf.errors import ConfigError, WfError
 from wf.ids import ID_HELP, MODEL_RE, valid_id
 
-ADAPTERS = tuple(_registry.ADAPTERS)  # claude, codex, opencode, cmd: one module each in wf/adapters
+# The tools wf can drive, one module each in wf/adapters. Named here, not imported from
+# the registry: config is ground that every command loads (tests/test_layout.py checks
+# that the two lists agree).
+ADAPTERS = ("claude", "codex", "opencode", "cmd")
 ISOLATIONS = ("worktree", "clone")
 CLOUD_PERIODS = ("day", "week", "month")
 CLOUD_LANE = "cloud"  # the virtual lane of cloud sessions: no [lanes.cloud] table
