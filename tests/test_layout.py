@@ -45,3 +45,25 @@ def test_config_names_exactly_the_registered_adapters() -> None:
     from wf import adapters, config
 
     assert tuple(adapters.ADAPTERS) == config.ADAPTERS
+
+
+def test_wf_list_loads_no_heavy_module(tmp_path: Path) -> None:
+    """Startup is part of the product: the commands a person types most (list, show) import
+    neither GitPython, psutil, tomlkit nor the adapters (each costs tens of ms). wf check
+    may: it checks each lane's model against its tool."""
+    import subprocess
+    import sys
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "TASKS.md").write_text("# Tasks\n\n## a: A task\nModel: sonnet\nDone: `true`\n")
+    probe = (
+        "import sys\n"
+        "from wf.cli.base import main\n"
+        "for argv in (['list'], ['show', 'a'], ['list', '--runner']):\n"
+        "    main(argv)\n"
+        "heavy = ('git', 'psutil', 'tomlkit', 'wf.adapters', 'wf.gitops', 'wf.procs')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m in heavy))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from wf import adapters
+from wf.config import ADAPTERS
 from wf.cli.base import _echo_json, _Group, _on_wait, _project, cli
 from wf.errors import WfError
 from wf.text import safe, safe_line
@@ -257,7 +257,7 @@ def orch_status(ctx: click.Context, as_json: bool) -> None:
 @click.argument("lanes", nargs=-1)
 @click.option(
     "--adapter",
-    type=click.Choice(list(adapters.ADAPTERS)),
+    type=click.Choice(list(ADAPTERS)),
     help="The tool for every lane (default: each lane's adapter in wf.toml).",
 )
 @click.option(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from wf import adapters
+from wf.config import ADAPTERS
 from wf.cli.base import _echo_json, _Group, _project, cli
 from wf.errors import WfError
 from wf.text import safe, safe_line
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from wf.project import Project
     from wf.workers.fanout import Outcome
 
-ADAPTER_CHOICE = click.Choice([*adapters.ADAPTERS, "auto"])
+ADAPTER_CHOICE = click.Choice([*ADAPTERS, "auto"])
 
 
 def _prompt_text(prompt: str | None, prompt_file: str | None, positional: str | None) -> str:
