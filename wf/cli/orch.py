@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from wf.config import ADAPTERS
 from wf.cli.base import _echo_json, _Group, _on_wait, _project, cli
+from wf.config import ADAPTERS
 from wf.errors import WfError
 from wf.text import safe, safe_line
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from wf.config import ADAPTERS
 from wf.cli.base import _echo_json, _Group, _project, cli
+from wf.config import ADAPTERS
 from wf.errors import WfError
 from wf.text import safe, safe_line
 
