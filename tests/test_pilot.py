@@ -66,11 +66,17 @@ def test_pilot_runs_batches_then_prep_then_the_prepared_work(b: Batch, tmp_path:
     assert b.status("q1") == "blocked: waits for question-which-colour"
 
 
-def test_pilot_with_nothing_to_do_ends_at_once(b: Batch) -> None:
-    b.setup('[lanes.a]\nmodel = "ma"\nadapter = "cmd"\ncmd = ["true"]\n', t("mine", "Sessions: owner"))
+@pytest.mark.parametrize("args", [[], ["--lanes", "a"], ["--lanes", "a", "--no-prep"]])
+def test_pilot_with_nothing_to_do_ends_at_once(b: Batch, args: list[str]) -> None:
+    """Nothing runner-ready, nothing to prepare (or --no-prep): no batch starts, even on
+    lanes given by name (a batch there would find nothing and end, again and again)."""
+    b.setup(
+        '[lanes.a]\nmodel = "ma"\nadapter = "cmd"\ncmd = ["true"]\n',
+        t("mine", "Sessions: owner") + (t("vague", "Model: ma") if "--no-prep" in args else ""),
+    )
     r = subprocess.run(
-        [sys.executable, "-m", "wf", "pilot", "--poll", "0.3"], cwd=b.root, capture_output=True, text=True,
-        env=b.env, timeout=60, stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "wf", "pilot", "--poll", "0.3", "--for", "30s", *args], cwd=b.root,
+        capture_output=True, text=True, env=b.env, timeout=60, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "pilot ended: nothing left to run or prepare" in r.stdout

@@ -225,22 +225,31 @@ def test_stop_of_an_unknown_or_bad_id() -> None:
 @pytest.mark.timeout(90)
 def test_reservations_wait_for_room_or_refuse() -> None:
     env = {"WF_RES_MEMORY": "2G"}  # 1G may be reserved in all
-    first = start("run", "--mem", "800M", "--title", "big", "--", "sleep", "4", env=env)
+    first = start("run", "--mem", "800M", "--title", "big", "--", "sleep", "60", env=env)
+    waited: subprocess.Popen[str] | None = None
     try:
-        wait_for(lambda: running_jobs())
+        big = wait_for(lambda: running_jobs())[0]
         refused = wf_res("run", "--mem", "500M", "--no-wait", "--", "true", env=env)
         assert refused.returncode == 1
         assert "does not fit" in refused.stderr and "(big, 800M)" in refused.stderr
         fits = wf_res("run", "--mem", "200M", "--no-wait", "--", "true", env=env)
         assert fits.returncode == 0, fits.stderr
-        waited = wf_res("run", "--mem", "500M", "--", "true", env=env)
-        assert waited.returncode == 0
-        assert waited.stderr.count("waiting for room") == 1
-        assert first.wait(timeout=20) == 0
+        # one that does not fit waits (saying so once) until the big job ends, then runs
+        waited = start("run", "--mem", "500M", "--json", "--", "true", env=env)
+        assert waited.stderr is not None
+        assert "waiting for room: 500M does not fit" in waited.stderr.readline()
+        assert waited.poll() is None  # still waiting: the big job holds the room
+        assert wf_res("stop", big["id"]).returncode == 0
+        out, err = waited.communicate(timeout=30)
+        assert waited.returncode == 0, err
+        assert json.loads(out)["state"] == "done" and "waiting for room" not in err
+        assert first.wait(timeout=20) == 128 + signal.SIGTERM
         never = wf_res("run", "--mem", "3G", "--", "true", env=env)
         assert never.returncode == 1 and "can never fit" in never.stderr
     finally:
         first.kill()
+        if waited is not None:
+            waited.kill()
 
 
 # ------------------------------------------------------------------ history and suggestions
@@ -300,7 +309,10 @@ def test_systemd_backend_wraps_the_command_where_a_user_manager_answers(tmp_path
     (bindir / "systemd-run").write_text(SYSTEMD_RUN.format(python=sys.executable, log=str(log)))
     for f in bindir.iterdir():
         f.chmod(0o755)
-    env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
+    cg = tmp_path / "cg"  # a delegated cgroup folder too: systemd comes first all the same
+    cg.mkdir()
+    (cg / "cgroup.subtree_control").write_text("memory\n")
+    env = {"PATH": f"{bindir}:{os.environ['PATH']}", "WF_RES_CGROUP": str(cg)}
     r = wf_res("run", "--mem", "300M", "--cpus", "1.5", "--for", "20s", "--json", "--", "true", env=env)
     assert r.returncode == 0, r.stderr
     job = json.loads(r.stdout)
@@ -352,3 +364,33 @@ def test_a_state_folder_that_cannot_be_made_is_an_error_not_a_crash() -> None:
     assert wf_res("hist", env=env).stdout.strip() == "no jobs yet"
     r = wf_res("run", "--", "true", env=env)
     assert r.returncode == 1 and "state folder /dev/null/wf/res cannot be made" in r.stderr
+
+
+def test_cgroup_backend_writes_the_limits_in_a_delegated_folder(tmp_path: Path) -> None:
+    """A folder playing a delegated cgroup v2 folder ($WF_RES_CGROUP; this machine's own
+    cgroup delegates no memory controller): wf makes the job's folder in it, writes its
+    memory cap and moves the command in; without the memory controller it is skipped."""
+    cg = tmp_path / "cg"
+    cg.mkdir()
+    (cg / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    env = {"WF_RES_CGROUP": str(cg)}
+    r = wf_res("run", "--mem", "300M", "--json", "--", "true", env=env)
+    assert r.returncode == 0, r.stderr
+    job = json.loads(r.stdout)
+    # tried in order: systemd first (no user manager here), then the cgroup folder
+    assert job["backend"] == "cgroup" and set(job["skipped"]) == {"systemd"}, job
+    folder = cg / f"wf-{job['id']}"
+    assert (folder / "memory.max").read_text() == str(300 << 20)
+    assert (folder / "cgroup.procs").read_text() == "0"  # the command joined it before exec
+    assert hist()[-1]["backend"] == "cgroup"
+    (cg / "cgroup.subtree_control").write_text("cpu pids\n")
+    job = json.loads(wf_res("run", "--json", "--", "true", env=env).stdout)
+    assert (
+        job["backend"] == "watchdog" and "does not delegate the memory controller" in job["skipped"]["cgroup"]
+    )
+
+
+def test_a_forced_backend_that_does_not_work_here_is_an_error() -> None:
+    r = wf_res("run", "--", "true", env={"WF_RES_BACKEND": "cgroup", "WF_RES_CGROUP": "/nonexistent"})
+    assert r.returncode == 1 and "WF_RES_BACKEND=cgroup: that backend does not work here" in r.stderr
+    assert "internal error" not in r.stderr and hist() == []
