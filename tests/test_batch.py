@@ -219,6 +219,29 @@ def test_a_killed_batch_is_finished_and_recovered_by_the_next(b: Batch) -> None:
     assert ["a", "h1", "done"] in outcomes
 
 
+@pytest.mark.timeout(180)
+def test_the_summary_is_written_as_the_batch_goes_and_kept_when_it_dies(b: Batch) -> None:
+    b.setup(
+        lanes_toml("a"),
+        task("d1", "a", "write d1.txt x", extra="Prio: 1") + task("h1", "a", "write h1.txt x", "hang"),
+    )
+    assert b.batch("2").returncode == 0
+    st = b.status()
+
+    def d1_line() -> bool:
+        return any(x.split()[2:5] == ["a", "d1", "done"] for x in b.summary(st) if " commit=" in x)
+
+    b.wait_for(d1_line)  # d1's line is there while the batch still runs
+    assert b.status()["alive"] is True
+    b.wait_for(lambda: (b.root / ".worktrees" / "a" / "h1.txt").exists())
+    os.kill(st["pid"], signal.SIGKILL)
+    b.wait_for(lambda: not b.status()["alive"])
+    lines = b.summary(st)
+    assert d1_line() and "done: 1, not done: 0" in lines
+    assert lines[-1].startswith("ended: lost at ") and "found by wf batch --status" in lines[-1]
+    assert b.status()["state"] == "lost"
+
+
 def test_the_batch_lock_refuses_a_second_job_even_without_a_record(b: Batch) -> None:
     """The second guard: two batches started at the same instant both pass the record
     check; the lock the job holds for its life lets only one run."""
