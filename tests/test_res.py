@@ -163,6 +163,16 @@ def test_the_record_names_the_backend_and_why_others_were_skipped() -> None:
         assert key in hist()[-1]
 
 
+def test_peak_memory_is_the_jobs_not_wfs() -> None:
+    """A small command's peak is its own, not wf's size (which Linux counts in a child's
+    maxrss from the fork to its exec); a big one that ends before any sample still counts."""
+    small = json.loads(wf_res("run", "--json", "--", "sleep", "1.2").stdout)
+    assert small["peak_rss"] < 10 << 20, small["peak_rss"]
+    code = "b = bytearray(80 << 20); b[::4096] = b'x' * len(b[::4096])"
+    big = json.loads(wf_res("run", "--json", "--", sys.executable, "-c", code).stdout)
+    assert big["peak_rss"] > 80 << 20
+
+
 def test_cpus_pin_the_tree_to_that_many_cores() -> None:
     code = "import os; print(len(os.sched_getaffinity(0)))"
     r = wf_res("run", "--cpus", "1", "--", sys.executable, "-c", code)
