@@ -106,6 +106,28 @@ def test_a_memory_hog_ends_oom_137_with_its_whole_tree() -> None:
     assert hist()[0]["limits"] == {"mem": 150 << 20, "cpus": None, "for": None}
 
 
+@pytest.mark.timeout(90)
+def test_the_cap_is_on_the_trees_sum_and_sigterm_is_not_the_end() -> None:
+    """Four children of 50 MB each, every one under the 150M cap alone, that ignore
+    SIGTERM: the tree's sum passes the cap, and SIGKILL ends them all."""
+    kid = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "b = bytearray(50 << 20); b[::4096] = b'x' * len(b[::4096])\n"
+        "time.sleep(60)\n"
+    )
+    code = (
+        "import subprocess, sys, time\n"
+        f"kids = [subprocess.Popen([sys.executable, '-c', {kid!r}]) for _ in range(4)]\n"
+        "time.sleep(60)\n"
+    )
+    r = wf_res("run", "--mem", "150M", "--for", "40s", "--json", "--", sys.executable, "-c", code)
+    assert r.returncode == 137, r.stderr
+    job = json.loads(r.stdout)
+    assert job["state"] == "oom" and job["peak_rss"] > 150 << 20
+    assert carrying(job["token"]) == []
+
+
 @pytest.mark.timeout(60)
 def test_the_wall_limit_ends_the_tree_timeout_124() -> None:
     t0 = time.monotonic()
@@ -260,6 +282,44 @@ def test_reservations_wait_for_room_or_refuse() -> None:
         first.kill()
         if waited is not None:
             waited.kill()
+
+
+@pytest.mark.timeout(90)
+def test_jobs_started_at_once_never_reserve_past_the_budget() -> None:
+    """Six jobs of 600M started together on a 1G budget: the ledger, changed under its
+    lock, lets exactly one in; the others refuse (--no-wait)."""
+    env = {"WF_RES_MEMORY": "2G"}
+    jobs = [start("run", "--mem", "600M", "--no-wait", "--", "sleep", "60", env=env) for _ in range(6)]
+    try:
+        refused = []
+        for p in jobs:
+            try:
+                refused.append(p.wait(timeout=15))
+            except subprocess.TimeoutExpired:
+                continue  # this one runs
+        assert refused == [1] * 5, refused
+        live = running_jobs()
+        assert len(live) == 1
+        assert wf_res("stop", live[0]["id"]).returncode == 0
+    finally:
+        for p in jobs:
+            p.kill()
+
+
+def test_a_job_gives_its_reservation_back_when_it_ends() -> None:
+    """The process that ran a job may live on (a batch job writes its footer, pulls its
+    cloud sessions): the job's memory is free for others as soon as the job ends."""
+    code = (
+        "from wf.orch import res, resjobs\n"
+        "job = res.run(['true'], title='t', limits=res.Limits(mem=600 << 20))\n"
+        "print(job.state.value, sorted(resjobs.reserved()))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), WF_RES_MEMORY="2G"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "done []"
 
 
 # ------------------------------------------------------------------ history and suggestions
