@@ -246,6 +246,25 @@ def test_a_job_whose_supervisor_died_is_found_lost_and_its_tree_ended() -> None:
     wait_for(lambda: carrying(job["token"]) == [], timeout=10)
 
 
+@pytest.mark.timeout(60)
+def test_the_reservation_of_a_job_whose_supervisor_died_is_free_again() -> None:
+    env = {"WF_RES_MEMORY": "2G"}  # 1G may be reserved in all
+    p = start("run", "--mem", "800M", "--", "sleep", "60", env=env)
+    job = wait_for(lambda: [j for j in running_jobs() if j.get("child")])[0]
+    os.kill(p.pid, signal.SIGKILL)  # no release: its ledger entry stays, with a dead pid
+    p.wait(timeout=10)
+    r = wf_res("run", "--mem", "800M", "--no-wait", "--", "true", env=env)
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: carrying(job["token"]) == [], timeout=10)
+
+    # one that died after it reserved, before it wrote its record (so no sweep finds it):
+    # its pid is now another process's (this test's, started at another time)
+    ghost = {"mem": 800 << 20, "pid": os.getpid(), "pid_start": 1.0, "title": "ghost"}
+    (state() / "reservations.json").write_text(json.dumps({"20260101-000000-9": ghost}))
+    r = wf_res("run", "--mem", "800M", "--no-wait", "--", "true", env=env)
+    assert r.returncode == 0, r.stderr
+
+
 def test_stop_of_an_unknown_or_bad_id() -> None:
     assert wf_res("stop", "20260101-000000-1").returncode == 1
     assert wf_res("stop", "../x").returncode == 2
