@@ -242,6 +242,26 @@ def test_the_summary_is_written_as_the_batch_goes_and_kept_when_it_dies(b: Batch
     assert b.status()["state"] == "lost"
 
 
+@pytest.mark.timeout(180)
+def test_res_stop_ends_a_batch_at_once_as_killed_with_its_whole_tree(b: Batch) -> None:
+    from tests.test_res import carrying
+
+    b.setup(lanes_toml("a"), task("h1", "a", "write h1.txt x", "hang"))
+    assert b.batch("1").returncode == 0
+    st = b.status()
+    b.wait_for(lambda: (b.root / ".worktrees" / "a" / "h1.txt").exists())  # its worker hangs
+    jobs = Path(os.environ["XDG_STATE_HOME"]) / "wf" / "res" / "jobs"
+    token = json.loads((jobs / f"{st['job']}.json").read_text())["token"]
+    assert carrying(token)
+    r = subprocess.run([sys.executable, "-m", "wf", "res", "stop", st["job"]], env=b.env, capture_output=True,
+                       text=True, timeout=90)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    st = b.wait_ended()
+    assert st["state"] == "killed" and st["reason"] == "killed"
+    assert b.summary(st)[-1].startswith("ended: killed at ")
+    assert carrying(token) == []  # the loop and the hanging worker too
+
+
 def test_the_batch_lock_refuses_a_second_job_even_without_a_record(b: Batch) -> None:
     """The second guard: two batches started at the same instant both pass the record
     check; the lock the job holds for its life lets only one run."""
