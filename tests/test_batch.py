@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 from tests.conftest import WfRunner, git
 from tests.test_orch import Orch, lanes_toml, task
 
+REAL_BIN = os.environ.get("WF_REAL_TOOLS", "")  # read before the sealed env drops WF_ variables
 SLOW = '`python3 -c "import time; time.sleep(1)"`'  # a Done check that takes a while
 
 
@@ -219,6 +221,49 @@ def test_a_killed_batch_is_finished_and_recovered_by_the_next(b: Batch) -> None:
     assert ["a", "h1", "done"] in outcomes
 
 
+@pytest.mark.timeout(180)
+def test_the_summary_is_written_as_the_batch_goes_and_kept_when_it_dies(b: Batch) -> None:
+    b.setup(
+        lanes_toml("a"),
+        task("d1", "a", "write d1.txt x", extra="Prio: 1") + task("h1", "a", "write h1.txt x", "hang"),
+    )
+    assert b.batch("2").returncode == 0
+    st = b.status()
+
+    def d1_line() -> bool:
+        return any(x.split()[2:5] == ["a", "d1", "done"] for x in b.summary(st) if " commit=" in x)
+
+    b.wait_for(d1_line)  # d1's line is there while the batch still runs
+    assert b.status()["alive"] is True
+    b.wait_for(lambda: (b.root / ".worktrees" / "a" / "h1.txt").exists())
+    os.kill(st["pid"], signal.SIGKILL)
+    b.wait_for(lambda: not b.status()["alive"])
+    lines = b.summary(st)
+    assert d1_line() and "done: 1, not done: 0" in lines
+    assert lines[-1].startswith("ended: lost at ") and "found by wf batch --status" in lines[-1]
+    assert b.status()["state"] == "lost"
+
+
+@pytest.mark.timeout(180)
+def test_res_stop_ends_a_batch_at_once_as_killed_with_its_whole_tree(b: Batch) -> None:
+    from tests.test_res import carrying
+
+    b.setup(lanes_toml("a"), task("h1", "a", "write h1.txt x", "hang"))
+    assert b.batch("1").returncode == 0
+    st = b.status()
+    b.wait_for(lambda: (b.root / ".worktrees" / "a" / "h1.txt").exists())  # its worker hangs
+    jobs = Path(os.environ["XDG_STATE_HOME"]) / "wf" / "res" / "jobs"
+    token = json.loads((jobs / f"{st['job']}.json").read_text())["token"]
+    assert carrying(token)
+    r = subprocess.run([sys.executable, "-m", "wf", "res", "stop", st["job"]], env=b.env, capture_output=True,
+                       text=True, timeout=90)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    st = b.wait_ended()
+    assert st["state"] == "killed" and st["reason"] == "killed"
+    assert b.summary(st)[-1].startswith("ended: killed at ")
+    assert carrying(token) == []  # the loop and the hanging worker too
+
+
 def test_the_batch_lock_refuses_a_second_job_even_without_a_record(b: Batch) -> None:
     """The second guard: two batches started at the same instant both pass the record
     check; the lock the job holds for its life lets only one run."""
@@ -335,6 +380,34 @@ def test_agent_batch_runs_claude_as_orchestrator(b: Batch, tmp_path: Path) -> No
     assert st["reason"] == "N reached" and st["state"] == "done"
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("tool", ["false", pytest.param("real", marks=pytest.mark.real)])
+def test_an_agent_batch_whose_claude_fails_says_so(b: Batch, tmp_path: Path, tool: str) -> None:
+    """Not "all lanes stopped": the orchestrator ended in an error (no login, here), and
+    the footer names claude's exit and the last line it printed."""
+    if tool == "real":
+        if not REAL_BIN:
+            pytest.skip("WF_REAL_TOOLS is not set (.ci/run sets it)")
+        bindir = Path(REAL_BIN)
+    else:
+        bindir = tmp_path / "bin"
+        bindir.mkdir()
+        (bindir / "claude").symlink_to(shutil.which("false") or "/bin/false")
+    b.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    env = dict(b.env, PATH=f"{bindir}:{os.environ['PATH']}")
+    for var in ("ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"):
+        env.pop(var, None)
+    assert b.batch("1", "--agent", "--for", "10m", env=env).returncode == 0
+    st = b.wait_ended()
+    assert st["reason"] == "orchestrator failed" and st["state"] == "failed", st
+    last = b.summary(st)[-1]
+    assert last.startswith("ended: orchestrator failed at ") and "(claude exit 1" in last
+    assert f"its output: out/wf-batch-{st['stamp']}.log)" in last
+    if tool == "real":
+        assert "claude exit 1: Not logged in" in last
+    assert b.status("a1") == "pending"
+
+
 def test_model_without_agent_is_a_usage_error(b: Batch) -> None:
     three_ready(b)
     r = b.batch("2", "--model", "opus")
@@ -361,16 +434,24 @@ def test_a_batch_whose_memory_does_not_fit_yet_waits_and_says_so(b: Batch) -> No
     three_ready(b)
     env = dict(b.env, WF_RES_MEMORY="2G")  # 1G may be reserved in all
     other = subprocess.Popen(
-        [sys.executable, "-m", "wf", "res", "run", "--mem", "800M", "--title", "big", "--", "sleep", "3"],
+        [sys.executable, "-m", "wf", "res", "run", "--mem", "800M", "--title", "big", "--", "sleep", "300"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+
+    def res(*args: str) -> Any:
+        r = subprocess.run(
+            [sys.executable, "-m", "wf", "res", *args], capture_output=True, text=True, env=env
+        )
+        return json.loads(r.stdout) if "--json" in args else r
+
     try:
-        b.wait_for(lambda: json.loads(subprocess.run(
-            [sys.executable, "-m", "wf", "res", "ls", "--json"], capture_output=True, text=True, env=env
-        ).stdout))  # fmt: skip
+        b.wait_for(lambda: res("ls", "--json"))
+        big = res("ls", "--json")[0]
         r = b.batch("1", "--mem", "500M", env=env)
         assert r.returncode == 0, r.stderr
         assert "it waits first: waiting for room: 500M does not fit" in r.stdout and "(big, 800M)" in r.stdout
+        assert b.status()["alive"] and b.status("a1") == "pending"  # it waits: nothing claimed yet
+        assert res("stop", big["id"]).returncode == 0  # room: the batch goes on
         st = b.wait_ended()
         assert st["reason"] == "N reached" and b.archived() == ["a1"]
         assert any(x.startswith("- note: waiting for room") for x in b.summary(st))

@@ -66,11 +66,17 @@ def test_pilot_runs_batches_then_prep_then_the_prepared_work(b: Batch, tmp_path:
     assert b.status("q1") == "blocked: waits for question-which-colour"
 
 
-def test_pilot_with_nothing_to_do_ends_at_once(b: Batch) -> None:
-    b.setup('[lanes.a]\nmodel = "ma"\nadapter = "cmd"\ncmd = ["true"]\n', t("mine", "Sessions: owner"))
+@pytest.mark.parametrize("args", [[], ["--lanes", "a"], ["--lanes", "a", "--no-prep"]])
+def test_pilot_with_nothing_to_do_ends_at_once(b: Batch, args: list[str]) -> None:
+    """Nothing runner-ready, nothing to prepare (or --no-prep): no batch starts, even on
+    lanes given by name (a batch there would find nothing and end, again and again)."""
+    b.setup(
+        '[lanes.a]\nmodel = "ma"\nadapter = "cmd"\ncmd = ["true"]\n',
+        t("mine", "Sessions: owner") + (t("vague", "Model: ma") if "--no-prep" in args else ""),
+    )
     r = subprocess.run(
-        [sys.executable, "-m", "wf", "pilot", "--poll", "0.3"], cwd=b.root, capture_output=True, text=True,
-        env=b.env, timeout=60, stdin=subprocess.DEVNULL,
+        [sys.executable, "-m", "wf", "pilot", "--poll", "0.3", "--for", "30s", *args], cwd=b.root,
+        capture_output=True, text=True, env=b.env, timeout=60, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert "pilot ended: nothing left to run or prepare" in r.stdout
@@ -110,6 +116,36 @@ def test_skills_live_at_the_top_ship_in_the_package_and_take_arguments(tmp_path:
         out.splitlines()[-1].startswith("a Claude Code session started before this install")
         and "restart" in out
     )
+
+
+def test_the_built_package_ships_the_same_agent_and_skills_as_the_top(tmp_path: Path) -> None:
+    """What a wheel gets (setuptools' build_py of this tree, links followed) holds every
+    file of agents/ and skills/, byte for byte, and nothing else under data/claude."""
+    import shutil
+
+    root = Path(__file__).resolve().parent.parent
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, src / name)
+    junk = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("wf", "agents", "skills"):
+        shutil.copytree(root / name, src / name, symlinks=True, ignore=junk)
+    r = subprocess.run(
+        [sys.executable, "-c", "from setuptools import setup; setup()", "-q", "build_py", "-d", str(tmp_path / "b")],
+        cwd=src, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    shipped = tmp_path / "b" / "wf" / "data" / "claude"
+
+    def files(base: Path) -> dict[str, bytes]:
+        return {str(f.relative_to(base)): f.read_bytes() for f in sorted(base.rglob("*")) if f.is_file()}
+
+    top = {**{f"agents/{k}": v for k, v in files(root / "agents").items()},
+           **{f"skills/{k}": v for k, v in files(root / "skills").items()}}  # fmt: skip
+    assert "agents/wf-worker.md" in top and "skills/wf-pilot/SKILL.md" in top
+    assert files(shipped) == top
+    assert not any(p.is_symlink() for p in shipped.rglob("*"))  # real files in the wheel
 
 
 @pytest.mark.timeout(120)

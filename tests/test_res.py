@@ -106,6 +106,28 @@ def test_a_memory_hog_ends_oom_137_with_its_whole_tree() -> None:
     assert hist()[0]["limits"] == {"mem": 150 << 20, "cpus": None, "for": None}
 
 
+@pytest.mark.timeout(90)
+def test_the_cap_is_on_the_trees_sum_and_sigterm_is_not_the_end() -> None:
+    """Four children of 50 MB each, every one under the 150M cap alone, that ignore
+    SIGTERM: the tree's sum passes the cap, and SIGKILL ends them all."""
+    kid = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "b = bytearray(50 << 20); b[::4096] = b'x' * len(b[::4096])\n"
+        "time.sleep(60)\n"
+    )
+    code = (
+        "import subprocess, sys, time\n"
+        f"kids = [subprocess.Popen([sys.executable, '-c', {kid!r}]) for _ in range(4)]\n"
+        "time.sleep(60)\n"
+    )
+    r = wf_res("run", "--mem", "150M", "--for", "40s", "--json", "--", sys.executable, "-c", code)
+    assert r.returncode == 137, r.stderr
+    job = json.loads(r.stdout)
+    assert job["state"] == "oom" and job["peak_rss"] > 150 << 20
+    assert carrying(job["token"]) == []
+
+
 @pytest.mark.timeout(60)
 def test_the_wall_limit_ends_the_tree_timeout_124() -> None:
     t0 = time.monotonic()
@@ -163,6 +185,16 @@ def test_the_record_names_the_backend_and_why_others_were_skipped() -> None:
         assert key in hist()[-1]
 
 
+def test_peak_memory_is_the_jobs_not_wfs() -> None:
+    """A small command's peak is its own, not wf's size (which Linux counts in a child's
+    maxrss from the fork to its exec); a big one that ends before any sample still counts."""
+    small = json.loads(wf_res("run", "--json", "--", "sleep", "1.2").stdout)
+    assert small["peak_rss"] < 10 << 20, small["peak_rss"]
+    code = "b = bytearray(80 << 20); b[::4096] = b'x' * len(b[::4096])"
+    big = json.loads(wf_res("run", "--json", "--", sys.executable, "-c", code).stdout)
+    assert big["peak_rss"] > 80 << 20
+
+
 def test_cpus_pin_the_tree_to_that_many_cores() -> None:
     code = "import os; print(len(os.sched_getaffinity(0)))"
     r = wf_res("run", "--cpus", "1", "--", sys.executable, "-c", code)
@@ -214,6 +246,25 @@ def test_a_job_whose_supervisor_died_is_found_lost_and_its_tree_ended() -> None:
     wait_for(lambda: carrying(job["token"]) == [], timeout=10)
 
 
+@pytest.mark.timeout(60)
+def test_the_reservation_of_a_job_whose_supervisor_died_is_free_again() -> None:
+    env = {"WF_RES_MEMORY": "2G"}  # 1G may be reserved in all
+    p = start("run", "--mem", "800M", "--", "sleep", "60", env=env)
+    job = wait_for(lambda: [j for j in running_jobs() if j.get("child")])[0]
+    os.kill(p.pid, signal.SIGKILL)  # no release: its ledger entry stays, with a dead pid
+    p.wait(timeout=10)
+    r = wf_res("run", "--mem", "800M", "--no-wait", "--", "true", env=env)
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: carrying(job["token"]) == [], timeout=10)
+
+    # one that died after it reserved, before it wrote its record (so no sweep finds it):
+    # its pid is now another process's (this test's, started at another time)
+    ghost = {"mem": 800 << 20, "pid": os.getpid(), "pid_start": 1.0, "title": "ghost"}
+    (state() / "reservations.json").write_text(json.dumps({"20260101-000000-9": ghost}))
+    r = wf_res("run", "--mem", "800M", "--no-wait", "--", "true", env=env)
+    assert r.returncode == 0, r.stderr
+
+
 def test_stop_of_an_unknown_or_bad_id() -> None:
     assert wf_res("stop", "20260101-000000-1").returncode == 1
     assert wf_res("stop", "../x").returncode == 2
@@ -225,22 +276,69 @@ def test_stop_of_an_unknown_or_bad_id() -> None:
 @pytest.mark.timeout(90)
 def test_reservations_wait_for_room_or_refuse() -> None:
     env = {"WF_RES_MEMORY": "2G"}  # 1G may be reserved in all
-    first = start("run", "--mem", "800M", "--title", "big", "--", "sleep", "4", env=env)
+    first = start("run", "--mem", "800M", "--title", "big", "--", "sleep", "60", env=env)
+    waited: subprocess.Popen[str] | None = None
     try:
-        wait_for(lambda: running_jobs())
+        big = wait_for(lambda: running_jobs())[0]
         refused = wf_res("run", "--mem", "500M", "--no-wait", "--", "true", env=env)
         assert refused.returncode == 1
         assert "does not fit" in refused.stderr and "(big, 800M)" in refused.stderr
         fits = wf_res("run", "--mem", "200M", "--no-wait", "--", "true", env=env)
         assert fits.returncode == 0, fits.stderr
-        waited = wf_res("run", "--mem", "500M", "--", "true", env=env)
-        assert waited.returncode == 0
-        assert waited.stderr.count("waiting for room") == 1
-        assert first.wait(timeout=20) == 0
+        # one that does not fit waits (saying so once) until the big job ends, then runs
+        waited = start("run", "--mem", "500M", "--json", "--", "true", env=env)
+        assert waited.stderr is not None
+        assert "waiting for room: 500M does not fit" in waited.stderr.readline()
+        assert waited.poll() is None  # still waiting: the big job holds the room
+        assert wf_res("stop", big["id"]).returncode == 0
+        out, err = waited.communicate(timeout=30)
+        assert waited.returncode == 0, err
+        assert json.loads(out)["state"] == "done" and "waiting for room" not in err
+        assert first.wait(timeout=20) == 128 + signal.SIGTERM
         never = wf_res("run", "--mem", "3G", "--", "true", env=env)
         assert never.returncode == 1 and "can never fit" in never.stderr
     finally:
         first.kill()
+        if waited is not None:
+            waited.kill()
+
+
+@pytest.mark.timeout(180)
+def test_jobs_started_at_once_never_reserve_past_the_budget() -> None:
+    """Six jobs of 600M started together on a 1G budget: the ledger, changed under its
+    lock, lets exactly one in; the others refuse (--no-wait)."""
+    env = {"WF_RES_MEMORY": "2G"}
+    jobs = [start("run", "--mem", "600M", "--no-wait", "--", "sleep", "300", env=env) for _ in range(6)]
+    try:
+
+        def five_ended() -> list[int] | None:
+            codes = [p.returncode for p in jobs if p.poll() is not None]
+            return codes if len(codes) >= 5 else None
+
+        ended = wait_for(five_ended, timeout=120)
+        assert ended == [1] * 5, ended
+        live = running_jobs()
+        assert len(live) == 1
+        assert wf_res("stop", live[0]["id"]).returncode == 0
+    finally:
+        for p in jobs:
+            p.kill()
+
+
+def test_a_job_gives_its_reservation_back_when_it_ends() -> None:
+    """The process that ran a job may live on (a batch job writes its footer, pulls its
+    cloud sessions): the job's memory is free for others as soon as the job ends."""
+    code = (
+        "from wf.orch import res, resjobs\n"
+        "job = res.run(['true'], title='t', limits=res.Limits(mem=600 << 20))\n"
+        "print(job.state.value, sorted(resjobs.reserved()))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), WF_RES_MEMORY="2G"),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "done []"
 
 
 # ------------------------------------------------------------------ history and suggestions
@@ -300,7 +398,10 @@ def test_systemd_backend_wraps_the_command_where_a_user_manager_answers(tmp_path
     (bindir / "systemd-run").write_text(SYSTEMD_RUN.format(python=sys.executable, log=str(log)))
     for f in bindir.iterdir():
         f.chmod(0o755)
-    env = {"PATH": f"{bindir}:{os.environ['PATH']}"}
+    cg = tmp_path / "cg"  # a delegated cgroup folder too: systemd comes first all the same
+    cg.mkdir()
+    (cg / "cgroup.subtree_control").write_text("memory\n")
+    env = {"PATH": f"{bindir}:{os.environ['PATH']}", "WF_RES_CGROUP": str(cg)}
     r = wf_res("run", "--mem", "300M", "--cpus", "1.5", "--for", "20s", "--json", "--", "true", env=env)
     assert r.returncode == 0, r.stderr
     job = json.loads(r.stdout)
@@ -352,3 +453,33 @@ def test_a_state_folder_that_cannot_be_made_is_an_error_not_a_crash() -> None:
     assert wf_res("hist", env=env).stdout.strip() == "no jobs yet"
     r = wf_res("run", "--", "true", env=env)
     assert r.returncode == 1 and "state folder /dev/null/wf/res cannot be made" in r.stderr
+
+
+def test_cgroup_backend_writes_the_limits_in_a_delegated_folder(tmp_path: Path) -> None:
+    """A folder playing a delegated cgroup v2 folder ($WF_RES_CGROUP; this machine's own
+    cgroup delegates no memory controller): wf makes the job's folder in it, writes its
+    memory cap and moves the command in; without the memory controller it is skipped."""
+    cg = tmp_path / "cg"
+    cg.mkdir()
+    (cg / "cgroup.subtree_control").write_text("cpu memory pids\n")
+    env = {"WF_RES_CGROUP": str(cg)}
+    r = wf_res("run", "--mem", "300M", "--json", "--", "true", env=env)
+    assert r.returncode == 0, r.stderr
+    job = json.loads(r.stdout)
+    # tried in order: systemd first (no user manager here), then the cgroup folder
+    assert job["backend"] == "cgroup" and set(job["skipped"]) == {"systemd"}, job
+    folder = cg / f"wf-{job['id']}"
+    assert (folder / "memory.max").read_text() == str(300 << 20)
+    assert (folder / "cgroup.procs").read_text() == "0"  # the command joined it before exec
+    assert hist()[-1]["backend"] == "cgroup"
+    (cg / "cgroup.subtree_control").write_text("cpu pids\n")
+    job = json.loads(wf_res("run", "--json", "--", "true", env=env).stdout)
+    assert (
+        job["backend"] == "watchdog" and "does not delegate the memory controller" in job["skipped"]["cgroup"]
+    )
+
+
+def test_a_forced_backend_that_does_not_work_here_is_an_error() -> None:
+    r = wf_res("run", "--", "true", env={"WF_RES_BACKEND": "cgroup", "WF_RES_CGROUP": "/nonexistent"})
+    assert r.returncode == 1 and "WF_RES_BACKEND=cgroup: that backend does not work here" in r.stderr
+    assert "internal error" not in r.stderr and hist() == []

@@ -58,6 +58,19 @@ class Status(NamedTuple):
     who: str = ""
     since: str = ""
 
+    @property
+    def waits_for(self) -> str | None:
+        """The task id of ``blocked: waits for <id>`` (what a prep batch sets on a task it
+        asked a question about), else None."""
+        if self.state != "blocked":
+            return None
+        head, _, rest = self.text.partition(" ")
+        word, _, tail = rest.partition(" ")
+        if head != "waits" or word != "for":
+            return None
+        tid = tail.strip()
+        return tid if ID_RE.fullmatch(tid) else None
+
     def __str__(self) -> str:
         if self.state == "pending":
             return "pending"

@@ -279,7 +279,7 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
     if prepared is not None:
         follower.footer(reason.value, note=_prep_end(project, stamp, prepared), counted=False)
     else:
-        follower.footer(reason.value, note=_loop_exit(job))
+        follower.footer(reason.value, note=_loop_exit(project, p, rec, job))
     if reason is End.STOP_FILE:
         stop_file(project).unlink(missing_ok=True)  # consumed: the next batch may start
     save(
@@ -351,12 +351,31 @@ def _prep_end(project: Project, stamp: str, prepared: tuple[bytes, list[Any]]) -
     return prep.commit_changes(project, before, stamp)
 
 
-def _loop_exit(job: res.Job) -> str:
-    """What the loop's own exit status says (``wf orch run``: 4 a person is needed, 1 an error)."""
+def _loop_exit(project: Project, p: Plan, rec: Record, job: res.Job) -> str:
+    """What the loop's own exit status says (``wf orch run``: 4 a person is needed, 1 an
+    error); for an agent batch, claude's exit and the last line it printed."""
     if job.state is not res.State.FAILED:
         return ""
+    if p.kind == "agent":
+        said = _last_line(project.root / rec.log)
+        return f"claude exit {job.exit}" + (f": {said}" if said else "") + f"; its output: {rec.log}"
     meaning = {4: "a person is needed", 1: "an error it could not get past"}.get(job.exit or 0, "")
     return f"wf orch run exit {job.exit}" + (f": {meaning}" if meaning else "")
+
+
+def _last_line(path: Path) -> str:
+    """The last non-blank line of a log, printable characters only, at most 200."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        text = "".join(ch for ch in line if ch.isprintable()).strip()
+        if text:
+            return text[:200]
+    return ""
 
 
 def _why_ended(project: Project, p: Plan, job: res.Job, follower: Follower) -> End:
@@ -368,6 +387,8 @@ def _why_ended(project: Project, p: Plan, job: res.Job, follower: Follower) -> E
         return End.STOP_FILE
     if follower.posted >= p.n:
         return End.N_REACHED
+    if p.kind == "agent" and job.state is res.State.FAILED:
+        return End.AGENT_FAILED  # its lanes did not stop: the orchestrator did
     if (job.dur_s or 0) >= p.for_s:
         return End.FOR
     return End.ALL_STOPPED

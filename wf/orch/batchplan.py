@@ -43,6 +43,7 @@ class End(enum.StrEnum):
     LOST = "lost"
     FAILED = "failed to start"
     PREP_DONE = "prep done"
+    AGENT_FAILED = "orchestrator failed"  # an --agent batch whose claude ended in an error
 
 
 def stop_file(project: Project) -> Path:

@@ -47,6 +47,15 @@ def _after_batch(project: Project, stamp: str, emit: Callable[[str], None]) -> b
     return rec.reason == batchplan.End.STOP_FILE.value
 
 
+def _has_work(project: Project, plan: batchplan.Plan) -> bool:
+    """Whether a lane of the plan has runner-ready work (or a record a dead run left).
+    Lanes given with --lanes are in the plan with work or without (a lane may get work
+    during the batch, when another lane merges what its task comes after), so a batch
+    on them alone would start, find nothing and end, again and again."""
+    ready = set(batchplan.ready_lanes(project))
+    return any(lane in ready for lane in plan.lanes)
+
+
 def run(
     project: Project,
     *,
@@ -88,7 +97,7 @@ def run(
         for_ = f"{max(1, round(left))}s"
         plan = batchplan.plan(project, k, lanes=lanes, for_=for_)
         kind = "batch"
-        if not plan.lanes:
+        if not _has_work(project, plan):
             if not prep or prepped:
                 end = PilotEnd.NOTHING_LEFT
                 break

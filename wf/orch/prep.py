@@ -123,9 +123,9 @@ def outcome_lines(project: Project, chosen: list[Target]) -> list[str]:
         if t is None:
             lines.append(f"{target.id} -> gone from TASKS.md")
             continue
-        st = t.status
-        if st.state == "blocked" and st.text.startswith("waits for "):
-            lines.append(f"{target.id} -> awaiting {st.text.removeprefix('waits for ').split()[0]}")
+        question = t.status.waits_for
+        if question is not None:
+            lines.append(f"{target.id} -> awaiting {question}")
         elif t.done and t.model:
             lines.append(f"{target.id} -> Done: {t.done}")
         else:

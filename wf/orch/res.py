@@ -237,8 +237,11 @@ def _supervise(
         code = rc if rc >= 0 else 128 - rc
         if state is State.KILLED and stop_sig:
             code = 128 + stop_sig[0]
+        # a child's maxrss starts at wf's own size (Linux counts the memory it had from
+        # the fork until its exec): only a max above wf's own is the job's
         maxrss = _children_maxrss()
-        peak = max(job.peak_rss, peak_cg, maxrss if maxrss > maxrss0 else 0)
+        counts = maxrss > maxrss0 and maxrss > _self_maxrss()
+        peak = max(job.peak_rss, peak_cg, maxrss if counts else 0)
         job = replace(
             job,
             state=state,
@@ -298,6 +301,12 @@ def _children_maxrss() -> int:
     import resource
 
     return int(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) * 1024
+
+
+def _self_maxrss() -> int:
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def stop(job_id: str, timeout: float = 30.0) -> Job:

@@ -20,7 +20,10 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wf.errors import WfError
+
 BACKEND_VAR = "WF_RES_BACKEND"  # force one: systemd, cgroup or watchdog
+CGROUP_VAR = "WF_RES_CGROUP"  # the cgroup v2 folder to make job folders in (default: wf's own)
 
 
 class Backend(enum.StrEnum):
@@ -82,8 +85,13 @@ def _systemd_answers() -> str | None:
 
 
 def cgroup_folder() -> tuple[Path | None, str]:
-    """This process's cgroup v2 folder if wf may make children with a memory limit in
-    it, else None and why not."""
+    """This process's cgroup v2 folder (or $WF_RES_CGROUP's, a delegated one) if wf may
+    make children with a memory limit in it, else None and why not."""
+    given = os.environ.get(CGROUP_VAR, "").strip()
+    if given:
+        if not os.path.isabs(given):
+            return None, f"{CGROUP_VAR}={given!r} is not an absolute path"
+        return _delegates(Path(given))
     try:
         own = next(
             line[3:].strip()
@@ -103,7 +111,10 @@ def cgroup_folder() -> tuple[Path | None, str]:
         pass
     if mount is None:
         return None, "no cgroup v2 file system is mounted"
-    folder = Path(mount) / own.lstrip("/")
+    return _delegates(Path(mount) / own.lstrip("/"))
+
+
+def _delegates(folder: Path) -> tuple[Path | None, str]:
     try:
         controllers = (folder / "cgroup.subtree_control").read_text().split()
     except OSError:
@@ -154,7 +165,8 @@ def plan(argv: list[str], limits: Limits, job_id: str) -> Plan:
         if limits.cpus:
             notes.append(f"cpus: pinned to {cores_for(limits.cpus)} core(s) (the watchdog cannot throttle)")
         return Plan(Backend.WATCHDOG, tuple(argv), skipped, notes=tuple(notes))
-    raise AssertionError("unreachable: the watchdog always works")
+    # only a forced backend can fail here (the watchdog always works)
+    raise WfError(f"{BACKEND_VAR}={forced}: that backend does not work here: {skipped.get(forced, '?')}")
 
 
 def cores_for(cpus: float) -> int:
