@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -276,63 +277,103 @@ def test_ledger_stops_the_cloud_lane_while_local_lanes_go_on(c: Cloud) -> None:
 # ------------------------------------------------------------------ with a batch: the sidecar
 
 
-@pytest.mark.timeout(240)
-def test_sidecar_beside_the_local_loop(c: Cloud) -> None:
-    """The done-when of the cloud lane, with the sidecar function (wf batch has not
-    landed): two local lanes and cloud = true; one task comes back done, one awaiting and
-    goes back to its local lane, which then does it; a pull racing another skips; the
-    ledger stops the cloud lane while the local lanes go on."""
-    from wf import project as projectmod
-    from wf.cloud import sidecar
+WAIT = """import pathlib, sys, time
+while not pathlib.Path(sys.argv[1]).exists():
+    time.sleep(0.05)
+"""
+
+
+def wait_for(what: object, check: object, limit: float = 90) -> None:
+    deadline = time.monotonic() + limit
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"waited {limit}s for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.timeout(300)
+def test_done_when_a_batch_with_two_local_lanes_and_the_cloud(c: Cloud, tmp_path: Path) -> None:
+    """The done-when of the cloud lane, through the real wf batch: two local lanes and
+    cloud = true; one task comes back from the cloud done (merged, lane=cloud), one comes
+    back awaiting (back to its local lane, Cloud: no, with the Recovery note, and that lane
+    does it in the same batch); a pull racing the batch's pull of the same id skips; the
+    ledger stops the cloud lane at the reserve while the local lanes go on. Each pull is a
+    line of the batch summary. The fake's hold gate (WF_FAKE_CLOUD_HOLD) and the local
+    tasks' Done commands (waiting for a file) order it without timing."""
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    go_local = tmp_path / "go-local"
+    (tmp_path / "wait.py").write_text(WAIT)
+    wait = f"Done: `{sys.executable} {tmp_path / 'wait.py'} {go_local}`"
+
+    def local(tid: str, lane: str, extra: str = "") -> str:
+        return f"\n## {tid}: Task {tid}\nModel: m{lane}\n{wait}\n{extra}\nscript: write {tid}.txt x\n"
 
     c.setup(
         task("c-done", "opus", "cloud: write c.txt from the cloud", extra="Cloud: yes")
-        + task("c-ask", "opus", "cloud: result awaiting", "cloud: note Which API?", "script: write ask.txt x")
-        + task("l1", "sonnet", "script: write l1.txt x")
-        + task("l2", "opus", "script: write l2.txt x", extra="Cloud: no"),
-        budget=0.25,
-        reserve=0.1,
-    )
-    assert "to cloud session" in c.wf.ok("orch", "pick", "cloud")
-    assert "to cloud session" in c.wf.ok("cloud", "send")
-    # a pull racing another pull of the same id skips it
-    env = c.env(WF_FAKE_CLOUD_DELAY="1.5")
-    racers = [
-        subprocess.Popen([sys.executable, "-m", "wf", "cloud", "pull", "c-done"], cwd=c.root, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for _ in range(2)
-    ]  # fmt: skip
-    texts = [p.communicate(timeout=60)[0] for p in racers]
-    assert sorted("skipped" in t for t in texts) == [False, True], texts
-    # the batch: the sidecar pulls and posts (no sends) beside the local loop
-    lines: list[str] = []
-    stop = threading.Event()
-    proj = projectmod.load(c.root)
-    side = threading.Thread(
-        target=sidecar, args=(proj, stop), kwargs={"interval": 0.2, "on_line": lines.append}
-    )
-    side.start()
-    deadline = time.monotonic() + 60
-    while not any("posted:" in ln for ln in lines) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    r = c.proc("orch", "run", "sonnet", "opus", timeout=200)
-    stop.set()
-    side.join(timeout=30)
-    assert not side.is_alive()
+        + task("c-ask", "opus", "cloud: result awaiting", "cloud: note Which API?", "script: write ask.txt x",
+               extra="Cloud: yes")
+        + local("l1", "sonnet")
+        + local("l2", "opus", "Cloud: no")
+        + task("spare", "opus", "script: write spare.txt x"),  # fits the cloud: the ledger keeps it local
+        budget=0.15,
+        reserve=0.07,
+    )  # fmt: skip
+    with open(c.root / "wf.toml", "a") as f:
+        f.write("cloud_pull_every = 0.3\n")
+    git(c.root, "commit", "-qam", "pull often")
+    # the cloud lane sends (the orchestrator's pick, and wf cloud send), Cloud: yes first
+    assert "sent c-done (lane opus" in c.wf.ok("orch", "pick", "cloud")
+    assert "sent c-ask (lane opus" in c.wf.ok("cloud", "send")
+    assert c.wf.ok("orch", "pick", "cloud") == "stop lane cloud: max parallel (2 of 2 running)\n"
+    sid = {t: str((c.record(t) or {})["session"]) for t in ("c-done", "c-ask")}
+    r = c.proc("batch", "10", "--lanes", "sonnet,opus", WF_FAKE_CLOUD_HOLD=str(hold))
     assert r.returncode == 0, r.stdout + r.stderr
+    # the batch's sidecar pulls c-ask (let through), then holds c-done's record lock ...
+    wait_for("the pull of c-ask", (hold / f"{sid['c-ask']}.held").exists)
+    (hold / f"{sid['c-ask']}.go").write_text("")
+    wait_for("the pull of c-done", (hold / f"{sid['c-done']}.held").exists)
+    # ... and a pull racing it skips, touching nothing
+    racer = c.proc("cloud", "pull", "c-done")
+    assert racer.stdout.startswith("c-done: another pull holds it (") and "skipped" in racer.stdout, racer
+    assert (c.record("c-done") or {})["state"] == "running"
+    (hold / f"{sid['c-done']}.go").write_text("")
+    # the sidecar posts both: c-done merged; c-ask back to its local lane with the note
+    wait_for("the post", lambda: c.record("c-done") is None and c.record("c-ask") is None)
     archived = c.archived()
-    assert {"c-done", "c-ask", "l1", "l2"} <= set(archived), archived
-    assert "lane=cloud" in archived["c-done"] and "lane=opus" in archived["c-ask"]
-    assert (c.root / "c.txt").exists() and (c.root / "ask.txt").exists()
-    round_line = next(ln for ln in lines if "posted:" in ln)
-    assert (
-        "c-ask: awaiting (" in round_line and "c-ask awaiting" in round_line and "c-done done" in round_line
-    )
-    assert lines[-1] == "cloud: no session left"
-    # the ledger stops the cloud lane; the local lanes went on regardless
-    assert c.wf.ok("orch", "pick", "cloud").startswith("stop lane cloud: ledger ($0.08 of $0.25 left")
-    notes = " ".join(ln for ln in (c.root / "TASKS.md").read_text().splitlines() if "Recovery:" in ln)
-    assert notes == "" or "cloud attempt" in notes  # c-ask is archived with its text gone from TASKS.md
+    assert "lane=cloud" in archived["c-done"] and (c.root / "c.txt").read_text() == "from the cloud\n"
+    text = (c.root / "TASKS.md").read_text()
+    ask = text[text.index("## c-ask:") : text.index("## l1:")]
+    assert "\nCloud: no\n" in ask and "Status:" not in ask, ask
+    assert f"Recovery: cloud attempt {sid['c-ask']} ended awaiting: Which API?" in ask, ask
+    # the ledger: the two sessions' spend leaves less than the reserve; the cloud lane stops
+    led = json.loads(c.wf.ok("cloud", "ledger", "--json"))
+    assert led["sessions"] == 2 and led["left"] <= led["reserve"] and led["stop"], led
+    assert c.wf.ok("orch", "pick", "cloud").startswith("stop lane cloud: ledger ($")
+    assert c.status("spare") == "pending" and c.record("spare") is None
+    st = json.loads(c.proc("batch", "--status", "--json").stdout)
+    assert st["alive"], st  # the local lanes are still at work (waiting for go-local)
+    go_local.write_text("")
+    # the local lanes go on: their own tasks, the task the cloud gave back, the one it left
+    deadline = time.monotonic() + 200
+    while time.monotonic() < deadline:
+        st = json.loads(c.proc("batch", "--status", "--json").stdout)
+        if not st.get("alive"):
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError("the batch did not end")
+    archived = c.archived()
+    assert {k: v for k, v in archived.items() if k != "c-done"} == {
+        "c-ask": "lane=opus", "l1": "lane=sonnet", "l2": "lane=opus", "spare": "lane=opus",
+    }, archived  # fmt: skip
+    assert all((c.root / f).exists() for f in ("ask.txt", "l1.txt", "l2.txt", "spare.txt"))
+    summary = Path(st["summary"]).read_text()
+    pulls = [ln for ln in summary.splitlines() if "cloud pull:" in ln]
+    assert pulls and re.fullmatch(r"- \d\d:\d\d cloud pull: .*", pulls[0]), summary
+    assert "c-ask: awaiting (" in pulls[0] and "c-done: done (" in pulls[0], summary
+    assert "posted: c-ask awaiting, c-done done" in pulls[0], summary
+    assert "cloud: no session left" in summary, summary
+    assert not (c.root / ".wf" / "cloud").exists() or not list((c.root / ".wf" / "cloud").glob("*.json"))
 
 
 # ------------------------------------------------------------------ the safety rules, one test each
@@ -346,6 +387,30 @@ def test_a_session_id_wf_does_not_accept_is_refused_and_released(
     r = c.wf("cloud", "send")
     assert r.code == 1 and "session id wf does not accept" in r.out
     assert c.status("big") == "pending" and c.record("big") is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("branch", "main", "its branch 'main' is not cloud/big"),
+        ("session", "--help", "its session '--help' is not a session id"),
+        ("id", "other", "its id 'other' is not its file's name"),
+    ],
+)
+def test_a_record_wf_did_not_write_is_never_acted_on(c: Cloud, field: str, value: str, why: str) -> None:
+    c.setup(task("big", "opus", "cloud: write big.txt x"))
+    c.wf.ok("cloud", "send")
+    main = git(c.root, "rev-parse", "main")
+    f = c.root / ".wf" / "cloud" / "big.json"
+    f.write_text(json.dumps({**json.loads(f.read_text()), field: value}))
+    for args in (("cloud", "pull", "--all"), ("cloud", "pull", "big"), ("orch", "post", "cloud")):
+        r = c.wf(*args)
+        assert r.code == 1 and f"corrupt record ({why})" in r.err, (args, r.out, r.err)
+    assert git(c.root, "rev-parse", "main") == main
+    assert not (c.creds.parent / "projects").exists()  # claude --teleport never ran
+    assert f"cloud record cannot be trusted: {why}" in c.wf("doctor").out
+    c.wf("doctor", "--fix")
+    assert not f.exists()
 
 
 def test_pull_teleports_in_its_own_tree_never_the_main_checkout(c: Cloud) -> None:

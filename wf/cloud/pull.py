@@ -250,7 +250,7 @@ def _one_round(project: Project, backend: Backend | None) -> str:
     try:
         pulled = pull(project, backend=backend)
     except WfError as e:
-        return f"- {stamp} cloud pull failed: {e}"
+        return f"{stamp} cloud pull failed: {e}"
     posted: list[str] = []
     if any(r.state.ended for r in records.all_records(project)):
         try:
@@ -261,7 +261,7 @@ def _one_round(project: Project, backend: Backend | None) -> str:
     text = "; ".join(pulled.lines)
     if posted:
         text += " | posted: " + ", ".join(posted)
-    return f"- {stamp} cloud pull: {text}"
+    return f"{stamp} cloud pull: {text}"
 
 
 def watch(
