@@ -46,6 +46,7 @@ from wf.cloud.backend import (
     is_github,
     plain,
     refused,
+    valid_session,
 )
 
 CREATE_TIMEOUT = 180.0  # seconds: uploading a repository can take a while
@@ -264,6 +265,8 @@ class ClaudeBackend:
         return session
 
     def state(self, repo: Path, session: str, workdir: Path) -> SessionStatus:
+        if not valid_session(session):
+            raise CloudRefused(Refusal.OTHER, f"{session!r} is not a session id wf accepts")
         github_remote(repo)
         argv = [
             _program(),

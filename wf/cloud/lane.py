@@ -16,7 +16,6 @@ and lost send the task back to its own local lane (pending, ``Cloud: no``, a
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ from wf import backlog as backlogmod
 from wf import ops
 from wf.cloud import ledger as ledgermod
 from wf.cloud import records
-from wf.cloud.backend import Backend, CloudRefused, SessionState
+from wf.cloud.backend import Backend, CloudRefused, SessionState, valid_session
 from wf.cloud.records import CloudRecord
 from wf.config import CLOUD_LANE
 from wf.errors import WfError
@@ -37,8 +36,6 @@ from wf.orch.post import Next, Posted, Rule
 from wf.orch.state import Outcome, Stop
 from wf.project import Project
 from wf.taskfile import Task, check_id, utc_stamp
-
-_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 
 # The outcome table, cloud rows: what an ended session does to its task and to the lane.
 TABLE: dict[SessionState, tuple[Outcome, Rule]] = {
@@ -172,7 +169,7 @@ def send(
         prompt = prompt_for(project, bl, chosen)
     try:
         session = be.create(project.root, prompt, f"{chosen.id}: {chosen.title}"[:80])
-        if not _SESSION_ID.fullmatch(session.id):
+        if not valid_session(session.id):
             raise WfError(f"claude --cloud gave a session id wf does not accept: {session.id!r}")
     except (CloudRefused, WfError) as e:
         with project_lock(project.wf_dir, project.lock_timeout, on_wait):
