@@ -274,6 +274,26 @@ def test_ledger_stops_the_cloud_lane_while_local_lanes_go_on(c: Cloud) -> None:
     assert "ledger (no cloud_budget in wf.toml)" in c.wf.ok("cloud", "send")
 
 
+def test_the_ledger_stops_at_the_reserve_itself_and_counts_this_period_only(c: Cloud) -> None:
+    c.setup(task("one", "opus"), budget=5, reserve=1)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    (c.root / "out").mkdir(exist_ok=True)
+    log = c.root / "out" / "wf-cloud.log"
+    log.write_text(
+        "ts=2020-01-31T23:59:59Z id=old session=s0 state=done usd=100.000000 dur_s=9\n"  # an earlier period
+        f"ts={now} id=a session=s1 state=done usd=3.500000 dur_s=9\n"
+        f"ts={now} id=b session=s2 state=lost usd=? dur_s=9\n"
+    )
+    led = json.loads(c.wf.ok("cloud", "ledger", "--json"))
+    assert (led["spent"], led["left"], led["sessions"], led["unknown"], led["stop"]) == (3.5, 1.5, 2, 1, None)
+    with open(log, "a") as f:
+        f.write(f"ts={now} id=c session=s3 state=done usd=0.500000 dur_s=9\n")  # left = the reserve
+    led = json.loads(c.wf.ok("cloud", "ledger", "--json"))
+    assert led["left"] == 1.0 and led["stop"] == "$1.00 of $5.00 left, reserve $1.00", led
+    assert c.wf.ok("cloud", "send") == "stop lane cloud: ledger ($1.00 of $5.00 left, reserve $1.00)\n"
+    assert c.status("one") == "pending"
+
+
 # ------------------------------------------------------------------ with a batch: the sidecar
 
 
@@ -411,6 +431,65 @@ def test_a_record_wf_did_not_write_is_never_acted_on(c: Cloud, field: str, value
     assert f"cloud record cannot be trusted: {why}" in c.wf("doctor").out
     c.wf("doctor", "--fix")
     assert not f.exists()
+
+
+@pytest.mark.timeout(60)
+def test_two_posts_of_one_session_at_once_post_it_once(c: Cloud, tmp_path: Path) -> None:
+    from wf.lock import project_lock
+
+    c.setup(task("ask", "opus", "cloud: result awaiting", "cloud: note Which API?"))
+    c.wf.ok("cloud", "send")
+    c.wf.ok("cloud", "pull", "ask")
+    errs = [tmp_path / f"post{i}.err" for i in range(2)]
+    handles = [open(e, "w") for e in errs]  # noqa: SIM115 (closed below)
+    with project_lock(c.root / ".wf", 10):  # the first post waits here, the second for its record
+        procs = [
+            subprocess.Popen([sys.executable, "-m", "wf", "orch", "post", "cloud", "--no-pick"], cwd=c.root,
+                             env=c.env(), stdout=subprocess.PIPE, stderr=h, text=True)
+            for h in handles
+        ]  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not all("waiting for the " in e.read_text() for e in errs):
+            assert time.monotonic() < deadline, [e.read_text() for e in errs]
+            time.sleep(0.05)
+    outs = [p.communicate(timeout=40)[0] for p in procs]
+    for h in handles:
+        h.close()
+    assert sorted(p.returncode for p in procs) == [0, 1], outs
+    assert sum("ask: awaiting" in o for o in outs) == 1, outs
+    text = (c.root / "TASKS.md").read_text()
+    assert text.count("Recovery: cloud attempt") == 1, text
+    assert len((c.root / "out" / "wf-orch.log").read_text().splitlines()) == 1
+
+
+HOOK = """#!/bin/sh
+# post-checkout: when wf puts the teleport tree back on main, a person's commit lands on
+# the session's branch (as if they had fetched it and worked on it meanwhile)
+[ -f "{mark}" ] || exit 0
+b=$(git for-each-ref --points-at "$1" --format='%(refname)' refs/heads/claude/)
+[ -n "$b" ] || exit 0
+rm -f "{mark}"
+new=$(git commit-tree -p "$1" -m "a person's commit" "$1^{{tree}}")
+git update-ref "$b" "$new"
+echo "$b $new" > "{mark}.done"
+"""
+
+
+def test_the_teleported_branch_is_dropped_only_where_wf_left_it(c: Cloud, tmp_path: Path) -> None:
+    c.setup(task("fix", "opus", "cloud: write fix.txt x"))
+    c.wf.ok("cloud", "send")
+    mark = tmp_path / "move-it"
+    mark.write_text("")
+    hooks = Path(git(c.root, "rev-parse", "--git-common-dir").strip())
+    hooks = (hooks if hooks.is_absolute() else c.root / hooks) / "hooks"
+    hooks.mkdir(exist_ok=True)
+    (hooks / "post-checkout").write_text(HOOK.format(mark=mark))
+    (hooks / "post-checkout").chmod(0o755)
+    assert c.wf.ok("cloud", "pull", "fix").startswith("fix: done (")
+    ref, new = (tmp_path / "move-it.done").read_text().split()
+    # the person's commit is kept: the branch moved, so wf did not delete it
+    assert git(c.root, "rev-parse", "--verify", "-q", ref).strip() == new
+    assert git(c.root, "branch", "--list", "cloud/fix").strip() == "cloud/fix"
 
 
 def test_pull_teleports_in_its_own_tree_never_the_main_checkout(c: Cloud) -> None:

@@ -235,7 +235,7 @@ def post(
         if not rec.state.ended:
             continue
         try:
-            with records.locked(project, rec.id, wait=project.lock_timeout):
+            with records.locked(project, rec.id, wait=project.lock_timeout, on_wait=on_wait):
                 fresh = records.load(project, rec.id)
                 if fresh is None or not fresh.state.ended:
                     continue  # another post took it

@@ -8,7 +8,7 @@ an flock): a pull takes it without waiting, so two pulls of one id never both ac
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -115,12 +115,14 @@ class Busy(WfError):
 
 
 @contextmanager
-def locked(project: Project, task_id: str, *, wait: float = 0.0) -> Iterator[None]:
-    """Hold the record's own lock; Busy at once (or after ``wait`` seconds) if another
-    process holds it."""
+def locked(
+    project: Project, task_id: str, *, wait: float = 0.0, on_wait: Callable[[str], None] | None = None
+) -> Iterator[None]:
+    """Hold the record's own lock; Busy at once (or after ``wait`` seconds, saying so
+    through ``on_wait``) if another process holds it."""
     name = f"{check_id(task_id, 'task id')}.lock"
     try:
-        with project_lock(folder(project), wait, None, name=name):
+        with project_lock(folder(project), wait, on_wait, name=name):
             yield
     except LockTimeout as e:
         raise Busy(task_id, e.holder) from None
