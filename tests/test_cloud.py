@@ -270,6 +270,8 @@ def test_ledger_stops_the_cloud_lane_while_local_lanes_go_on(c: Cloud) -> None:
     )
     assert c.status("two") == "pending"
     assert c.wf.ok("orch", "pick", "sonnet").startswith("spawn: wf-worker model=msonnet")
+    git(c.root, "remote", "remove", "origin")  # the budget is the first thing asked: no tool is
+    assert c.wf.ok("orch", "pick", "cloud").startswith("stop lane cloud: ledger (")  # run or checked
     c.wf.ok("config", "cloud_budget", "0")
     assert "ledger (no cloud_budget in wf.toml)" in c.wf.ok("cloud", "send")
 
@@ -490,6 +492,26 @@ def test_the_teleported_branch_is_dropped_only_where_wf_left_it(c: Cloud, tmp_pa
     # the person's commit is kept: the branch moved, so wf did not delete it
     assert git(c.root, "rev-parse", "--verify", "-q", ref).strip() == new
     assert git(c.root, "branch", "--list", "cloud/fix").strip() == "cloud/fix"
+
+
+def test_a_branch_that_was_there_before_the_teleport_is_never_deleted(c: Cloud) -> None:
+    c.setup(task("fix", "opus", "cloud: write fix.txt x", "cloud: branch claude/shared"))
+    c.wf.ok("cloud", "send")
+    sid = str((c.record("fix") or {})["session"])
+    # a person fetched the session's branch to look at it: it is theirs, not the teleport's
+    git(c.root, "fetch", "-q", str(c.sessions / sid / "work"), "claude/shared:claude/shared")
+    theirs = git(c.root, "rev-parse", "claude/shared").strip()
+    assert c.wf.ok("cloud", "pull", "fix").startswith("fix: done (")
+    assert git(c.root, "rev-parse", "--verify", "-q", "claude/shared").strip() == theirs
+    assert git(c.root, "rev-parse", "cloud/fix").strip() == theirs
+
+
+def test_the_stop_file_stops_the_cloud_lane(c: Cloud) -> None:
+    c.setup(task("big", "opus"))
+    (c.root / "out").mkdir(exist_ok=True)
+    (c.root / "out" / "wf-batch.stop").write_text("")
+    assert c.wf.ok("orch", "pick", "cloud") == "stop lane cloud: stop file out/wf-batch.stop exists\n"
+    assert c.status("big") == "pending" and c.record("big") is None and not c.sessions.exists()
 
 
 def test_pull_teleports_in_its_own_tree_never_the_main_checkout(c: Cloud) -> None:
