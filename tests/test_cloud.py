@@ -228,6 +228,25 @@ def test_a_vanished_session_is_lost_and_goes_back(c: Cloud) -> None:
     assert c.status("gone") == "pending"
 
 
+def test_handback_and_a_session_without_its_report_go_back_to_their_lane(c: Cloud) -> None:
+    c.setup(
+        task("hb", "opus", "cloud: write hb.txt half", "cloud: result handback", "cloud: note too big")
+        + task("mute", "opus", "cloud: result none")
+    )
+    c.wf.ok("cloud", "send")
+    c.wf.ok("cloud", "send")
+    out = c.wf.ok("cloud", "pull", "--all").splitlines()
+    assert out[0].startswith("hb: handback (") and out[1].startswith("mute: lost ("), out
+    posted = {p["task"]: p for p in json.loads(c.wf.ok("orch", "post", "cloud", "--json"))}
+    assert (posted["hb"]["outcome"], posted["hb"]["stop_kind"]) == ("handback", "handback")
+    assert (posted["mute"]["outcome"], posted["mute"]["stop_kind"]) == ("lost", "lost")
+    text = (c.root / "TASKS.md").read_text()
+    assert "ended handback: too big; its work is on branch cloud/hb" in text
+    assert "ended lost: the session ended without the four report lines" in text
+    assert c.status("hb") == "pending" and c.status("mute") == "pending"
+    assert git(c.root, "show", "cloud/hb:hb.txt") == "half\n"  # the partial work is kept
+
+
 def test_post_of_a_running_session_is_refused(c: Cloud) -> None:
     c.setup(task("slow", "opus", "cloud: polls 5"))
     c.wf.ok("cloud", "send")
