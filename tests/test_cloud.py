@@ -447,6 +447,12 @@ def test_a_record_wf_did_not_write_is_never_acted_on(c: Cloud, field: str, value
     for args in (("cloud", "pull", "--all"), ("cloud", "pull", "big"), ("orch", "post", "cloud")):
         r = c.wf(*args)
         assert r.code == 1 and f"corrupt record ({why})" in r.err, (args, r.out, r.err)
+    from wf import project as projectmod
+    from wf.cloud import sidecar
+
+    lines: list[str] = []
+    assert sidecar(projectmod.load(c.root), threading.Event(), interval=0.05, on_line=lines.append) == 0
+    assert len(lines) == 1 and f"corrupt record ({why})" in lines[0] and "the sidecar stops" in lines[0]
     assert git(c.root, "rev-parse", "main") == main
     assert not (c.creds.parent / "projects").exists()  # claude --teleport never ran
     assert f"cloud record cannot be trusted: {why}" in c.wf("doctor").out

@@ -209,26 +209,30 @@ def sidecar(
     pulls = 0
     stopped_at: float | None = None
     while True:
-        if stop.is_set() and stopped_at is None:
-            stopped_at = time.monotonic()
-        if stopped_at is not None:
-            left = ", ".join(r.id for r in records.all_records(project))
-            if not left:
-                say("cloud: no session left")
-                return pulls
-            if state.stop_file(project).exists():
-                say(f"cloud: the stop file is set; sessions left: {left}")
-                return pulls
-            if time.monotonic() - stopped_at > linger:
-                say(f"cloud: gave up after {_dur(linger)}; sessions left: {left}")
-                return pulls
-        if records.all_records(project):
-            pulls += 1
-            say(_one_round(project, backend))
-        if stopped_at is None:
-            stop.wait(interval)
-        else:
-            _sleep(interval, project)
+        try:
+            if stop.is_set() and stopped_at is None:
+                stopped_at = time.monotonic()
+            if stopped_at is not None:
+                left = ", ".join(r.id for r in records.all_records(project))
+                if not left:
+                    say("cloud: no session left")
+                    return pulls
+                if state.stop_file(project).exists():
+                    say(f"cloud: the stop file is set; sessions left: {left}")
+                    return pulls
+                if time.monotonic() - stopped_at > linger:
+                    say(f"cloud: gave up after {_dur(linger)}; sessions left: {left}")
+                    return pulls
+            if records.all_records(project):
+                pulls += 1
+                say(_one_round(project, backend))
+            if stopped_at is None:
+                stop.wait(interval)
+            else:
+                _sleep(interval, project)
+        except WfError as e:  # a record wf cannot trust: a person looks at it (wf doctor)
+            say(f"cloud: {e}; the sidecar stops pulling")
+            return pulls
 
 
 def _sleep(seconds: float, project: Project) -> bool:
