@@ -247,6 +247,16 @@ def test_handback_and_a_session_without_its_report_go_back_to_their_lane(c: Clou
     assert git(c.root, "show", "cloud/hb:hb.txt") == "half\n"  # the partial work is kept
 
 
+def test_the_tools_words_reach_tasks_md_and_the_terminal_shown_never_run(c: Cloud) -> None:
+    c.setup(task("ask", "opus", "cloud: result awaiting", "cloud: note Which \\e]0;pwned\\a\\e[2J API?"))
+    c.wf.ok("cloud", "send")
+    c.wf.ok("cloud", "pull", "ask")
+    out = c.wf.ok("orch", "post", "cloud", "--no-pick")
+    text = (c.root / "TASKS.md").read_text()
+    assert "\x1b" not in out and "\x1b" not in text
+    assert "ended awaiting: Which ^[]0;pwned\\a^[[2J API?" in text, text
+
+
 def test_post_of_a_running_session_is_refused(c: Cloud) -> None:
     c.setup(task("slow", "opus", "cloud: polls 5"))
     c.wf.ok("cloud", "send")

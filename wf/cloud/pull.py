@@ -27,6 +27,7 @@ from wf.cloud.records import CloudRecord
 from wf.errors import WfError
 from wf.project import Project
 from wf.taskfile import check_id
+from wf.text import safe_line
 
 SENDING_GRACE = 600.0  # seconds a send may take before its record counts as lost
 
@@ -159,7 +160,7 @@ def _end(
     tip: str | None,
     cost: float | None,
 ) -> None:
-    note = " ".join(note.split())[:300]
+    note = safe_line(" ".join(note.split()))[:300]  # the tool's words go to TASKS.md: shown, never run
     rec = rec.but(state=state, note=note, commit=tip, cost_usd=cost, ended_at=time.time())
     ledgermod.record_spend(project, rec.id, rec.session or "-", state.value, cost, rec.duration)
     records.save(project, rec)
