@@ -343,13 +343,16 @@ def wait_for(what: object, check: object, limit: float = 90) -> None:
 
 @pytest.mark.timeout(300)
 def test_done_when_a_batch_with_two_local_lanes_and_the_cloud(c: Cloud, tmp_path: Path) -> None:
-    """The done-when of the cloud lane, through the real wf batch: two local lanes and
-    cloud = true; one task comes back from the cloud done (merged, lane=cloud), one comes
-    back awaiting (back to its local lane, Cloud: no, with the Recovery note, and that lane
-    does it in the same batch); a pull racing the batch's pull of the same id skips; the
-    ledger stops the cloud lane at the reserve while the local lanes go on. Each pull is a
-    line of the batch summary. The fake's hold gate (WF_FAKE_CLOUD_HOLD) and the local
-    tasks' Done commands (waiting for a file) order it without timing."""
+    """The done-when of the cloud lane, through the real wf batch alone (no wf cloud send):
+    two local lanes and cloud = true. The batch's sidecar sends the two Cloud: yes tasks
+    (up to max parallel), and its local lanes leave them to it; one comes back done
+    (merged, lane=cloud), one comes back awaiting (back to its local lane, Cloud: no, with
+    the Recovery note, and that lane does it in the same batch); a pull racing the
+    batch's pull of the same id skips; the batch's next send meets the ledger's reserve
+    and the cloud lane stops while the local lanes go on. Each pull, send and stop is a
+    line of the summary; each send counts toward N. The fake's hold gate
+    (WF_FAKE_CLOUD_HOLD) and the local tasks' Done commands (waiting for a file) order it
+    without timing."""
     hold = tmp_path / "hold"
     hold.mkdir()
     go_local = tmp_path / "go-local"
@@ -361,25 +364,26 @@ def test_done_when_a_batch_with_two_local_lanes_and_the_cloud(c: Cloud, tmp_path
 
     c.setup(
         task("c-done", "opus", "cloud: write c.txt from the cloud", extra="Cloud: yes")
-        + task("c-ask", "opus", "cloud: result awaiting", "cloud: note Which API?", "script: write ask.txt x",
-               extra="Cloud: yes")
+        + task("c-ask", "opus", "cloud: result awaiting", "cloud: note Which API?", "cloud: polls 1",
+               "script: write ask.txt x", extra="Cloud: yes")
         + local("l1", "sonnet")
         + local("l2", "opus", "Cloud: no")
         + task("spare", "opus", "script: write spare.txt x"),  # fits the cloud: the ledger keeps it local
         budget=0.15,
         reserve=0.07,
     )  # fmt: skip
-    with open(c.root / "wf.toml", "a") as f:
-        f.write("cloud_pull_every = 0.3\n")
+    c.wf.ok("config", "cloud_pull_every", "0.3")  # a top-level key (appended, it would be the last lane's)
     git(c.root, "commit", "-qam", "pull often")
-    # the cloud lane sends (the orchestrator's pick, and wf cloud send), Cloud: yes first
-    assert "sent c-done (lane opus" in c.wf.ok("orch", "pick", "cloud")
-    assert "sent c-ask (lane opus" in c.wf.ok("cloud", "send")
-    assert c.wf.ok("orch", "pick", "cloud") == "stop lane cloud: max parallel (2 of 2 running)\n"
-    sid = {t: str((c.record(t) or {})["session"]) for t in ("c-done", "c-ask")}
     r = c.proc("batch", "10", "--lanes", "sonnet,opus", WF_FAKE_CLOUD_HOLD=str(hold))
     assert r.returncode == 0, r.stdout + r.stderr
-    # the batch's sidecar pulls c-ask (let through), then holds c-done's record lock ...
+    # the batch sends both Cloud: yes tasks itself; its local lanes take their own
+    wait_for("the batch's sends", lambda: c.record("c-done") is not None and c.record("c-ask") is not None)
+    wait_for("the sessions", lambda: all((c.record(t) or {}).get("session") for t in ("c-done", "c-ask")))
+    sid = {t: str((c.record(t) or {})["session"]) for t in ("c-done", "c-ask")}
+    assert c.status("c-done") == f"in progress: cloud:{sid['c-done']}" or c.status("c-done").startswith(
+        f"in progress: cloud:{sid['c-done']} "
+    )
+    # the sidecar pulls c-ask (still running: let through), then holds c-done's record lock ...
     wait_for("the pull of c-ask", (hold / f"{sid['c-ask']}.held").exists)
     (hold / f"{sid['c-ask']}.go").write_text("")
     wait_for("the pull of c-done", (hold / f"{sid['c-done']}.held").exists)
@@ -388,18 +392,19 @@ def test_done_when_a_batch_with_two_local_lanes_and_the_cloud(c: Cloud, tmp_path
     assert racer.stdout.startswith("c-done: another pull holds it (") and "skipped" in racer.stdout, racer
     assert (c.record("c-done") or {})["state"] == "running"
     (hold / f"{sid['c-done']}.go").write_text("")
-    # the sidecar posts both: c-done merged; c-ask back to its local lane with the note
-    wait_for("the post", lambda: c.record("c-done") is None and c.record("c-ask") is None)
+    # c-done is merged; then c-ask comes back awaiting: back to its local lane with the note
+    wait_for("the posts", lambda: c.record("c-done") is None and c.record("c-ask") is None)
     archived = c.archived()
     assert "lane=cloud" in archived["c-done"] and (c.root / "c.txt").read_text() == "from the cloud\n"
     text = (c.root / "TASKS.md").read_text()
     ask = text[text.index("## c-ask:") : text.index("## l1:")]
     assert "\nCloud: no\n" in ask and "Status:" not in ask, ask
     assert f"Recovery: cloud attempt {sid['c-ask']} ended awaiting: Which API?" in ask, ask
-    # the ledger: the two sessions' spend leaves less than the reserve; the cloud lane stops
+    # the ledger: the batch's send after c-done's spend met the reserve; the cloud lane stopped
     led = json.loads(c.wf.ok("cloud", "ledger", "--json"))
-    assert led["sessions"] == 2 and led["left"] <= led["reserve"] and led["stop"], led
-    assert c.wf.ok("orch", "pick", "cloud").startswith("stop lane cloud: ledger ($")
+    assert led["left"] <= led["reserve"] and led["stop"], led
+    summary_path = c.root / str(json.loads(c.proc("batch", "--status", "--json").stdout)["summary"])
+    wait_for("the ledger's stop line", lambda: "stop lane cloud: ledger ($" in summary_path.read_text())
     assert c.status("spare") == "pending" and c.record("spare") is None
     st = json.loads(c.proc("batch", "--status", "--json").stdout)
     assert st["alive"], st  # the local lanes are still at work (waiting for go-local)
@@ -419,12 +424,27 @@ def test_done_when_a_batch_with_two_local_lanes_and_the_cloud(c: Cloud, tmp_path
     }, archived  # fmt: skip
     assert all((c.root / f).exists() for f in ("ask.txt", "l1.txt", "l2.txt", "spare.txt"))
     summary = Path(st["summary"]).read_text()
-    pulls = [ln for ln in summary.splitlines() if "cloud pull:" in ln]
-    assert pulls and re.fullmatch(r"- \d\d:\d\d cloud pull: .*", pulls[0]), summary
-    assert "c-ask: awaiting (" in pulls[0] and "c-done: done (" in pulls[0], summary
-    assert "posted: c-ask awaiting, c-done done" in pulls[0], summary
+    lines = summary.splitlines()
+    sends = [ln for ln in lines if " cloud: sent " in ln]
+    assert [ln.split(" cloud: sent ")[1].split()[0] for ln in sends] == ["c-done", "c-ask"], summary
+    assert any(
+        re.fullmatch(r"- \d\d:\d\d stop lane cloud: max parallel \(2 of 2 running\)", ln) for ln in lines
+    )
+    pulls = [ln for ln in lines if "cloud pull:" in ln]
+    assert pulls and all(re.fullmatch(r"- \d\d:\d\d cloud pull: .*", ln) for ln in pulls), summary
+    assert any("c-done: done (" in ln and "posted: c-done done" in ln for ln in pulls), summary
+    assert any("c-ask: awaiting (" in ln and "posted: c-ask awaiting" in ln for ln in pulls), summary
+    ledger = next(i for i, ln in enumerate(lines) if "stop lane cloud: ledger ($" in ln)
+    assert ledger < next(i for i, ln in enumerate(lines) if "posted: c-ask awaiting" in ln), summary
+    assert re.search(r"^- \d\d:\d\d cloud c-done done commit=[0-9a-f]{12} ", summary, re.M), summary
     assert "cloud: no session left" in summary, summary
-    assert not (c.root / ".wf" / "cloud").exists() or not list((c.root / ".wf" / "cloud").glob("*.json"))
+    assert "done: 5, not done: 1" in summary, summary  # c-ask's awaiting post is a task line too
+    starts = sorted((c.root / ".wf" / "batch").glob("*.starts"))[-1].read_text().split("\n")
+    assert sorted(x for x in starts if x) == sorted(
+        ["cloud c-done", "cloud c-ask", "local l1", "local l2", "local c-ask", "local spare"]
+    ), starts  # each send counted toward N, as each local start
+    assert not (c.root / ".wf" / "cloud" / "batch.open").exists()
+    assert not list((c.root / ".wf" / "cloud").glob("*.json"))
 
 
 # ------------------------------------------------------------------ the safety rules, one test each
@@ -662,8 +682,7 @@ def test_a_batch_on_a_cloud_project_pulls_its_sessions_into_the_summary(c: Cloud
         task("c-done", "opus", "cloud: write c.txt from the cloud", extra="Cloud: yes")
         + task("l1", "sonnet", "script: write l1.txt x")
     )
-    with open(c.root / "wf.toml", "a") as f:
-        f.write("cloud_pull_every = 0.5\n")
+    c.wf.ok("config", "cloud_pull_every", "0.5")
     assert "to cloud session" in c.wf.ok("cloud", "send")
     r = c.proc("batch", "1", "--lanes", "sonnet")
     assert r.returncode == 0, r.stdout + r.stderr
