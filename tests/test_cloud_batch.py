@@ -9,8 +9,11 @@ import json
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-from tests.test_cloud import Cloud, c, task
+from tests.test_cloud import Cloud, c, task, wait_for
 from wf import project as projectmod
 from wf.cloud import batchlane, sidecar
 
@@ -44,6 +47,24 @@ def run_sidecar(c: Cloud, mark: batchlane.Open, until: str, *, ended: bool = Fal
 
     sidecar(projectmod.load(c.root), stop, interval=0.05, linger=60, on_line=on_line, batch=mark)
     return lines
+
+
+@contextmanager
+def live_sidecar(c: Cloud, mark: batchlane.Open) -> Iterator[list[str]]:
+    """The sidecar of a live batch in a thread; the batch ends when the block does."""
+    stop = threading.Event()
+    lines: list[str] = []
+    side = threading.Thread(
+        target=sidecar,
+        args=(projectmod.load(c.root), stop),
+        kwargs={"interval": 0.05, "linger": 60, "on_line": lines.append, "batch": mark},
+    )
+    side.start()
+    try:
+        yield lines
+    finally:
+        stop.set()
+        side.join()
 
 
 # ------------------------------------------------------------------ local lanes leave Cloud: yes tasks
@@ -80,18 +101,37 @@ def test_once_the_batchs_cloud_lane_stops_local_lanes_take_its_tasks(c: Cloud) -
 
 
 def test_the_sidecar_of_a_live_batch_sends_up_to_max_parallel_and_counts_each(c: Cloud) -> None:
+    yes = "Cloud: yes"
     c.setup(
-        task("a", "opus", "cloud: polls 1", "cloud: write a.txt x") + task("b", "opus", "cloud: write b.txt x")
-        + task("c3", "opus"), parallel=2,
+        task("a", "opus", "cloud: polls 1", "cloud: write a.txt x", extra=yes)
+        + task("b", "opus", "cloud: write b.txt x", extra=yes) + task("c3", "opus", extra=yes), parallel=2,
     )  # fmt: skip
-    lines = run_sidecar(c, open_mark(c), "stop lane cloud: max parallel")
+    with live_sidecar(c, open_mark(c)) as lines:
+        wait_for("max parallel", lambda: any("stop lane cloud: max parallel" in ln for ln in lines))
+        # at max parallel the cloud lane is still open: local lanes leave it c3
+        assert "1 left to the cloud lane" in c.wf.ok("orch", "pick", "opus")
     sent = [ln.split(" cloud: sent ")[1].split()[0] for ln in lines if " cloud: sent " in ln]
-    assert sent[:2] == ["a", "b"], lines
-    assert any(ln.endswith("stop lane cloud: max parallel (2 of 2 running)") for ln in lines), lines
-    assert starts(c)[:2] == ["cloud a", "cloud b"]
+    assert sent == ["a", "b"], lines
+    assert next(ln for ln in lines if "stop lane cloud" in ln).endswith("max parallel (2 of 2 running)"), (
+        lines
+    )
+    assert starts(c) == ["cloud a", "cloud b"]
     assert "a" in c.archived() and "b" in c.archived()  # pulled and posted after the batch's end
     assert c.status("c3") == "pending" and c.record("c3") is None  # never sent after the batch
     assert not (c.root / ".wf" / "cloud" / "batch.open").exists()
+
+
+def test_the_ledger_stops_the_batchs_cloud_lane_for_the_rest_of_the_batch(c: Cloud) -> None:
+    c.setup(task("a", "opus", extra="Cloud: yes"), budget=1, reserve=0.5)
+    (c.root / "out").mkdir(exist_ok=True)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    (c.root / "out" / "wf-cloud.log").write_text(f"ts={now} id=x session=s1 state=done usd=0.6 dur_s=9\n")
+    with live_sidecar(c, open_mark(c)) as lines:
+        wait_for("the ledger's stop", lambda: any("stop lane cloud: " in ln for ln in lines))
+        assert lines[0].endswith("stop lane cloud: ledger ($0.40 of $1.00 left, reserve $0.50)"), lines
+        # closed at once, while the batch lives: local lanes take its Cloud: yes task
+        assert c.wf.ok("orch", "pick", "opus").startswith("spawn: wf-worker model=mopus")
+    assert starts(c) == []
 
 
 def test_the_sidecar_sends_no_task_past_the_batchs_n(c: Cloud) -> None:
@@ -105,19 +145,25 @@ def test_the_sidecar_sends_no_task_past_the_batchs_n(c: Cloud) -> None:
 
 
 def test_after_the_batch_the_sidecar_never_sends(c: Cloud) -> None:
-    c.setup(task("a", "opus"))
+    c.setup(task("a", "opus", "cloud: write a.txt x") + task("b", "opus"), parallel=3)
     lines = run_sidecar(c, open_mark(c), "no session left", ended=True)
     assert lines == ["cloud: no session left"], lines
     assert c.status("a") == "pending" and starts(c) == []
+    # the batch ends in the middle of a round of sends (here: once a is sent): no more
+    lines = run_sidecar(c, open_mark(c), " cloud: sent a ")
+    assert [ln for ln in lines if " cloud: sent " in ln] == [lines[0]] and c.status("b") == "pending", lines
+    assert starts(c) == ["cloud a"]
 
 
 def test_the_stop_file_stops_the_batchs_cloud_lane(c: Cloud) -> None:
-    c.setup(task("a", "opus"))
+    c.setup(task("a", "opus", extra="Cloud: yes"))
     (c.root / "out").mkdir(exist_ok=True)
     (c.root / "out" / "wf-batch.stop").write_text("")
-    lines = run_sidecar(c, open_mark(c), "stop lane cloud: ")
-    assert lines[0].endswith("stop lane cloud: stop file out/wf-batch.stop exists"), lines
-    assert c.status("a") == "pending" and not (c.root / ".wf" / "cloud" / "batch.open").exists()
+    with live_sidecar(c, open_mark(c)) as lines:
+        wait_for("the stop", lambda: any("stop lane cloud: " in ln for ln in lines))
+        assert lines[0].endswith("stop lane cloud: stop file out/wf-batch.stop exists"), lines
+        assert not (c.root / ".wf" / "cloud" / "batch.open").exists()  # closed while the batch lives
+    assert c.status("a") == "pending"
 
 
 def test_a_session_back_awaiting_stops_the_batchs_cloud_lane(c: Cloud) -> None:
