@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import pytest
+
 from tests.test_cloud import Cloud, c, task, wait_for
 from wf import project as projectmod
 from wf.cloud import batchlane, sidecar
@@ -28,8 +30,12 @@ def open_mark(c: Cloud, n: int = 10) -> batchlane.Open:
 
 
 def starts(c: Cloud) -> list[str]:
+    """The batch's starts, as ``local ID`` and ``cloud ID`` (the count agrees with them)."""
     p = c.root / ".wf" / "batch" / f"{STAMP}.starts"
-    return p.read_text().splitlines() if p.exists() else []
+    lines = p.read_text().splitlines() if p.exists() else []
+    out = [ln.replace("sent ", "cloud ", 1) for ln in lines if ln.startswith(("local ", "sent "))]
+    assert batchlane.starts(projectmod.load(c.root), STAMP) == len(out), lines
+    return out
 
 
 def run_sidecar(c: Cloud, mark: batchlane.Open, until: str, *, ended: bool = False) -> list[str]:
@@ -183,7 +189,8 @@ def test_a_session_back_awaiting_stops_the_batchs_cloud_lane(c: Cloud) -> None:
 def test_a_batchs_loop_counts_its_cloud_sends_toward_max_tasks(c: Cloud) -> None:
     c.setup(task("l1", "sonnet", "script: write l1.txt x") + task("l2", "sonnet", "script: write l2.txt x"))
     open_mark(c)
-    batchlane.note_start(projectmod.load(c.root), STAMP, "cloud", "x")  # the sidecar sent one
+    for kind, tid in ((batchlane.CLOUD, "?"), (batchlane.SENT, "x")):  # the sidecar sent one
+        batchlane.note_start(projectmod.load(c.root), STAMP, kind, tid)
     r = c.proc("orch", "run", "sonnet", "--max-tasks", "2", WF_BATCH=STAMP)
     assert "stop lane sonnet: 2 task(s) started: the cap is reached" in r.stdout, r.stdout + r.stderr
     assert starts(c) == ["cloud x", "local l1"]
@@ -214,3 +221,14 @@ def test_wf_lanes_shows_the_cloud_lane(c: Cloud) -> None:
     )
     c.wf.ok("config", "cloud", "false")
     assert [r["lane"] for r in json.loads(c.wf.ok("lanes", "--json"))] == ["sonnet", "opus"]
+
+
+def test_a_send_under_way_already_counts_toward_n(c: Cloud, monkeypatch: pytest.MonkeyPatch) -> None:
+    c.setup(task("big", "opus") + task("l1", "sonnet", "script: write l1.txt x"))
+    monkeypatch.setenv("WF_FAKE_CLOUD_DELAY", "3")  # the session takes its time to be created
+    with live_sidecar(c, open_mark(c, n=1)) as lines:
+        wait_for("the send", lambda: (c.record("big") or {}).get("state") == "sending")
+        r = c.proc("orch", "run", "sonnet", "--max-tasks", "1", WF_BATCH=STAMP)
+        assert "stop lane sonnet: 1 task(s) started: the cap is reached" in r.stdout, r.stdout + r.stderr
+        wait_for("the session", lambda: any(" cloud: sent big " in ln for ln in lines))
+    assert c.status("l1") == "pending" and starts(c) == ["cloud big"]

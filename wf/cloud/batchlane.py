@@ -9,10 +9,11 @@ batch's loop ends. While the mark is there and its batch job lives, local lanes 
 the ``Cloud: yes`` tasks the cloud lane takes to it (``leaves``), so they never race the
 sidecar for one.
 
-The batch's N counts both kinds of start: each local start (by its ``wf orch run``, which
-knows its batch from ``WF_BATCH``) and each cloud send is one line of
-``.wf/batch/<stamp>.starts``; the loop stops at N lines, and so does the sidecar. A cloud
-task counts when it is sent, as a local task counts when it is started.
+The batch's N counts both kinds of start in ``.wf/batch/<stamp>.starts``: each local start
+(by its ``wf orch run``, which knows its batch from ``WF_BATCH``) and each cloud send,
+counted from just before the send (taken back when the send sent nothing); the loop
+starts nothing more at N, and neither does the sidecar. A cloud task counts when it is
+sent, as a local task counts when it is started.
 """
 
 from __future__ import annotations
@@ -114,17 +115,30 @@ def leaves(project: Project, bl: Backlog, task: Task) -> bool:
 # ------------------------------------------------------------------ the batch's N
 
 
+LOCAL = "local"  # a local lane started a task (its id)
+CLOUD = "cloud"  # the sidecar is about to send one: counted from now on
+UNSENT = "unsent"  # ... and sent none: the count taken back
+SENT = "sent"  # ... and sent this task (the id, for a person; not counted again)
+
+
 def note_start(project: Project, stamp: str, kind: str, task_id: str) -> None:
     append_line(_starts_file(project, stamp), f"{kind} {task_id}")  # one short O_APPEND write
 
 
 def starts(project: Project, stamp: str, kind: str | None = None) -> int:
-    """How many tasks this batch started (``kind``: only local, or only cloud)."""
+    """How many tasks this batch started (``kind``: only LOCAL, or only CLOUD): local
+    starts, plus the sidecar's sends counted from just before each send."""
     try:
         lines = _starts_file(project, stamp).read_text("utf-8").splitlines()
     except OSError:
         return 0
-    return sum(1 for ln in lines if ln and (kind is None or ln.split(" ", 1)[0] == kind))
+    n = {k: 0 for k in (LOCAL, CLOUD, UNSENT, SENT)}
+    for ln in lines:
+        k = ln.split(" ", 1)[0]
+        if k in n:
+            n[k] += 1
+    cloud = n[CLOUD] - n[UNSENT]
+    return n[LOCAL] if kind == LOCAL else cloud if kind == CLOUD else n[LOCAL] + cloud
 
 
 def loop_stamp() -> str | None:

@@ -284,13 +284,18 @@ class _BatchSends:
             if batchlane.starts(self.project, self.batch.stamp) >= self.batch.n:
                 self.close(f"{self.batch.n} task(s) started: the cap is reached")
                 return
+            # counted before the send (the batch's loop sees it at once), taken back if none was sent
+            batchlane.note_start(self.project, self.batch.stamp, batchlane.CLOUD, "?")
             try:
                 sent = lanemod.send(self.project, backend=self.backend)
             except WfError as e:
+                batchlane.note_start(self.project, self.batch.stamp, batchlane.UNSENT, "?")
                 self.close(f"send failed: {e}")
                 return
-            if sent.pick.stop is None and sent.record is not None:
-                batchlane.note_start(self.project, self.batch.stamp, "cloud", sent.record.id)
+            if sent.pick.stop is not None or sent.record is None:
+                batchlane.note_start(self.project, self.batch.stamp, batchlane.UNSENT, "?")
+            else:
+                batchlane.note_start(self.project, self.batch.stamp, batchlane.SENT, sent.record.id)
                 self.last_stop = None
                 self.say(
                     f"{time.strftime('%H:%M', time.gmtime())} cloud: sent {sent.record.id} "

@@ -161,7 +161,7 @@ class Loop:
         if rec.recovery is None:
             self.started_tasks += 1
             if self.batch is not None:
-                batchlane.note_start(self.project, self.batch, "local", rec.id)
+                batchlane.note_start(self.project, self.batch, batchlane.LOCAL, rec.id)
         unit_id = f"{lane}-{rec.id}"[:40] + f"-{self.count}"
         spec = Spec(
             run=self.run_id,
@@ -194,7 +194,7 @@ class Loop:
 
     def _started(self) -> int:
         """Tasks started toward --max-tasks: in a batch, its cloud sends count too."""
-        cloud = batchlane.starts(self.project, self.batch, "cloud") if self.batch else 0
+        cloud = batchlane.starts(self.project, self.batch, batchlane.CLOUD) if self.batch else 0
         return self.started_tasks + cloud
 
     def _may_start(self, lane: str) -> StopReason | None:
