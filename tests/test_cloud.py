@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -227,6 +228,35 @@ def test_a_vanished_session_is_lost_and_goes_back(c: Cloud) -> None:
     assert c.status("gone") == "pending"
 
 
+def test_handback_and_a_session_without_its_report_go_back_to_their_lane(c: Cloud) -> None:
+    c.setup(
+        task("hb", "opus", "cloud: write hb.txt half", "cloud: result handback", "cloud: note too big")
+        + task("mute", "opus", "cloud: result none")
+    )
+    c.wf.ok("cloud", "send")
+    c.wf.ok("cloud", "send")
+    out = c.wf.ok("cloud", "pull", "--all").splitlines()
+    assert out[0].startswith("hb: handback (") and out[1].startswith("mute: lost ("), out
+    posted = {p["task"]: p for p in json.loads(c.wf.ok("orch", "post", "cloud", "--json"))}
+    assert (posted["hb"]["outcome"], posted["hb"]["stop_kind"]) == ("handback", "handback")
+    assert (posted["mute"]["outcome"], posted["mute"]["stop_kind"]) == ("lost", "lost")
+    text = (c.root / "TASKS.md").read_text()
+    assert "ended handback: too big; its work is on branch cloud/hb" in text
+    assert "ended lost: the session ended without the four report lines" in text
+    assert c.status("hb") == "pending" and c.status("mute") == "pending"
+    assert git(c.root, "show", "cloud/hb:hb.txt") == "half\n"  # the partial work is kept
+
+
+def test_the_tools_words_reach_tasks_md_and_the_terminal_shown_never_run(c: Cloud) -> None:
+    c.setup(task("ask", "opus", "cloud: result awaiting", "cloud: note Which \\e]0;pwned\\a\\e[2J API?"))
+    c.wf.ok("cloud", "send")
+    c.wf.ok("cloud", "pull", "ask")
+    out = c.wf.ok("orch", "post", "cloud", "--no-pick")
+    text = (c.root / "TASKS.md").read_text()
+    assert "\x1b" not in out and "\x1b" not in text
+    assert "ended awaiting: Which ^[]0;pwned\\a^[[2J API?" in text, text
+
+
 def test_post_of_a_running_session_is_refused(c: Cloud) -> None:
     c.setup(task("slow", "opus", "cloud: polls 5"))
     c.wf.ok("cloud", "send")
@@ -269,70 +299,153 @@ def test_ledger_stops_the_cloud_lane_while_local_lanes_go_on(c: Cloud) -> None:
     )
     assert c.status("two") == "pending"
     assert c.wf.ok("orch", "pick", "sonnet").startswith("spawn: wf-worker model=msonnet")
+    git(c.root, "remote", "remove", "origin")  # the budget is the first thing asked: no tool is
+    assert c.wf.ok("orch", "pick", "cloud").startswith("stop lane cloud: ledger (")  # run or checked
     c.wf.ok("config", "cloud_budget", "0")
     assert "ledger (no cloud_budget in wf.toml)" in c.wf.ok("cloud", "send")
+
+
+def test_the_ledger_stops_at_the_reserve_itself_and_counts_this_period_only(c: Cloud) -> None:
+    c.setup(task("one", "opus"), budget=5, reserve=1)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    (c.root / "out").mkdir(exist_ok=True)
+    log = c.root / "out" / "wf-cloud.log"
+    log.write_text(
+        "ts=2020-01-31T23:59:59Z id=old session=s0 state=done usd=100.000000 dur_s=9\n"  # an earlier period
+        f"ts={now} id=a session=s1 state=done usd=3.500000 dur_s=9\n"
+        f"ts={now} id=b session=s2 state=lost usd=? dur_s=9\n"
+    )
+    led = json.loads(c.wf.ok("cloud", "ledger", "--json"))
+    assert (led["spent"], led["left"], led["sessions"], led["unknown"], led["stop"]) == (3.5, 1.5, 2, 1, None)
+    with open(log, "a") as f:
+        f.write(f"ts={now} id=c session=s3 state=done usd=0.500000 dur_s=9\n")  # left = the reserve
+    led = json.loads(c.wf.ok("cloud", "ledger", "--json"))
+    assert led["left"] == 1.0 and led["stop"] == "$1.00 of $5.00 left, reserve $1.00", led
+    assert c.wf.ok("cloud", "send") == "stop lane cloud: ledger ($1.00 of $5.00 left, reserve $1.00)\n"
+    assert c.status("one") == "pending"
 
 
 # ------------------------------------------------------------------ with a batch: the sidecar
 
 
-@pytest.mark.timeout(240)
-def test_sidecar_beside_the_local_loop(c: Cloud) -> None:
-    """The done-when of the cloud lane, with the sidecar function (wf batch has not
-    landed): two local lanes and cloud = true; one task comes back done, one awaiting and
-    goes back to its local lane, which then does it; a pull racing another skips; the
-    ledger stops the cloud lane while the local lanes go on."""
-    from wf import project as projectmod
-    from wf.cloud import sidecar
+WAIT = """import pathlib, sys, time
+while not pathlib.Path(sys.argv[1]).exists():
+    time.sleep(0.05)
+"""
+
+
+def wait_for(what: object, check: object, limit: float = 90) -> None:
+    deadline = time.monotonic() + limit
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"waited {limit}s for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.timeout(300)
+def test_done_when_a_batch_with_two_local_lanes_and_the_cloud(c: Cloud, tmp_path: Path) -> None:
+    """The done-when of the cloud lane, through the real wf batch alone (no wf cloud send):
+    two local lanes and cloud = true. The batch's sidecar sends the two Cloud: yes tasks
+    (up to max parallel), and its local lanes leave them to it; one comes back done
+    (merged, lane=cloud), one comes back awaiting (back to its local lane, Cloud: no, with
+    the Recovery note, and that lane does it in the same batch); a pull racing the
+    batch's pull of the same id skips; the batch's next send meets the ledger's reserve
+    and the cloud lane stops while the local lanes go on. Each pull, send and stop is a
+    line of the summary; each send counts toward N. The fake's hold gate
+    (WF_FAKE_CLOUD_HOLD) and the local tasks' Done commands (waiting for a file) order it
+    without timing."""
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    go_local = tmp_path / "go-local"
+    (tmp_path / "wait.py").write_text(WAIT)
+    wait = f"Done: `{sys.executable} {tmp_path / 'wait.py'} {go_local}`"
+
+    def local(tid: str, lane: str, extra: str = "") -> str:
+        return f"\n## {tid}: Task {tid}\nModel: m{lane}\n{wait}\n{extra}\nscript: write {tid}.txt x\n"
 
     c.setup(
         task("c-done", "opus", "cloud: write c.txt from the cloud", extra="Cloud: yes")
-        + task("c-ask", "opus", "cloud: result awaiting", "cloud: note Which API?", "script: write ask.txt x")
-        + task("l1", "sonnet", "script: write l1.txt x")
-        + task("l2", "opus", "script: write l2.txt x", extra="Cloud: no"),
-        budget=0.25,
-        reserve=0.1,
-    )
-    assert "to cloud session" in c.wf.ok("orch", "pick", "cloud")
-    assert "to cloud session" in c.wf.ok("cloud", "send")
-    # a pull racing another pull of the same id skips it
-    env = c.env(WF_FAKE_CLOUD_DELAY="1.5")
-    racers = [
-        subprocess.Popen([sys.executable, "-m", "wf", "cloud", "pull", "c-done"], cwd=c.root, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for _ in range(2)
-    ]  # fmt: skip
-    texts = [p.communicate(timeout=60)[0] for p in racers]
-    assert sorted("skipped" in t for t in texts) == [False, True], texts
-    # the batch: the sidecar pulls and posts (no sends) beside the local loop
-    lines: list[str] = []
-    stop = threading.Event()
-    proj = projectmod.load(c.root)
-    side = threading.Thread(
-        target=sidecar, args=(proj, stop), kwargs={"interval": 0.2, "on_line": lines.append}
-    )
-    side.start()
-    deadline = time.monotonic() + 60
-    while not any("posted:" in ln for ln in lines) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    r = c.proc("orch", "run", "sonnet", "opus", timeout=200)
-    stop.set()
-    side.join(timeout=30)
-    assert not side.is_alive()
+        + task("c-ask", "opus", "cloud: result awaiting", "cloud: note Which API?", "cloud: polls 1",
+               "script: write ask.txt x", extra="Cloud: yes")
+        + local("l1", "sonnet")
+        + local("l2", "opus", "Cloud: no")
+        + task("spare", "opus", "script: write spare.txt x"),  # fits the cloud: the ledger keeps it local
+        budget=0.15,
+        reserve=0.07,
+    )  # fmt: skip
+    c.wf.ok("config", "cloud_pull_every", "0.3")  # a top-level key (appended, it would be the last lane's)
+    git(c.root, "commit", "-qam", "pull often")
+    r = c.proc("batch", "10", "--lanes", "sonnet,opus", WF_FAKE_CLOUD_HOLD=str(hold))
     assert r.returncode == 0, r.stdout + r.stderr
-    archived = c.archived()
-    assert {"c-done", "c-ask", "l1", "l2"} <= set(archived), archived
-    assert "lane=cloud" in archived["c-done"] and "lane=opus" in archived["c-ask"]
-    assert (c.root / "c.txt").exists() and (c.root / "ask.txt").exists()
-    round_line = next(ln for ln in lines if "posted:" in ln)
-    assert (
-        "c-ask: awaiting (" in round_line and "c-ask awaiting" in round_line and "c-done done" in round_line
+    # the batch sends both Cloud: yes tasks itself; its local lanes take their own
+    wait_for("the batch's sends", lambda: c.record("c-done") is not None and c.record("c-ask") is not None)
+    wait_for("the sessions", lambda: all((c.record(t) or {}).get("session") for t in ("c-done", "c-ask")))
+    sid = {t: str((c.record(t) or {})["session"]) for t in ("c-done", "c-ask")}
+    assert c.status("c-done") == f"in progress: cloud:{sid['c-done']}" or c.status("c-done").startswith(
+        f"in progress: cloud:{sid['c-done']} "
     )
-    assert lines[-1] == "cloud: no session left"
-    # the ledger stops the cloud lane; the local lanes went on regardless
-    assert c.wf.ok("orch", "pick", "cloud").startswith("stop lane cloud: ledger ($0.08 of $0.25 left")
-    notes = " ".join(ln for ln in (c.root / "TASKS.md").read_text().splitlines() if "Recovery:" in ln)
-    assert notes == "" or "cloud attempt" in notes  # c-ask is archived with its text gone from TASKS.md
+    # the sidecar pulls c-ask (still running: let through), then holds c-done's record lock ...
+    wait_for("the pull of c-ask", (hold / f"{sid['c-ask']}.held").exists)
+    (hold / f"{sid['c-ask']}.go").write_text("")
+    wait_for("the pull of c-done", (hold / f"{sid['c-done']}.held").exists)
+    # ... and a pull racing it skips, touching nothing
+    racer = c.proc("cloud", "pull", "c-done")
+    assert racer.stdout.startswith("c-done: another pull holds it (") and "skipped" in racer.stdout, racer
+    assert (c.record("c-done") or {})["state"] == "running"
+    (hold / f"{sid['c-done']}.go").write_text("")
+    # c-done is merged; then c-ask comes back awaiting: back to its local lane with the note
+    wait_for("the posts", lambda: c.record("c-done") is None and c.record("c-ask") is None)
+    archived = c.archived()
+    assert "lane=cloud" in archived["c-done"] and (c.root / "c.txt").read_text() == "from the cloud\n"
+    text = (c.root / "TASKS.md").read_text()
+    ask = text[text.index("## c-ask:") : text.index("## l1:")]
+    assert "\nCloud: no\n" in ask and "Status:" not in ask, ask
+    assert f"Recovery: cloud attempt {sid['c-ask']} ended awaiting: Which API?" in ask, ask
+    # the ledger: the batch's send after c-done's spend met the reserve; the cloud lane stopped
+    led = json.loads(c.wf.ok("cloud", "ledger", "--json"))
+    assert led["left"] <= led["reserve"] and led["stop"], led
+    summary_path = c.root / str(json.loads(c.proc("batch", "--status", "--json").stdout)["summary"])
+    wait_for("the ledger's stop line", lambda: "stop lane cloud: ledger ($" in summary_path.read_text())
+    assert c.status("spare") == "pending" and c.record("spare") is None
+    st = json.loads(c.proc("batch", "--status", "--json").stdout)
+    assert st["alive"], st  # the local lanes are still at work (waiting for go-local)
+    go_local.write_text("")
+    # the local lanes go on: their own tasks, the task the cloud gave back, the one it left
+    deadline = time.monotonic() + 200
+    while time.monotonic() < deadline:
+        st = json.loads(c.proc("batch", "--status", "--json").stdout)
+        if not st.get("alive"):
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError("the batch did not end")
+    archived = c.archived()
+    assert {k: v for k, v in archived.items() if k != "c-done"} == {
+        "c-ask": "lane=opus", "l1": "lane=sonnet", "l2": "lane=opus", "spare": "lane=opus",
+    }, archived  # fmt: skip
+    assert all((c.root / f).exists() for f in ("ask.txt", "l1.txt", "l2.txt", "spare.txt"))
+    summary = Path(st["summary"]).read_text()
+    lines = summary.splitlines()
+    sends = [ln for ln in lines if " cloud: sent " in ln]
+    assert [ln.split(" cloud: sent ")[1].split()[0] for ln in sends] == ["c-done", "c-ask"], summary
+    assert any(
+        re.fullmatch(r"- \d\d:\d\d stop lane cloud: max parallel \(2 of 2 running\)", ln) for ln in lines
+    )
+    pulls = [ln for ln in lines if "cloud pull:" in ln]
+    assert pulls and all(re.fullmatch(r"- \d\d:\d\d cloud pull: .*", ln) for ln in pulls), summary
+    assert any("c-done: done (" in ln and "posted: c-done done" in ln for ln in pulls), summary
+    assert any("c-ask: awaiting (" in ln and "posted: c-ask awaiting" in ln for ln in pulls), summary
+    ledger = next(i for i, ln in enumerate(lines) if "stop lane cloud: ledger ($" in ln)
+    assert ledger < next(i for i, ln in enumerate(lines) if "posted: c-ask awaiting" in ln), summary
+    assert re.search(r"^- \d\d:\d\d cloud c-done done commit=[0-9a-f]{12} ", summary, re.M), summary
+    assert "cloud: no session left" in summary, summary
+    assert "done: 5, not done: 1" in summary, summary  # c-ask's awaiting post is a task line too
+    starts = sorted((c.root / ".wf" / "batch").glob("*.starts"))[-1].read_text().split("\n")
+    starts = [x.replace("sent ", "cloud ", 1) for x in starts if x.startswith(("local ", "sent "))]
+    assert sorted(starts) == sorted(
+        ["cloud c-done", "cloud c-ask", "local l1", "local l2", "local c-ask", "local spare"]
+    ), starts  # each send counted toward N, as each local start
+    assert not (c.root / ".wf" / "cloud" / "batch.open").exists()
+    assert not list((c.root / ".wf" / "cloud").glob("*.json"))
 
 
 # ------------------------------------------------------------------ the safety rules, one test each
@@ -346,6 +459,115 @@ def test_a_session_id_wf_does_not_accept_is_refused_and_released(
     r = c.wf("cloud", "send")
     assert r.code == 1 and "session id wf does not accept" in r.out
     assert c.status("big") == "pending" and c.record("big") is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "why"),
+    [
+        ("branch", "main", "its branch 'main' is not cloud/big"),
+        ("session", "--help", "its session '--help' is not a session id"),
+        ("id", "other", "its id 'other' is not its file's name"),
+    ],
+)
+def test_a_record_wf_did_not_write_is_never_acted_on(c: Cloud, field: str, value: str, why: str) -> None:
+    c.setup(task("big", "opus", "cloud: write big.txt x"))
+    c.wf.ok("cloud", "send")
+    main = git(c.root, "rev-parse", "main")
+    f = c.root / ".wf" / "cloud" / "big.json"
+    f.write_text(json.dumps({**json.loads(f.read_text()), field: value}))
+    for args in (("cloud", "pull", "--all"), ("cloud", "pull", "big"), ("orch", "post", "cloud")):
+        r = c.wf(*args)
+        assert r.code == 1 and f"corrupt record ({why})" in r.err, (args, r.out, r.err)
+    from wf import project as projectmod
+    from wf.cloud import sidecar
+
+    lines: list[str] = []
+    assert sidecar(projectmod.load(c.root), threading.Event(), interval=0.05, on_line=lines.append) == 0
+    assert len(lines) == 1 and f"corrupt record ({why})" in lines[0] and "the sidecar stops" in lines[0]
+    assert git(c.root, "rev-parse", "main") == main
+    assert not (c.creds.parent / "projects").exists()  # claude --teleport never ran
+    assert f"cloud record cannot be trusted: {why}" in c.wf("doctor").out
+    c.wf("doctor", "--fix")
+    assert not f.exists()
+
+
+@pytest.mark.timeout(60)
+def test_two_posts_of_one_session_at_once_post_it_once(c: Cloud, tmp_path: Path) -> None:
+    from wf.lock import project_lock
+
+    c.setup(task("ask", "opus", "cloud: result awaiting", "cloud: note Which API?"))
+    c.wf.ok("cloud", "send")
+    c.wf.ok("cloud", "pull", "ask")
+    errs = [tmp_path / f"post{i}.err" for i in range(2)]
+    handles = [open(e, "w") for e in errs]  # noqa: SIM115 (closed below)
+    with project_lock(c.root / ".wf", 10):  # the first post waits here, the second for its record
+        procs = [
+            subprocess.Popen([sys.executable, "-m", "wf", "orch", "post", "cloud", "--no-pick"], cwd=c.root,
+                             env=c.env(), stdout=subprocess.PIPE, stderr=h, text=True)
+            for h in handles
+        ]  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not all("waiting for the " in e.read_text() for e in errs):
+            assert time.monotonic() < deadline, [e.read_text() for e in errs]
+            time.sleep(0.05)
+    outs = [p.communicate(timeout=40)[0] for p in procs]
+    for h in handles:
+        h.close()
+    assert sorted(p.returncode for p in procs) == [0, 1], outs
+    assert sum("ask: awaiting" in o for o in outs) == 1, outs
+    text = (c.root / "TASKS.md").read_text()
+    assert text.count("Recovery: cloud attempt") == 1, text
+    assert len((c.root / "out" / "wf-orch.log").read_text().splitlines()) == 1
+
+
+HOOK = """#!/bin/sh
+# post-checkout: when wf puts the teleport tree back on main, a person's commit lands on
+# the session's branch (as if they had fetched it and worked on it meanwhile)
+[ -f "{mark}" ] || exit 0
+b=$(git for-each-ref --points-at "$1" --format='%(refname)' refs/heads/claude/)
+[ -n "$b" ] || exit 0
+rm -f "{mark}"
+new=$(git commit-tree -p "$1" -m "a person's commit" "$1^{{tree}}")
+git update-ref "$b" "$new"
+echo "$b $new" > "{mark}.done"
+"""
+
+
+def test_the_teleported_branch_is_dropped_only_where_wf_left_it(c: Cloud, tmp_path: Path) -> None:
+    c.setup(task("fix", "opus", "cloud: write fix.txt x"))
+    c.wf.ok("cloud", "send")
+    mark = tmp_path / "move-it"
+    mark.write_text("")
+    hooks = Path(git(c.root, "rev-parse", "--git-common-dir").strip())
+    hooks = (hooks if hooks.is_absolute() else c.root / hooks) / "hooks"
+    hooks.mkdir(exist_ok=True)
+    (hooks / "post-checkout").write_text(HOOK.format(mark=mark))
+    (hooks / "post-checkout").chmod(0o755)
+    assert c.wf.ok("cloud", "pull", "fix").startswith("fix: done (")
+    ref, new = (tmp_path / "move-it.done").read_text().split()
+    # the person's commit is kept: the branch moved, so wf did not delete it
+    assert git(c.root, "rev-parse", "--verify", "-q", ref).strip() == new
+    assert git(c.root, "branch", "--list", "cloud/fix").strip() == "cloud/fix"
+
+
+def test_a_branch_that_was_there_before_the_teleport_is_never_deleted(c: Cloud) -> None:
+    c.setup(task("fix", "opus", "cloud: write fix.txt x", "cloud: branch claude/shared"))
+    c.wf.ok("cloud", "send")
+    sid = str((c.record("fix") or {})["session"])
+    # a person fetched the session's branch to look at it: it is theirs, not the teleport's
+    git(c.root, "fetch", "-q", str(c.sessions / sid / "work"), "claude/shared:claude/shared")
+    theirs = git(c.root, "rev-parse", "claude/shared").strip()
+    assert c.wf.ok("cloud", "pull", "fix").startswith("fix: done (")
+    assert git(c.root, "rev-parse", "--verify", "-q", "claude/shared").strip() == theirs
+    assert git(c.root, "rev-parse", "cloud/fix").strip() == theirs
+
+
+def test_the_stop_file_stops_the_cloud_lane(c: Cloud) -> None:
+    c.setup(task("big", "opus"))
+    (c.root / "out").mkdir(exist_ok=True)
+    (c.root / "out" / "wf-batch.stop").write_text("")
+    assert c.wf.ok("orch", "pick", "cloud") == "stop lane cloud: stop file out/wf-batch.stop exists\n"
+    assert c.status("big") == "pending" and c.record("big") is None and not c.sessions.exists()
 
 
 def test_pull_teleports_in_its_own_tree_never_the_main_checkout(c: Cloud) -> None:
@@ -461,8 +683,7 @@ def test_a_batch_on_a_cloud_project_pulls_its_sessions_into_the_summary(c: Cloud
         task("c-done", "opus", "cloud: write c.txt from the cloud", extra="Cloud: yes")
         + task("l1", "sonnet", "script: write l1.txt x")
     )
-    with open(c.root / "wf.toml", "a") as f:
-        f.write("cloud_pull_every = 0.5\n")
+    c.wf.ok("config", "cloud_pull_every", "0.5")
     assert "to cloud session" in c.wf.ok("cloud", "send")
     r = c.proc("batch", "1", "--lanes", "sonnet")
     assert r.returncode == 0, r.stdout + r.stderr

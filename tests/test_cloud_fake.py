@@ -70,6 +70,8 @@ PRINT_CASES = [
     "teleport-print-no-remote",
     "teleport-print-not-git",
     "teleport-print-offline",
+    "teleport-print-not-git",
+    "version",
 ]
 
 
@@ -221,6 +223,30 @@ def test_the_github_remote_rule() -> None:
         "https://github.com/o",
     ):
         assert not is_github(url), url
+
+
+# recordings the fake is not compared with, and why: wf never runs these (an interactive
+# --teleport, auth status), or a first run offline (the parser test reads one)
+NOT_REPLAYED = {
+    "auth-status": "wf does not run claude auth status for the cloud lane",
+    "create-pty-github": "a fresh config: the first-run check finds no network (-onboarded and -offline are replayed)",
+    "create-pty-github-untrusted": "the trust question: the parser and question tests read it",
+    "create-pty-no-remote": "a fresh config: the first-run check finds no network (-onboarded and -offline are replayed)",
+    "create-pty-not-git": "a fresh config: the first-run check finds no network (-onboarded and -offline are replayed)",
+    "create-pty-dirty": "a fresh config: the first-run check finds no network (-onboarded and -offline are replayed)",
+    "teleport-pty-github": "wf teleports with -p only",
+    "teleport-pty-github-onboarded": "wf teleports with -p only",
+    "teleport-pty-github-offline": "wf teleports with -p only",
+    "teleport-pty-dirty": "wf teleports with -p only",
+    "teleport-pty-dirty-onboarded": "wf teleports with -p only",
+    "teleport-pty-no-remote": "wf teleports with -p only",
+}
+
+
+def test_every_recording_is_replayed_or_says_why_not() -> None:
+    names = {f.stem for f in REC.glob("*.json")}
+    assert names - set(PRINT_CASES) - set(PTY_CASES) - set(NOT_REPLAYED) == set()
+    assert set(NOT_REPLAYED) <= names and not set(NOT_REPLAYED) & (set(PRINT_CASES) | set(PTY_CASES))
 
 
 def test_recordings_are_offline_and_sealed() -> None:

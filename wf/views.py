@@ -154,6 +154,10 @@ def lanes(bl: Backlog) -> list[dict[str, Any]]:
                 "active": rec.get("id") if rec else None,
             }
         )
+    if bl.config.cloud:
+        from wf.cloud.lane import lane_row
+
+        out.append(lane_row(bl))
     for name, n in unknown.items():
         out.append(
             {

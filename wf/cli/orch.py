@@ -215,7 +215,7 @@ def _post_cloud(
         )
         return
     for p in posts:
-        click.echo(p.text(), nl=False)
+        click.echo(safe(p.text()), nl=False)
 
 
 @orch.command("status")

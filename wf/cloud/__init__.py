@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from wf.cloud.batchlane import Open
     from wf.project import Project
 
 
@@ -28,11 +29,13 @@ def sidecar(
     interval: float = 600.0,
     linger: float = 24 * 3600.0,
     on_line: Callable[[str], None] | None = None,
+    batch: Open | None = None,
 ) -> int:
-    """Pull (and post, ``--no-pick``) every ``interval`` seconds while ``stop`` is unset;
-    once it is set, go on until no cloud record is left, the stop file appears or
-    ``linger`` seconds passed. Each pull is one line through ``on_line``. See
-    ``wf.cloud.pull.sidecar``."""
+    """Pull (and post, ``--no-pick``) every ``interval`` seconds while ``stop`` is unset,
+    and with ``batch`` (a batch's open cloud lane) send on each round until the cloud lane
+    stops; once ``stop`` is set, only pull, until no cloud record is left, the stop file
+    appears or ``linger`` seconds passed. Each pull, send and stop is one line through
+    ``on_line``. See ``wf.cloud.pull.sidecar``."""
     from wf.cloud.pull import sidecar as run
 
-    return run(project, stop, interval=interval, linger=linger, on_line=on_line)
+    return run(project, stop, interval=interval, linger=linger, on_line=on_line, batch=batch)

@@ -18,6 +18,14 @@ from typing import Protocol
 
 from wf.errors import WfError
 
+# What wf accepts as a session id from the tool's output, before it reaches an argv, a
+# record or a path: a letter or digit first (never an option), then letters, digits, _ and -.
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+
+
+def valid_session(session: str) -> bool:
+    return SESSION_ID.fullmatch(session) is not None
+
 
 class SessionState(enum.StrEnum):
     """Where a cloud session is: running, or how it ended."""

@@ -46,6 +46,7 @@ from wf.cloud.backend import (
     is_github,
     plain,
     refused,
+    valid_session,
 )
 
 CREATE_TIMEOUT = 180.0  # seconds: uploading a repository can take a while
@@ -263,8 +264,15 @@ class ClaudeBackend:
         del code
         return session
 
+    def __init__(self) -> None:
+        self._before: dict[str, set[str]] = {}  # session -> the branches before its teleport
+
     def state(self, repo: Path, session: str, workdir: Path) -> SessionStatus:
+        if not valid_session(session):
+            raise CloudRefused(Refusal.OTHER, f"{session!r} is not a session id wf accepts")
         github_remote(repo)
+        heads = gitops.out(repo, "for-each-ref", "--format=%(refname)", "refs/heads/")
+        self._before[session] = set(heads.split())
         argv = [
             _program(),
             "-p",
@@ -297,7 +305,10 @@ class ClaudeBackend:
 
     def pull(self, repo: Path, session: str, workdir: Path, branch: str) -> str | None:
         """After ``state``: the teleport checked the session's branch out in ``workdir``;
-        ``branch`` is pointed at it and ``workdir`` goes back to main, detached."""
+        ``branch`` is pointed at it and ``workdir`` goes back to main, detached. The branch
+        the teleport made is then deleted, only if it did not exist before the teleport (a
+        person's branch, main, is never touched) and still points at what was pulled."""
+        before = self._before.pop(session, None)
         tip = gitops.rev(workdir, "HEAD")
         teleported = gitops.current_branch(workdir)
         main = gitops.rev(repo, "HEAD")
@@ -310,8 +321,9 @@ class ClaudeBackend:
                 gitops.run(repo, "branch", "--force", "--no-track", branch, tip)
         finally:
             gitops.detach(workdir, main)
-        if tip is not None and teleported and teleported not in (branch, gitops.current_branch(repo)):
-            # the session's own branch, whose commit main or cloud/<id> now holds: dropped
+        made = before is not None and bool(teleported) and f"refs/heads/{teleported}" not in before
+        if tip is not None and made and teleported != branch:
+            # the teleport's own branch, whose commit main or cloud/<id> now holds: dropped
             # only if it still points exactly there (compare-and-swap), so nothing is lost
             gitops.run(repo, "update-ref", "-d", f"refs/heads/{teleported}", tip, ok=(0, 1, 128))
         return tip if own else None

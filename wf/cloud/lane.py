@@ -16,7 +16,6 @@ and lost send the task back to its own local lane (pending, ``Cloud: no``, a
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,9 +23,9 @@ from importlib import resources
 
 from wf import backlog as backlogmod
 from wf import ops
+from wf.cloud import batchlane, records
 from wf.cloud import ledger as ledgermod
-from wf.cloud import records
-from wf.cloud.backend import Backend, CloudRefused, SessionState
+from wf.cloud.backend import Backend, CloudRefused, SessionState, valid_session
 from wf.cloud.records import CloudRecord
 from wf.config import CLOUD_LANE
 from wf.errors import WfError
@@ -37,8 +36,6 @@ from wf.orch.post import Next, Posted, Rule
 from wf.orch.state import Outcome, Stop
 from wf.project import Project
 from wf.taskfile import Task, check_id, utc_stamp
-
-_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 
 # The outcome table, cloud rows: what an ended session does to its task and to the lane.
 TABLE: dict[SessionState, tuple[Outcome, Rule]] = {
@@ -64,23 +61,44 @@ def _need_cloud(project: Project) -> None:
 # ------------------------------------------------------------------ choosing
 
 
-def fits_model(project: Project, model: str) -> bool:
-    allowed = project.config.cloud_models
-    return model in allowed if allowed else "opus" in model.lower()
-
-
 def fitting(project: Project, bl: backlogmod.Backlog) -> list[Task]:
     """Tasks the cloud lane may take, in the order it takes them."""
     out: list[tuple[int, int, float, int, Task]] = []
     for lane in project.config.lanes:
         for t in bl.runner_ready(lane.name):
-            if (t.get("cloud") or "").strip().lower() == "no" or t.sessions == "solo":
-                continue
-            if bl.is_slice_job(t) or not fits_model(project, t.model or lane.model):
+            if not batchlane.takes(project, bl, t, lane.model):
                 continue
             out.append((0 if t.cloud else 1, t.prio, -(t.effort or 0.0), t.start, t))
     out.sort(key=lambda x: x[:4])
     return [x[4] for x in out]
+
+
+def lane_row(bl: backlogmod.Backlog) -> dict[str, object]:
+    """The cloud lane's row of ``wf lanes``: what it would take (ready), its sessions
+    running (progress) and ended but not yet posted, and the tasks they work on (active)."""
+    project = bl.project
+    try:
+        recs = records.all_records(project)
+    except WfError:  # a record wf cannot trust: wf doctor shows it; the row still shows
+        recs = []
+    running = [r for r in recs if not r.state.ended]
+    models = project.config.cloud_models
+    return {
+        "lane": CLOUD_LANE,
+        "model": ",".join(models) if models else "opus-class",
+        "adapter": "cloud",
+        "max_parallel": project.config.cloud_max_parallel,
+        "ready": len(fitting(project, bl)),
+        "progress": len(running),
+        "awaiting": 0,
+        "blocked": 0,
+        "wip": 0,
+        "pending": 0,
+        "ended": len(recs) - len(running),  # pulled, waiting for wf orch post cloud
+        "active": ",".join(r.id for r in running) or None,
+        "sessions": [{"id": r.id, "session": r.session, "state": r.state.value} for r in recs],
+        "virtual": True,
+    }
 
 
 def _running(recs: list[CloudRecord]) -> int:
@@ -172,7 +190,7 @@ def send(
         prompt = prompt_for(project, bl, chosen)
     try:
         session = be.create(project.root, prompt, f"{chosen.id}: {chosen.title}"[:80])
-        if not _SESSION_ID.fullmatch(session.id):
+        if not valid_session(session.id):
             raise WfError(f"claude --cloud gave a session id wf does not accept: {session.id!r}")
     except (CloudRefused, WfError) as e:
         with project_lock(project.wf_dir, project.lock_timeout, on_wait):
@@ -238,7 +256,7 @@ def post(
         if not rec.state.ended:
             continue
         try:
-            with records.locked(project, rec.id, wait=project.lock_timeout):
+            with records.locked(project, rec.id, wait=project.lock_timeout, on_wait=on_wait):
                 fresh = records.load(project, rec.id)
                 if fresh is None or not fresh.state.ended:
                     continue  # another post took it

@@ -20,13 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from wf import gitops
+from wf.cloud import batchlane, records
 from wf.cloud import ledger as ledgermod
-from wf.cloud import records
 from wf.cloud.backend import Backend, CloudRefused, SessionState
 from wf.cloud.records import CloudRecord
 from wf.errors import WfError
 from wf.project import Project
 from wf.taskfile import check_id
+from wf.text import safe_line
 
 SENDING_GRACE = 600.0  # seconds a send may take before its record counts as lost
 
@@ -159,7 +160,7 @@ def _end(
     tip: str | None,
     cost: float | None,
 ) -> None:
-    note = " ".join(note.split())[:300]
+    note = safe_line(" ".join(note.split()))[:300]  # the tool's words go to TASKS.md: shown, never run
     rec = rec.but(state=state, note=note, commit=tip, cost_usd=cost, ended_at=time.time())
     ledgermod.record_spend(project, rec.id, rec.session or "-", state.value, cost, rec.duration)
     records.save(project, rec)
@@ -198,37 +199,121 @@ def sidecar(
     linger: float = 24 * 3600.0,
     on_line: Callable[[str], None] | None = None,
     backend: Backend | None = None,
+    batch: batchlane.Open | None = None,
 ) -> int:
     """Pull every ``interval`` seconds and post what ended (``--no-pick``), reporting each
     pull as one line through ``on_line``. Until ``stop`` is set (the batch ended) this
-    goes on for good; after it, only until no record is left, the stop file appears, or
-    ``linger`` seconds passed. Returns the number of pulls. Never sends."""
+    goes on for good, and with ``batch`` (the batch's open mark) each round also sends
+    (as ``wf orch pick cloud``) until the cloud lane stops for the batch; after ``stop``,
+    only pulls, until no record is left, the stop file appears, or ``linger`` seconds
+    passed. Returns the number of pulls."""
     from wf.orch import state
 
     say = on_line or (lambda _line: None)
+    lane = _BatchSends(project, batch, backend, say) if batch is not None else None
     pulls = 0
     stopped_at: float | None = None
-    while True:
-        if stop.is_set() and stopped_at is None:
-            stopped_at = time.monotonic()
-        if stopped_at is not None:
-            left = ", ".join(r.id for r in records.all_records(project))
-            if not left:
-                say("cloud: no session left")
+    try:
+        while True:
+            try:
+                if stop.is_set() and stopped_at is None:
+                    stopped_at = time.monotonic()
+                    if lane is not None:
+                        lane.close(None)
+                if stopped_at is not None:
+                    left = ", ".join(r.id for r in records.all_records(project))
+                    if not left:
+                        say("cloud: no session left")
+                        return pulls
+                    if state.stop_file(project).exists():
+                        say(f"cloud: the stop file is set; sessions left: {left}")
+                        return pulls
+                    if time.monotonic() - stopped_at > linger:
+                        say(f"cloud: gave up after {_dur(linger)}; sessions left: {left}")
+                        return pulls
+                if records.all_records(project):
+                    pulls += 1
+                    line = _one_round(project, backend, lane)
+                    if line is not None:
+                        say(line)
+                if lane is not None:
+                    lane.send_round(stop)  # sends only while the batch lives
+                if stopped_at is None:
+                    stop.wait(interval)
+                else:
+                    _sleep(interval, project)
+            except WfError as e:  # a record wf cannot trust: a person looks at it (wf doctor)
+                say(f"cloud: {e}; the sidecar stops pulling")
                 return pulls
-            if state.stop_file(project).exists():
-                say(f"cloud: the stop file is set; sessions left: {left}")
-                return pulls
-            if time.monotonic() - stopped_at > linger:
-                say(f"cloud: gave up after {_dur(linger)}; sessions left: {left}")
-                return pulls
-        if records.all_records(project):
-            pulls += 1
-            say(_one_round(project, backend))
-        if stopped_at is None:
-            stop.wait(interval)
-        else:
-            _sleep(interval, project)
+    finally:
+        if lane is not None:
+            lane.close(None)
+
+
+class _BatchSends:
+    """The cloud lane of a live batch: sends on each round while it is open; a stop that
+    holds for the rest of the batch closes it (local lanes may then take its tasks)."""
+
+    def __init__(
+        self, project: Project, batch: batchlane.Open, backend: Backend | None, say: Callable[[str], None]
+    ) -> None:
+        self.project = project
+        self.batch = batch
+        self.backend = backend
+        self.say = say
+        self.open = True
+        self.last_stop: str | None = None
+
+    def _stop_line(self, text: str) -> None:
+        if text != self.last_stop:  # a lane that stays dry says so once
+            self.say(f"{time.strftime('%H:%M', time.gmtime())} stop lane cloud: {text}")
+        self.last_stop = text
+
+    def close(self, why: str | None) -> None:
+        if why is not None and self.open:
+            self._stop_line(why)
+        self.open = False
+        batchlane.close(self.project, self.batch.stamp)
+
+    def send_round(self, ended: threading.Event) -> None:
+        """Send the first fitting task, again and again, until the cloud lane stops."""
+        from wf.cloud import lane as lanemod
+        from wf.orch.state import Stop
+
+        while self.open and not ended.is_set():  # never after the batch's loop
+            if batchlane.starts(self.project, self.batch.stamp) >= self.batch.n:
+                self.close(f"{self.batch.n} task(s) started: the cap is reached")
+                return
+            # counted before the send (the batch's loop sees it at once), taken back if none was sent
+            batchlane.note_start(self.project, self.batch.stamp, batchlane.CLOUD, "?")
+            try:
+                sent = lanemod.send(self.project, backend=self.backend)
+            except WfError as e:
+                batchlane.note_start(self.project, self.batch.stamp, batchlane.UNSENT, "?")
+                self.close(f"send failed: {e}")
+                return
+            if sent.pick.stop is not None or sent.record is None:
+                batchlane.note_start(self.project, self.batch.stamp, batchlane.UNSENT, "?")
+            else:
+                batchlane.note_start(self.project, self.batch.stamp, batchlane.SENT, sent.record.id)
+                self.last_stop = None
+                self.say(
+                    f"{time.strftime('%H:%M', time.gmtime())} cloud: sent {sent.record.id} "
+                    f"(lane {sent.record.lane}) to session {sent.record.session}"
+                )
+                continue
+            stop = sent.pick.stop
+            if stop is None:
+                return
+            if stop.kind in (Stop.MAX_PARALLEL, Stop.NO_WORK):  # it stays open: sends again later
+                self._stop_line(stop.text)
+                return
+            self.close(stop.text)
+
+    def posted_stop(self, text: str) -> None:
+        """A session came back awaiting, handback or lost (or red): the lane stops."""
+        if self.open:
+            self.close(text)
 
 
 def _sleep(seconds: float, project: Project) -> bool:
@@ -243,25 +328,32 @@ def _sleep(seconds: float, project: Project) -> bool:
     return False
 
 
-def _one_round(project: Project, backend: Backend | None) -> str:
+def _one_round(project: Project, backend: Backend | None, lane: _BatchSends | None = None) -> str | None:
     from wf.cloud import lane as lanemod
 
     stamp = time.strftime("%H:%M", time.gmtime())
     try:
         pulled = pull(project, backend=backend)
     except WfError as e:
-        return f"- {stamp} cloud pull failed: {e}"
+        return f"{stamp} cloud pull failed: {e}"
     posted: list[str] = []
+    stops: list[str] = []
     if any(r.state.ended for r in records.all_records(project)):
         try:
             for p in lanemod.post(project, no_pick=True, backend=backend):
                 posted.append(f"{p.task} {p.outcome.value}")
+                if lane is not None and p.next is not None and p.next.stop is not None:
+                    stops.append(p.next.stop.text)
         except WfError as e:
             posted.append(f"post failed: {e}")
     text = "; ".join(pulled.lines)
     if posted:
         text += " | posted: " + ", ".join(posted)
-    return f"- {stamp} cloud pull: {text}"
+    if lane is not None and stops:  # after the pull's line: the lane stops for the batch
+        lane.say(f"{stamp} cloud pull: {text}")
+        lane.posted_stop(stops[0])
+        return None
+    return f"{stamp} cloud pull: {text}"
 
 
 def watch(

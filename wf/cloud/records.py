@@ -8,14 +8,14 @@ an flock): a pull takes it without waiting, so two pulls of one id never both ac
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from wf import records as store
-from wf.cloud.backend import SessionState
+from wf.cloud.backend import SessionState, valid_session
 from wf.errors import LockTimeout, WfError
 from wf.lock import project_lock
 from wf.project import Project
@@ -62,8 +62,29 @@ def path(project: Project, task_id: str) -> Path:
     return folder(project) / f"{check_id(task_id, 'task id')}.json"
 
 
+def _checked(rec: CloudRecord | None, f: Path) -> CloudRecord | None:
+    """A record as wf wrote it, or CorruptRecord: its id, branch and session reach git refs,
+    argvs and paths, so one that is not what wf writes is never acted on."""
+    if rec is None:
+        return None
+    why = None
+    if rec.id != f.stem:
+        why = f"its id {rec.id!r} is not its file's name"
+    elif rec.branch != f"cloud/{rec.id}":
+        why = f"its branch {rec.branch!r} is not cloud/{rec.id}"
+    elif rec.session is not None and not valid_session(rec.session):
+        why = f"its session {rec.session!r} is not a session id"
+    if why is not None:
+        raise store.CorruptRecord(f, why)
+    return rec
+
+
+def load_file(f: Path) -> CloudRecord | None:
+    return _checked(store.load(CloudRecord, f), f)
+
+
 def load(project: Project, task_id: str) -> CloudRecord | None:
-    return store.load(CloudRecord, path(project, task_id))
+    return load_file(path(project, task_id))
 
 
 def save(project: Project, rec: CloudRecord) -> None:
@@ -78,7 +99,7 @@ def all_records(project: Project) -> list[CloudRecord]:
     out = []
     d = folder(project)
     for f in sorted(d.glob("*.json")) if d.is_dir() else []:
-        rec = store.load(CloudRecord, f)
+        rec = load_file(f)
         if rec is not None:
             out.append(rec)
     return out
@@ -94,12 +115,14 @@ class Busy(WfError):
 
 
 @contextmanager
-def locked(project: Project, task_id: str, *, wait: float = 0.0) -> Iterator[None]:
-    """Hold the record's own lock; Busy at once (or after ``wait`` seconds) if another
-    process holds it."""
+def locked(
+    project: Project, task_id: str, *, wait: float = 0.0, on_wait: Callable[[str], None] | None = None
+) -> Iterator[None]:
+    """Hold the record's own lock; Busy at once (or after ``wait`` seconds, saying so
+    through ``on_wait``) if another process holds it."""
     name = f"{check_id(task_id, 'task id')}.lock"
     try:
-        with project_lock(folder(project), wait, None, name=name):
+        with project_lock(folder(project), wait, on_wait, name=name):
             yield
     except LockTimeout as e:
         raise Busy(task_id, e.holder) from None

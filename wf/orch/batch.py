@@ -245,7 +245,9 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
         env = dict(os.environ, **{k: v for k, v in p.env.items() if not v.startswith("<")})
     argv = [a.replace("<stamp>", stamp).replace("<run>", stamp.lower()) for a in p.argv]
     prepared = None
-    cloud = _CloudSidecar(project, rec) if project.config.cloud and p.kind != "prep" else None
+    cloud = _CloudSidecar(project, rec, p) if project.config.cloud and p.kind != "prep" else None
+    if cloud is not None and cloud.batch is not None:
+        env = dict(env or os.environ, WF_BATCH=stamp)  # its loop counts the cloud's sends toward N
     try:
         if p.kind == "prep":
             prepared = _prep_begin(project, stamp, p)
@@ -298,16 +300,20 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
 
 class _CloudSidecar:
     """On a ``cloud = true`` project a batch pulls its cloud sessions every
-    ``cloud_pull_every`` seconds while it lives, posting what ended (never sending); after
-    its loop it keeps pulling until no cloud record is left, the stop file appears or 24 h
-    pass. Each pull is a line of the batch summary."""
+    ``cloud_pull_every`` seconds while it lives, posting what ended; a loop batch also
+    sends on each round (as ``wf orch pick cloud``) until the cloud lane stops for the
+    batch, each send counting toward N. After its loop it keeps pulling (never sending)
+    until no cloud record is left, the stop file appears or 24 h pass. Each pull, send and
+    stop of the cloud lane is a line of the batch summary (``wf.cloud.batchlane``)."""
 
-    def __init__(self, project: Project, rec: Record) -> None:
+    def __init__(self, project: Project, rec: Record, p: Plan) -> None:
         import threading
 
-        from wf.cloud import sidecar
+        from wf.cloud import batchlane, sidecar
 
         summary = project.root / rec.summary
+        # the mark comes before the loop starts: its local lanes leave Cloud: yes tasks to the cloud
+        self.batch = batchlane.open_lane(project, rec.stamp, p.n) if p.kind == "loop" else None
         self.stop = threading.Event()
         self.thread = threading.Thread(
             target=sidecar,
@@ -315,6 +321,7 @@ class _CloudSidecar:
             kwargs={
                 "interval": project.config.cloud_pull_every,
                 "on_line": lambda line: append_line(summary, f"- {line}"),
+                "batch": self.batch,
             },
             daemon=True,
         )

@@ -88,6 +88,8 @@ class Follower:
         self.rec = rec
         self.summary = project.root / rec.summary
         self.lanes = set(rec.plan.get("lanes") or ())
+        if project.config.cloud:
+            self.lanes.add("cloud")  # the batch's cloud sessions are posted tasks too
         out = project.out_dir
         self.files = {
             "orch": out / "wf-orch.log",

@@ -54,6 +54,14 @@ def findings(project: Project, *, fix: bool = False) -> list[Finding]:
                 if companion is not None and bad.path.with_suffix(companion).exists():
                     recstore.move_aside(bad.path.with_suffix(companion))
             out.append(Finding(kind, bad.path.stem, f"{what} cannot be trusted: {why}", "problem", fix))
+    from wf.cloud import records as cloudrecs
+
+    for f in sorted(cloudrecs.folder(project).glob("*.json")) if cloudrecs.folder(project).is_dir() else []:
+        try:
+            cloudrecs.load_file(f)
+        except recstore.CorruptRecord as e:
+            why = e.why + (f"; moved to {recstore.move_aside(f).name}" if fix else "")
+            out.append(Finding("cloud", f.stem, f"cloud record cannot be trusted: {why}", "problem", fix))
     for t in bl.doc.tasks:
         st = t.status
         if st.state == "progress" and st.who == "worker" and t.id not in held_ids:

@@ -35,6 +35,7 @@ from types import FrameType
 from wf import adapters, procs, runs
 from wf import backlog as backlogmod
 from wf.adapters import Failure, Spec
+from wf.cloud import batchlane
 from wf.errors import WfError
 from wf.fsutil import append_line
 from wf.orch import state
@@ -88,6 +89,7 @@ class Loop:
         self.last_done_lane: str | None = None
         self.count = 0
         self.started_tasks = 0
+        self.batch = batchlane.loop_stamp()  # the batch this run belongs to (WF_BATCH), or None
         self.me = os.getpid()
         self.events = project.out_dir / "wf-orch-run.log"
         self.began = time.monotonic()
@@ -161,6 +163,8 @@ class Loop:
         self.count += 1
         if rec.recovery is None:
             self.started_tasks += 1
+            if self.batch is not None:
+                batchlane.note_start(self.project, self.batch, batchlane.LOCAL, rec.id)
         unit_id = f"{lane}-{rec.id}"[:40] + f"-{self.count}"
         spec = Spec(
             run=self.run_id,
@@ -194,10 +198,15 @@ class Loop:
         extra = (" [slice]" if rec.slice else "") + (f"  (recovery: {rec.recovery})" if rec.recovery else "")
         self.emit(f"{lane}: start {rec.id} with {adapter.name} model={rec.model}{extra}")
 
+    def _started(self) -> int:
+        """Tasks started toward --max-tasks: in a batch, its cloud sends count too."""
+        cloud = batchlane.starts(self.project, self.batch, batchlane.CLOUD) if self.batch else 0
+        return self.started_tasks + cloud
+
     def _may_start(self, lane: str) -> StopReason | None:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return StopReason(Stop.TIME_UP, "--for time is up")
-        if self.max_tasks is not None and self.started_tasks >= self.max_tasks:
+        if self.max_tasks is not None and self._started() >= self.max_tasks:
             return StopReason(Stop.TIME_UP, f"{self.max_tasks} task(s) started: the cap is reached")
         broken = self.broken_tools.get(self._adapter_for(lane).name)
         if broken is not None:

@@ -227,12 +227,15 @@ def _choose(project: Project, bl: backlogmod.Backlog, lane: str, task_id: str | 
             raise WfError(f"task {task_id} is not runner-ready: {'; '.join(why)}")
         head = task  # naming a task overrides a hold: a person asked for it
     else:
-        ready = [t for t in bl.runner_ready(lane) if not _held(project, bl, t)]
+        left = {t.id for t in bl.runner_ready(lane) if _left_to_cloud(project, bl, t)}
+        ready = [t for t in bl.runner_ready(lane) if not _held(project, bl, t) and t.id not in left]
         if not ready:
-            held = len(bl.runner_ready(lane))
+            held = len(bl.runner_ready(lane)) - len(left)
             counts = _lane_counts(bl, lane)
             if held:
                 counts = ", ".join(x for x in (counts, f"{held} handed back, waiting for a person") if x)
+            if left:
+                counts = ", ".join(x for x in (counts, f"{len(left)} left to the cloud lane") if x)
             text = f"no runner-ready task ({counts})" if counts else "no runner-ready task"
             return StopReason(Stop.NO_WORK, text)
         head = ready[0]
@@ -243,6 +246,13 @@ def _choose(project: Project, bl: backlogmod.Backlog, lane: str, task_id: str | 
 
 def _held(project: Project, bl: backlogmod.Backlog, task: Task) -> bool:
     return state.held(project, task.id, bl.doc.text[task.span[0] : task.span[1]]) is not None
+
+
+def _left_to_cloud(project: Project, bl: backlogmod.Backlog, task: Task) -> bool:
+    """A batch's cloud lane is open and takes this Cloud: yes task: local lanes leave it."""
+    from wf.cloud import batchlane
+
+    return batchlane.leaves(project, bl, task)
 
 
 def _lane_counts(bl: backlogmod.Backlog, lane: str) -> str:
