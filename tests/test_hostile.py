@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import WfRunner
+from tests.conftest import WfRunner, git
+from tests.test_git import FAKE_GIT, KILL_STEPS
+from tests.test_orch import Orch, lanes_toml, task
 from wf import taskfile
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +39,11 @@ def _wf(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         env=_env(**env),
     )
+
+
+@pytest.fixture
+def o(wf: WfRunner) -> Orch:
+    return Orch(wf)
 
 
 # ------------------------------------------------------------------ one in-place save
@@ -279,3 +287,67 @@ def test_storm_of_adds_with_an_editor_saving_in_place(wf: WfRunner, tmp_path: Pa
 @pytest.mark.skipif(not hasattr(ctypes.CDLL(None), "renameat2"), reason="needs renameat2 (Linux)")
 def test_storm_of_adds_with_an_editor_saving_by_rename(wf: WfRunner, tmp_path: Path) -> None:
     _storm(wf, tmp_path, "rename")
+
+
+# ------------------------------------------------------------------ kill -9 inside wf orch post
+
+# The fake git of tests/test_git.py, plus one step: hang right after the post's merge
+# deleted the task's branch (the merge's last git write; the post's checks, log line and
+# lane record are still to come).
+POST_KILL_STEPS = [*KILL_STEPS, "deleted"]
+POST_FAKE_GIT = FAKE_GIT.replace(
+    "esac",
+    '  deleted:branch\\ -d*) {git} "$@" && hang; exit $? ;;\nesac',
+)
+
+
+@pytest.mark.parametrize("step", POST_KILL_STEPS)
+@pytest.mark.timeout(150)
+def test_kill_orch_post_at_each_step_of_its_merge_then_post_again(o: Orch, step: str, tmp_path: Path) -> None:
+    """kill -9 of `wf orch post` at each git step of the merge it makes (the worker did
+    not merge): the next post finishes it as done, archived once, logged once; the index
+    agrees with main and no temporary index file is left."""
+    import shutil
+
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", "nomerge"))
+    rep = o.work(o.wf.ok("orch", "pick", "a"))
+    assert rep is not None and rep.commit
+    bin_dir = tmp_path / "fakegit"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(POST_FAKE_GIT.format(git=shutil.which("git")))
+    (bin_dir / "git").chmod(0o755)
+    marker = tmp_path / "hung"
+    env = dict(
+        o.env,
+        PATH=f"{bin_dir}{os.pathsep}{o.env['PATH']}",
+        WF_FAKE_GIT_STEP=step,
+        WF_FAKE_GIT_MARKER=str(marker),
+    )
+    args = ("orch", "post", "a", "--result", "done", "--commit", str(rep.commit), "--no-pick")
+    p = subprocess.Popen(
+        [sys.executable, "-m", "wf", *args],
+        cwd=o.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not marker.exists() or not marker.read_text().strip():
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    os.kill(int(marker.read_text()), signal.SIGKILL)
+    assert o.orch_log() == []  # killed before its log line
+    r = o.proc(*args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[0].startswith("a1: done as "), r.stdout
+    assert o.archived() == ["a1"]
+    assert [e["outcome"] for e in o.orch_log()] == ["done"]
+    assert git(o.root, "status", "--porcelain") == ""
+    assert git(o.root, "diff", "--cached", "--name-only") == ""
+    assert git(o.root, "log", "--merges", "--format=%s", "main").count("a1: Task a1") == 1
+    assert "## a1: " not in (o.root / "TASKS.md").read_text()
+    assert list((o.root / ".git").glob("wf-index.*")) == []
+    assert not (o.root / ".wf" / "orch" / "a.json").exists()
+    # and a third post says it was posted, without logging again
+    r = o.proc(*args)
+    assert len(o.orch_log()) == 1
