@@ -34,6 +34,23 @@ def _set_toml(root: Path, line: str) -> None:
         ('tasks = "sub"', "tasks = 'sub' is a folder"),
         ('tasks = ".wf/TASKS.md"', "tasks = '.wf/TASKS.md' is inside .wf/"),
         ('tasks = "docs/TASKS.md"', "tasks = 'docs/TASKS.md' leads outside the work tree"),
+        ('tasks = "out.md"', "tasks = 'out.md' leads outside the work tree"),
+        ('tasks = "git-link.md"', "tasks = 'git-link.md' is inside .git/"),
+        ('tasks = "sub/.git/config"', "tasks = 'sub/.git/config' is inside sub/.git/"),
+        ('tasks = ".worktrees/a/TASKS.md"', "tasks = '.worktrees/a/TASKS.md' is inside .worktrees/"),
+        ('tasks = ".git"', "tasks = '.git' is a folder"),
+        ('archive = "wf.toml"', "archive = 'wf.toml' is the same file as wf.toml"),
+        ('archive = "."', "archive = '.' is a folder"),
+        ('archive = "TASKS.md"', "archive = 'TASKS.md' is the same file as tasks (TASKS.md)"),
+        ('archive = "git-link.md"', "archive = 'git-link.md' is inside .git/"),
+        ('tasks = "fifo"', "tasks = 'fifo' is not a regular file"),
+        ('tasks = "/etc/passwd"', "tasks must be a relative path inside the repository, not '/etc/passwd'"),
+        ('archive = "/tmp/DONE.md"', "archive must be a relative path inside the repository"),
+        ('tasks = "../TASKS.md"', "tasks must be a relative path inside the repository, not '../TASKS.md'"),
+        ('tasks = "sub/../../x.md"', "tasks must be a relative path inside the repository"),
+        ('archive = "a\\\\b.md"', "archive must be a relative path inside the repository"),
+        ('tasks = ""', "tasks must be a relative path inside the repository, not ''"),
+        ("tasks = 1", "tasks must be a string, not 1"),
     ],
 )
 def test_tasks_and_archive_paths_are_checked(wf: WfRunner, tmp_path: Path, line: str, says: str) -> None:
@@ -41,6 +58,9 @@ def test_tasks_and_archive_paths_are_checked(wf: WfRunner, tmp_path: Path, line:
     outside.mkdir()
     (wf.root / "docs").symlink_to(outside)
     (wf.root / "sub").mkdir()
+    (wf.root / "out.md").symlink_to(outside / "TASKS.md")
+    (wf.root / "git-link.md").symlink_to(Path(".git") / "config")
+    os.mkfifo(wf.root / "fifo")
     _set_toml(wf.root, line)
     config_before = (wf.root / ".git" / "config").read_bytes()
     toml_before = (wf.root / "wf.toml").read_bytes()
@@ -68,6 +88,36 @@ def test_a_symlinked_tasks_file_is_written_through(wf: WfRunner) -> None:
     assert [p.name for p in real.parent.iterdir()] == ["TASKS.md"]  # no temp file left
 
 
+def test_symlinked_tracked_files_are_merged_and_archived_through_their_links(wf: WfRunner) -> None:
+    """TASKS.md and DONE.md are links (tracked by git as links) to files in notes/: wf
+    done and wf merge write and commit the targets; the links stay links, nothing is
+    left uncommitted."""
+    notes = wf.root / "notes"
+    notes.mkdir()
+    (wf.root / "TASKS.md").rename(notes / "TASKS.md")
+    (wf.root / "TASKS.md").symlink_to(Path("notes") / "TASKS.md")
+    (notes / "DONE.md").write_text("# Done\n")
+    (wf.root / "DONE.md").symlink_to(Path("notes") / "DONE.md")
+    for tid in ("a", "b", "c"):
+        wf.ok("add", f"Task {tid}", "--id", tid, "--model", "sonnet", "--done", "true")
+    _commit_all(wf.root, "linked backlog")
+    wf.ok("done", "c")
+    _commit_all(wf.root, "c done")
+    rec = json.loads(wf.ok("wt", "add", "sonnet", "a", "--json"))
+    wt = Path(rec["path"])
+    (wt / "work.txt").write_text("done\n")
+    _commit_all(wt, "work on a")
+    wf.ok("merge", "a")
+    for name in ("TASKS.md", "DONE.md"):
+        assert os.readlink(wf.root / name) == f"notes/{name}"
+    assert git(wf.root, "status", "--porcelain") == ""
+    assert git(wf.root, "ls-files", "-s", "TASKS.md", "DONE.md").split()[0::4] == ["120000", "120000"]
+    committed = git(wf.root, "show", "main:notes/TASKS.md")
+    assert "## a: " not in committed and "## b: " in committed
+    assert " a lane=sonnet" in git(wf.root, "show", "main:notes/DONE.md")
+    assert " c " in (notes / "DONE.md").read_text()
+
+
 # ------------------------------------------------------------------ wf.toml numbers and main
 
 
@@ -79,6 +129,15 @@ def test_a_symlinked_tasks_file_is_written_through(wf: WfRunner) -> None:
         ("lock_timeout = -1", "lock_timeout must be a finite number >= 0"),
         ("slice_above = nan", "slice_above must be a finite number >= 0"),
         ("slice_above = -inf", "slice_above must be a finite number >= 0"),
+        ("lock_timeout = true", "lock_timeout must be a number, not True"),
+        ('lock_timeout = "5"', "lock_timeout must be a number, not '5'"),
+        ("backup_days = -0.5", "backup_days must be a finite number >= 0"),
+        ("cloud_budget = nan", "cloud_budget must be a finite number >= 0"),
+        ("cloud_budget = inf", "cloud_budget must be a finite number >= 0"),
+        ("cloud_reserve = -1", "cloud_reserve must be a finite number >= 0"),
+        ("cloud_reserve = false", "cloud_reserve must be a number, not False"),
+        ("cloud_max_parallel = true", "cloud_max_parallel must be a whole number, not True"),
+        ("cloud_pull_every = nan", "cloud_pull_every must be a finite number >= 0"),
         ('main = "HEAD~1"', "main must be a branch name (like main), not 'HEAD~1'"),
         ('main = "main^"', "main must be a branch name"),
         ('main = "@{u}"', "main must be a branch name"),
@@ -90,6 +149,16 @@ def test_numbers_and_main_are_validated(wf: WfRunner, line: str, says: str) -> N
     _set_toml(wf.root, line)
     r = wf("list")
     assert r.code == 1 and f"wf.toml: {says}" in r.err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-3", "true", '"60"'])
+@pytest.mark.parametrize("key", ["stall", "timeout"])
+def test_lane_stall_and_timeout_are_validated(wf: WfRunner, key: str, value: str) -> None:
+    toml = wf.root / "wf.toml"
+    toml.write_text(toml.read_text() + f'\n[lanes.x]\nmodel = "haiku"\n{key} = {value}\n')
+    r = wf("list")
+    assert r.code == 1 and f"lanes.x.{key} must be a positive number of seconds" in r.err, r.err
+    assert "Traceback" not in r.err
 
 
 def test_a_branch_main_is_accepted(wf: WfRunner) -> None:
@@ -326,7 +395,9 @@ def test_an_error_quoting_a_hostile_value_is_safe(wf: WfRunner) -> None:
 def test_runs_status_and_output_are_safe(wf: WfRunner) -> None:
     unit = wf.root / ".wf" / "runs" / "r1" / "u1"
     unit.mkdir(parents=True)
-    (unit / "status.json").write_text(json.dumps({"run": "r1", "unit": "u1", "state": "done", "adapter": "cmd", "exit_code": 0}))
+    (unit / "status.json").write_text(
+        json.dumps({"run": "r1", "unit": "u1", "state": "done", "adapter": "cmd", "exit_code": 0})
+    )
     (unit / "output.txt").write_bytes(b"answer \x1b[2J\x1b[H\x00\xff\xfe\r\nline two\n")
     out = wf.ok("runs", "status", "r1")
     assert "\x1b" not in out and "\x00" not in out and "answer ^[[2J^[[H^@" in out
