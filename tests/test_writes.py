@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -217,6 +219,73 @@ def test_a_field_with_a_bare_cr_is_refused(wf: WfRunner) -> None:
     assert b"\r" not in (wf.root / "TASKS.md").read_bytes()
 
 
+@pytest.mark.parametrize("brk", ["\r", "\v", "\f", "\x1c", "\x85", "\u2028", "\u2029"])
+def test_no_field_or_title_wf_writes_holds_a_line_break(wf: WfRunner, brk: str) -> None:
+    """A character an editor or str.splitlines may take for a line break never lands in
+    a field or title (it would turn the rest into a line of its own: a field, a heading)."""
+    wf.ok("add", "Task", "--model", "haiku")
+    before = (wf.root / "TASKS.md").read_bytes()
+    evil = f"x{brk}## evil: Injected"
+    for args in (
+        ("add", evil),
+        ("add", "T", "--done", evil),
+        ("add", "T", "--model", f"hai{brk}ku"),
+        ("note", "task", evil),
+        ("set", "task", "--done", evil),
+        ("set", "task", "--title", evil),
+        ("status", "task", "blocked", evil),
+        ("status", "task", "progress", f"me{brk}Done: x", "--force"),
+    ):
+        r = wf(*args)
+        assert r.code == 1, (args, r.err)
+        assert "Traceback" not in r.err
+    assert (wf.root / "TASKS.md").read_bytes() == before
+
+
+@pytest.mark.parametrize("brk", ["\x85", "\u2028", "\u2029"])
+def test_a_body_with_a_unicode_line_separator_is_refused(wf: WfRunner, brk: str) -> None:
+    before = (wf.root / "TASKS.md").read_bytes()
+    r = wf("add", "Task", "--body", f"fine{brk}## evil: Injected")
+    assert r.code == 1 and "line separator" in r.err
+    assert (wf.root / "TASKS.md").read_bytes() == before
+
+
+def test_wf_edit_refuses_a_lone_cr(wf: WfRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    wf.ok("add", "Task", "--id", "t")
+    before = (wf.root / "TASKS.md").read_bytes()
+    editor = tmp_path / "ed.sh"
+    editor.write_text('#!/bin/sh\nprintf "## t: T\\nbody\\r## evil: Injected\\n" > "$1"\n')
+    editor.chmod(0o755)
+    monkeypatch.setenv("EDITOR", str(editor))
+    r = wf("edit", "t")
+    assert r.code == 1 and "lone CR" in r.err
+    assert (wf.root / "TASKS.md").read_bytes() == before
+
+
+def test_text_that_is_not_utf8_is_refused_not_a_crash(wf: WfRunner) -> None:
+    """Arguments that are not UTF-8 (bytes a shell passes as they are): a clear refusal,
+    exit 1, never a traceback, the file untouched."""
+    wf.ok("add", "Task", "--id", "t")
+    before = (wf.root / "TASKS.md").read_bytes()
+    cases: list[list[bytes]] = [
+        [b"note", b"t", b"caf\xe9"],
+        [b"add", b"T\xff"],
+        [b"add", b"T", b"--body", b"\xc3"],
+        [b"add", b"T", b"--done", b"\x85"],
+        [b"status", b"t", b"blocked", b"\xfe"],
+        [b"show", b"\xff"],
+    ]
+    for args in cases:
+        p = subprocess.run(
+            [os.fsencode(sys.executable), b"-m", b"wf", *args],
+            cwd=wf.root, capture_output=True, timeout=60,
+            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+        )  # fmt: skip
+        assert p.returncode == 1, (args, p.stderr)
+        assert b"Traceback" not in p.stderr and b"internal error" not in p.stderr, p.stderr
+    assert (wf.root / "TASKS.md").read_bytes() == before
+
+
 # ------------------------------------------------------------------ long lines
 
 
@@ -231,6 +300,20 @@ def test_a_field_with_a_bare_cr_is_refused(wf: WfRunner) -> None:
         "After: a," + " " * 200_000 + ",",
         "K" * 200_000 + ": v",
         "K" * 200_000,
+        "After: " + "a," * 100_000,
+        "Effort: " + "1" * 200_000 + "x",
+        "Effort: " + "1." * 100_000,
+        "Model: " + "a" * 200_000,
+        "Prio: " + "1" * 200_000,
+        "Lane: " + "a-" * 100_000,
+        "Parent: " + "a" * 200_000,
+        "Sessions: " + "owner " * 33_000,
+        "Status: in progress" + " \t" * 100_000,
+        "body " * 40_000,
+        "## a" + " " * 200_000 + "x",
+        "```" + " " * 200_000 + "x\n```" + " " * 200_000,
+        "~~~x\n" + "~" * 100_000 + " " * 100_000,
+        "   ##" + " " * 200_000,
     ],
 )
 def test_a_200000_character_field_line_parses_in_linear_time(wf: WfRunner, line: str) -> None:

@@ -161,7 +161,7 @@ def _crash_log(exc: BaseException) -> str:
     text = f"wf {__version__} {' '.join(sys.argv)}\n" + "".join(
         traceback.format_exception(type(exc), exc, exc.__traceback__)
     )
-    path.write_text(text, "utf-8")
+    path.write_text(text, "utf-8", errors="backslashreplace")  # argv may not be UTF-8
     return str(path)
 
 
