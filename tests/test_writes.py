@@ -487,3 +487,86 @@ def test_runs_status_and_output_are_safe(wf: WfRunner) -> None:
     out = wf.ok("runs", "output", "r1", "u1")
     assert "\x1b" not in out and "\x00" not in out and "\r" not in out
     assert out.startswith("answer ^[[2J^[[H^@\ufffd\ufffd\nline two\n")
+
+
+def _run_units(wf: WfRunner, tmp_path: Path) -> None:
+    """A real `wf run` of two units whose answers and logs hold escape sequences."""
+    script = tmp_path / "evil.py"
+    script.write_text(
+        "import sys\n"
+        "sys.stdout.write('answer \\x1b[2J\\x1b[H wiped \\x9b31m \\u202e rtl \\x07 bell\\n')\n"
+        "sys.stderr.write('err \\x1b]0;title\\x07\\n')\n"
+    )
+    fail = tmp_path / "fail.py"
+    fail.write_text("import sys\nsys.stderr.write('broke \\x1b[2J\\x1b]0;t\\x07\\n')\nsys.exit(3)\n")
+    manifest = tmp_path / "m.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "defaults": {"adapter": "cmd"},
+                "units": [
+                    {"id": "u1", "prompt": "p", "cmd": [sys.executable, str(script)]},
+                    {"id": "u2", "prompt": "p", "cmd": [sys.executable, str(fail)]},
+                ],
+            }
+        )
+    )
+    r = wf.proc("run", str(manifest), "--run", "r1")
+    assert r.code == 4, r.out + r.err
+    assert "\x1b" not in r.out + r.err and "\x07" not in r.out + r.err
+
+
+UNSAFE = ("\x1b", "\x07", "\x9b", "\u202e", "\x00")
+
+
+def test_every_runs_view_is_safe_and_json_carries_the_text(wf: WfRunner, tmp_path: Path) -> None:
+    _run_units(wf, tmp_path)
+    for args in (
+        ("runs",),
+        ("runs", "status", "r1"),
+        ("runs", "output", "r1", "u1"),
+        ("runs", "output", "r1", "u1", "--log"),
+        ("runs", "output", "r1", "u2", "--log"),
+        ("monitor", "r1", "--timeout", "5"),
+        ("gather", "r1", "--timeout", "5"),
+    ):
+        r = wf.proc(*args)
+        said = r.out + r.err
+        assert not [c for c in UNSAFE if c in said], (args, said)
+        if args[0] != "runs" or args[1:2] == ("status",) or args[3:] == ("u1",):
+            assert "^[" in said, (args, said)
+    for args in (("gather", "r1", "--json"), ("monitor", "r1", "--json"), ("runs", "status", "r1", "--json")):
+        r = wf.proc(*args)
+        assert not [c for c in UNSAFE if c in r.out], (args, r.out)
+        json.loads(r.out)
+    doc = json.loads(wf.proc("gather", "r1", "--json").out)
+    u1 = next(u for u in doc["units"] if u["unit"] == "u1")
+    assert u1["output"] == "answer \x1b[2J\x1b[H wiped \x9b31m \u202e rtl \x07 bell\n"
+
+
+def test_the_usage_report_is_safe(wf: WfRunner) -> None:
+    from wf import costlog
+
+    costlog.remember(wf.root)
+    (wf.root / "out").mkdir(exist_ok=True)
+    (wf.root / "out" / "wf-cost.log").write_text(
+        "ts=2026-12-01T00:00:00Z project=repo lane=ev\x1b[2Jil model=m\x9b31m\u202e effort=- id=a "
+        "done=1 turns=3 dur_s=5 usd=0.5 usd_rep=0.9 check=disagree\n"
+    )
+    for by in ("lane", "model"):
+        r = wf.proc("usage", "--report", "--by", by)
+        said = r.out + r.err
+        assert r.code == 0, said
+        assert not [c for c in UNSAFE if c in said], said
+        assert "^[[2J" in said or "\\x9b31m" in said, said
+    out = wf.proc("usage", "--report", "--json").out
+    assert not [c for c in UNSAFE if c in out]
+    assert json.loads(out)[0]["lane"] == "ev\x1b[2Jil"
+
+
+def test_json_output_escapes_c1_and_bidi_controls_but_keeps_the_text(wf: WfRunner) -> None:
+    title = "a\x9b31m\u202e\x7fb é"
+    wf.ok("add", title, "--id", "t")
+    out = wf.ok("list", "--json")
+    assert "\x9b" not in out and "\u202e" not in out and "\x7f" not in out and "é" in out
+    assert json.loads(out)[0]["title"] == title

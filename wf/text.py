@@ -35,3 +35,10 @@ def safe(text: str) -> str:
 def safe_line(text: str) -> str:
     """One line: a newline inside is shown as ``^J`` too."""
     return safe(text).replace("\n", "^J")
+
+
+def json_safe(document: str) -> str:
+    """A JSON document with every control character left in it (DEL, C1, bidirectional;
+    json.dumps escapes C0 itself) written as a ``\\uXXXX`` escape: the same data once
+    parsed. Such characters can only be inside strings, where the escape is valid."""
+    return _UNSAFE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", document)

@@ -8,6 +8,7 @@ import click
 from wf.cli.base import _echo_json, _Group, _on_wait, _print, _project, cli
 from wf.cli.orch import _duration
 from wf.errors import UsageError
+from wf.text import safe
 
 
 @cli.group(cls=_Group)
@@ -73,7 +74,7 @@ def cloud_send(ctx: click.Context, task_id: str | None, as_json: bool) -> None:
             }
         )
     else:
-        click.echo(p.text(), nl=not p.text().endswith("\n"))
+        click.echo(safe(p.text()), nl=not p.text().endswith("\n"))
     if p.stop is not None and p.stop.kind.error:
         ctx.exit(1)
 
