@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,23 @@ def _set_toml(root: Path, line: str) -> None:
         ('tasks = "sub"', "tasks = 'sub' is a folder"),
         ('tasks = ".wf/TASKS.md"', "tasks = '.wf/TASKS.md' is inside .wf/"),
         ('tasks = "docs/TASKS.md"', "tasks = 'docs/TASKS.md' leads outside the work tree"),
+        ('tasks = "out.md"', "tasks = 'out.md' leads outside the work tree"),
+        ('tasks = "git-link.md"', "tasks = 'git-link.md' is inside .git/"),
+        ('tasks = "sub/.git/config"', "tasks = 'sub/.git/config' is inside sub/.git/"),
+        ('tasks = ".worktrees/a/TASKS.md"', "tasks = '.worktrees/a/TASKS.md' is inside .worktrees/"),
+        ('tasks = ".git"', "tasks = '.git' is a folder"),
+        ('archive = "wf.toml"', "archive = 'wf.toml' is the same file as wf.toml"),
+        ('archive = "."', "archive = '.' is a folder"),
+        ('archive = "TASKS.md"', "archive = 'TASKS.md' is the same file as tasks (TASKS.md)"),
+        ('archive = "git-link.md"', "archive = 'git-link.md' is inside .git/"),
+        ('tasks = "fifo"', "tasks = 'fifo' is not a regular file"),
+        ('tasks = "/etc/passwd"', "tasks must be a relative path inside the repository, not '/etc/passwd'"),
+        ('archive = "/tmp/DONE.md"', "archive must be a relative path inside the repository"),
+        ('tasks = "../TASKS.md"', "tasks must be a relative path inside the repository, not '../TASKS.md'"),
+        ('tasks = "sub/../../x.md"', "tasks must be a relative path inside the repository"),
+        ('archive = "a\\\\b.md"', "archive must be a relative path inside the repository"),
+        ('tasks = ""', "tasks must be a relative path inside the repository, not ''"),
+        ("tasks = 1", "tasks must be a string, not 1"),
     ],
 )
 def test_tasks_and_archive_paths_are_checked(wf: WfRunner, tmp_path: Path, line: str, says: str) -> None:
@@ -41,6 +60,9 @@ def test_tasks_and_archive_paths_are_checked(wf: WfRunner, tmp_path: Path, line:
     outside.mkdir()
     (wf.root / "docs").symlink_to(outside)
     (wf.root / "sub").mkdir()
+    (wf.root / "out.md").symlink_to(outside / "TASKS.md")
+    (wf.root / "git-link.md").symlink_to(Path(".git") / "config")
+    os.mkfifo(wf.root / "fifo")
     _set_toml(wf.root, line)
     config_before = (wf.root / ".git" / "config").read_bytes()
     toml_before = (wf.root / "wf.toml").read_bytes()
@@ -68,6 +90,36 @@ def test_a_symlinked_tasks_file_is_written_through(wf: WfRunner) -> None:
     assert [p.name for p in real.parent.iterdir()] == ["TASKS.md"]  # no temp file left
 
 
+def test_symlinked_tracked_files_are_merged_and_archived_through_their_links(wf: WfRunner) -> None:
+    """TASKS.md and DONE.md are links (tracked by git as links) to files in notes/: wf
+    done and wf merge write and commit the targets; the links stay links, nothing is
+    left uncommitted."""
+    notes = wf.root / "notes"
+    notes.mkdir()
+    (wf.root / "TASKS.md").rename(notes / "TASKS.md")
+    (wf.root / "TASKS.md").symlink_to(Path("notes") / "TASKS.md")
+    (notes / "DONE.md").write_text("# Done\n")
+    (wf.root / "DONE.md").symlink_to(Path("notes") / "DONE.md")
+    for tid in ("a", "b", "c"):
+        wf.ok("add", f"Task {tid}", "--id", tid, "--model", "sonnet", "--done", "true")
+    _commit_all(wf.root, "linked backlog")
+    wf.ok("done", "c")
+    _commit_all(wf.root, "c done")
+    rec = json.loads(wf.ok("wt", "add", "sonnet", "a", "--json"))
+    wt = Path(rec["path"])
+    (wt / "work.txt").write_text("done\n")
+    _commit_all(wt, "work on a")
+    wf.ok("merge", "a")
+    for name in ("TASKS.md", "DONE.md"):
+        assert os.readlink(wf.root / name) == f"notes/{name}"
+    assert git(wf.root, "status", "--porcelain") == ""
+    assert git(wf.root, "ls-files", "-s", "TASKS.md", "DONE.md").split()[0::4] == ["120000", "120000"]
+    committed = git(wf.root, "show", "main:notes/TASKS.md")
+    assert "## a: " not in committed and "## b: " in committed
+    assert " a lane=sonnet" in git(wf.root, "show", "main:notes/DONE.md")
+    assert " c " in (notes / "DONE.md").read_text()
+
+
 # ------------------------------------------------------------------ wf.toml numbers and main
 
 
@@ -79,6 +131,15 @@ def test_a_symlinked_tasks_file_is_written_through(wf: WfRunner) -> None:
         ("lock_timeout = -1", "lock_timeout must be a finite number >= 0"),
         ("slice_above = nan", "slice_above must be a finite number >= 0"),
         ("slice_above = -inf", "slice_above must be a finite number >= 0"),
+        ("lock_timeout = true", "lock_timeout must be a number, not True"),
+        ('lock_timeout = "5"', "lock_timeout must be a number, not '5'"),
+        ("backup_days = -0.5", "backup_days must be a finite number >= 0"),
+        ("cloud_budget = nan", "cloud_budget must be a finite number >= 0"),
+        ("cloud_budget = inf", "cloud_budget must be a finite number >= 0"),
+        ("cloud_reserve = -1", "cloud_reserve must be a finite number >= 0"),
+        ("cloud_reserve = false", "cloud_reserve must be a number, not False"),
+        ("cloud_max_parallel = true", "cloud_max_parallel must be a whole number, not True"),
+        ("cloud_pull_every = nan", "cloud_pull_every must be a finite number >= 0"),
         ('main = "HEAD~1"', "main must be a branch name (like main), not 'HEAD~1'"),
         ('main = "main^"', "main must be a branch name"),
         ('main = "@{u}"', "main must be a branch name"),
@@ -90,6 +151,16 @@ def test_numbers_and_main_are_validated(wf: WfRunner, line: str, says: str) -> N
     _set_toml(wf.root, line)
     r = wf("list")
     assert r.code == 1 and f"wf.toml: {says}" in r.err
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-3", "true", '"60"'])
+@pytest.mark.parametrize("key", ["stall", "timeout"])
+def test_lane_stall_and_timeout_are_validated(wf: WfRunner, key: str, value: str) -> None:
+    toml = wf.root / "wf.toml"
+    toml.write_text(toml.read_text() + f'\n[lanes.x]\nmodel = "haiku"\n{key} = {value}\n')
+    r = wf("list")
+    assert r.code == 1 and f"lanes.x.{key} must be a positive number of seconds" in r.err, r.err
+    assert "Traceback" not in r.err
 
 
 def test_a_branch_main_is_accepted(wf: WfRunner) -> None:
@@ -148,6 +219,73 @@ def test_a_field_with_a_bare_cr_is_refused(wf: WfRunner) -> None:
     assert b"\r" not in (wf.root / "TASKS.md").read_bytes()
 
 
+@pytest.mark.parametrize("brk", ["\r", "\v", "\f", "\x1c", "\x85", "\u2028", "\u2029"])
+def test_no_field_or_title_wf_writes_holds_a_line_break(wf: WfRunner, brk: str) -> None:
+    """A character an editor or str.splitlines may take for a line break never lands in
+    a field or title (it would turn the rest into a line of its own: a field, a heading)."""
+    wf.ok("add", "Task", "--model", "haiku")
+    before = (wf.root / "TASKS.md").read_bytes()
+    evil = f"x{brk}## evil: Injected"
+    for args in (
+        ("add", evil),
+        ("add", "T", "--done", evil),
+        ("add", "T", "--model", f"hai{brk}ku"),
+        ("note", "task", evil),
+        ("set", "task", "--done", evil),
+        ("set", "task", "--title", evil),
+        ("status", "task", "blocked", evil),
+        ("status", "task", "progress", f"me{brk}Done: x", "--force"),
+    ):
+        r = wf(*args)
+        assert r.code == 1, (args, r.err)
+        assert "Traceback" not in r.err
+    assert (wf.root / "TASKS.md").read_bytes() == before
+
+
+@pytest.mark.parametrize("brk", ["\x85", "\u2028", "\u2029"])
+def test_a_body_with_a_unicode_line_separator_is_refused(wf: WfRunner, brk: str) -> None:
+    before = (wf.root / "TASKS.md").read_bytes()
+    r = wf("add", "Task", "--body", f"fine{brk}## evil: Injected")
+    assert r.code == 1 and "line separator" in r.err
+    assert (wf.root / "TASKS.md").read_bytes() == before
+
+
+def test_wf_edit_refuses_a_lone_cr(wf: WfRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    wf.ok("add", "Task", "--id", "t")
+    before = (wf.root / "TASKS.md").read_bytes()
+    editor = tmp_path / "ed.sh"
+    editor.write_text('#!/bin/sh\nprintf "## t: T\\nbody\\r## evil: Injected\\n" > "$1"\n')
+    editor.chmod(0o755)
+    monkeypatch.setenv("EDITOR", str(editor))
+    r = wf("edit", "t")
+    assert r.code == 1 and "lone CR" in r.err
+    assert (wf.root / "TASKS.md").read_bytes() == before
+
+
+def test_text_that_is_not_utf8_is_refused_not_a_crash(wf: WfRunner) -> None:
+    """Arguments that are not UTF-8 (bytes a shell passes as they are): a clear refusal,
+    exit 1, never a traceback, the file untouched."""
+    wf.ok("add", "Task", "--id", "t")
+    before = (wf.root / "TASKS.md").read_bytes()
+    cases: list[list[bytes]] = [
+        [b"note", b"t", b"caf\xe9"],
+        [b"add", b"T\xff"],
+        [b"add", b"T", b"--body", b"\xc3"],
+        [b"add", b"T", b"--done", b"\x85"],
+        [b"status", b"t", b"blocked", b"\xfe"],
+        [b"show", b"\xff"],
+    ]
+    for args in cases:
+        p = subprocess.run(
+            [os.fsencode(sys.executable), b"-m", b"wf", *args],
+            cwd=wf.root, capture_output=True, timeout=60,
+            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent)),
+        )  # fmt: skip
+        assert p.returncode == 1, (args, p.stderr)
+        assert b"Traceback" not in p.stderr and b"internal error" not in p.stderr, p.stderr
+    assert (wf.root / "TASKS.md").read_bytes() == before
+
+
 # ------------------------------------------------------------------ long lines
 
 
@@ -162,6 +300,20 @@ def test_a_field_with_a_bare_cr_is_refused(wf: WfRunner) -> None:
         "After: a," + " " * 200_000 + ",",
         "K" * 200_000 + ": v",
         "K" * 200_000,
+        "After: " + "a," * 100_000,
+        "Effort: " + "1" * 200_000 + "x",
+        "Effort: " + "1." * 100_000,
+        "Model: " + "a" * 200_000,
+        "Prio: " + "1" * 200_000,
+        "Lane: " + "a-" * 100_000,
+        "Parent: " + "a" * 200_000,
+        "Sessions: " + "owner " * 33_000,
+        "Status: in progress" + " \t" * 100_000,
+        "body " * 40_000,
+        "## a" + " " * 200_000 + "x",
+        "```" + " " * 200_000 + "x\n```" + " " * 200_000,
+        "~~~x\n" + "~" * 100_000 + " " * 100_000,
+        "   ##" + " " * 200_000,
     ],
 )
 def test_a_200000_character_field_line_parses_in_linear_time(wf: WfRunner, line: str) -> None:
@@ -335,3 +487,86 @@ def test_runs_status_and_output_are_safe(wf: WfRunner) -> None:
     out = wf.ok("runs", "output", "r1", "u1")
     assert "\x1b" not in out and "\x00" not in out and "\r" not in out
     assert out.startswith("answer ^[[2J^[[H^@\ufffd\ufffd\nline two\n")
+
+
+def _run_units(wf: WfRunner, tmp_path: Path) -> None:
+    """A real `wf run` of two units whose answers and logs hold escape sequences."""
+    script = tmp_path / "evil.py"
+    script.write_text(
+        "import sys\n"
+        "sys.stdout.write('answer \\x1b[2J\\x1b[H wiped \\x9b31m \\u202e rtl \\x07 bell\\n')\n"
+        "sys.stderr.write('err \\x1b]0;title\\x07\\n')\n"
+    )
+    fail = tmp_path / "fail.py"
+    fail.write_text("import sys\nsys.stderr.write('broke \\x1b[2J\\x1b]0;t\\x07\\n')\nsys.exit(3)\n")
+    manifest = tmp_path / "m.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "defaults": {"adapter": "cmd"},
+                "units": [
+                    {"id": "u1", "prompt": "p", "cmd": [sys.executable, str(script)]},
+                    {"id": "u2", "prompt": "p", "cmd": [sys.executable, str(fail)]},
+                ],
+            }
+        )
+    )
+    r = wf.proc("run", str(manifest), "--run", "r1")
+    assert r.code == 4, r.out + r.err
+    assert "\x1b" not in r.out + r.err and "\x07" not in r.out + r.err
+
+
+UNSAFE = ("\x1b", "\x07", "\x9b", "\u202e", "\x00")
+
+
+def test_every_runs_view_is_safe_and_json_carries_the_text(wf: WfRunner, tmp_path: Path) -> None:
+    _run_units(wf, tmp_path)
+    for args in (
+        ("runs",),
+        ("runs", "status", "r1"),
+        ("runs", "output", "r1", "u1"),
+        ("runs", "output", "r1", "u1", "--log"),
+        ("runs", "output", "r1", "u2", "--log"),
+        ("monitor", "r1", "--timeout", "5"),
+        ("gather", "r1", "--timeout", "5"),
+    ):
+        r = wf.proc(*args)
+        said = r.out + r.err
+        assert not [c for c in UNSAFE if c in said], (args, said)
+        if args[0] != "runs" or args[1:2] == ("status",) or args[3:] == ("u1",):
+            assert "^[" in said, (args, said)
+    for args in (("gather", "r1", "--json"), ("monitor", "r1", "--json"), ("runs", "status", "r1", "--json")):
+        r = wf.proc(*args)
+        assert not [c for c in UNSAFE if c in r.out], (args, r.out)
+        json.loads(r.out)
+    doc = json.loads(wf.proc("gather", "r1", "--json").out)
+    u1 = next(u for u in doc["units"] if u["unit"] == "u1")
+    assert u1["output"] == "answer \x1b[2J\x1b[H wiped \x9b31m \u202e rtl \x07 bell\n"
+
+
+def test_the_usage_report_is_safe(wf: WfRunner) -> None:
+    from wf import costlog
+
+    costlog.remember(wf.root)
+    (wf.root / "out").mkdir(exist_ok=True)
+    (wf.root / "out" / "wf-cost.log").write_text(
+        "ts=2026-12-01T00:00:00Z project=repo lane=ev\x1b[2Jil model=m\x9b31m\u202e effort=- id=a "
+        "done=1 turns=3 dur_s=5 usd=0.5 usd_rep=0.9 check=disagree\n"
+    )
+    for by in ("lane", "model"):
+        r = wf.proc("usage", "--report", "--by", by)
+        said = r.out + r.err
+        assert r.code == 0, said
+        assert not [c for c in UNSAFE if c in said], said
+        assert "^[[2J" in said or "\\x9b31m" in said, said
+    out = wf.proc("usage", "--report", "--json").out
+    assert not [c for c in UNSAFE if c in out]
+    assert json.loads(out)[0]["lane"] == "ev\x1b[2Jil"
+
+
+def test_json_output_escapes_c1_and_bidi_controls_but_keeps_the_text(wf: WfRunner) -> None:
+    title = "a\x9b31m\u202e\x7fb é"
+    wf.ok("add", title, "--id", "t")
+    out = wf.ok("list", "--json")
+    assert "\x9b" not in out and "\u202e" not in out and "\x7f" not in out and "é" in out
+    assert json.loads(out)[0]["title"] == title

@@ -234,10 +234,7 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
         kw["cloud"] = _typed(data, "cloud", bool, where)
     for key in ("cloud_budget", "cloud_reserve"):
         if key in data:
-            v = float(_typed(data, key, (int, float), where))
-            if v < 0:
-                raise ConfigError(where, f"{key} must be >= 0")
-            kw[key] = v
+            kw[key] = _number(data, key, where)
     if "cloud_period" in data:
         v = _typed(data, "cloud_period", str, where)
         if v not in CLOUD_PERIODS:
@@ -353,7 +350,7 @@ def _access(spec: dict[str, Any], name: str, where: str) -> dict[str, Any]:
     for key in ("stall", "timeout"):
         v = spec.get(key)
         if v is not None:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
                 raise ConfigError(where, f"lanes.{name}.{key} must be a positive number of seconds")
             kw[key] = float(v)
     sandbox = spec.get("sandbox", "workspace-write")

@@ -26,11 +26,25 @@ from wf.taskfile import (
     utc_stamp,
 )
 
+# What an editor, a terminal or Python's str.splitlines may take for a line break: wf
+# never writes one inside a field or title (it would become a line of its own).
+_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+# In a body, LF and CRLF are the line breaks; these would become extra ones.
+_BODY_BREAKS = frozenset("\r\x85\u2028\u2029")
+
+
+def _utf8(value: str, what: str) -> None:
+    """Text from the command line that is not UTF-8 (Python keeps its bytes as lone
+    surrogates) cannot be written to a UTF-8 file."""
+    if any("\ud800" <= c <= "\udfff" for c in value):
+        raise WfError(f"{what} is not valid UTF-8 text")
+
 
 def _one_line(value: str, what: str) -> str:
     v = value.strip()
-    if "\n" in v or "\r" in v:
-        raise WfError(f"{what} must be one line")
+    _utf8(v, what)
+    if any(c in _BREAKS for c in v):
+        raise WfError(f"{what} must be one line (no line breaks, CR, or Unicode line separators)")
     return v
 
 
@@ -218,10 +232,11 @@ def _new_task_text(
     if body and body.strip():
         out.append(eol)
         body_text = body.replace("\r\n", "\n").strip("\n")
-        if "\r" in body_text:
+        _utf8(body_text, "the body")
+        if any(c in _BODY_BREAKS for c in body_text):
             raise WfError(
-                "the body holds a carriage return (\\r) that is not part of a CRLF line break; "
-                "wf writes LF or CRLF line breaks only"
+                "the body holds a carriage return (\\r) that is not part of a CRLF line break, "
+                "or a Unicode line separator; wf writes LF or CRLF line breaks only"
             )
         out.extend(line + eol for line in body_text.split("\n"))
     return "".join(out)

@@ -92,7 +92,7 @@ def repair(project: Project, main: str) -> list[str]:
     subject = gitops.out(root, "log", "-1", "--format=%s", main).strip()
     if not subject.startswith("wf: archive ") or gitops.rev(root, f"{main}^") is None:
         return done
-    for path in (project.config.tasks, project.config.archive):
+    for path in (project.tasks_in_git, project.archive_in_git):
         now = _blob(root, f"{main}:{path}")
         before = _blob(root, f"{main}^:{path}")
         if now == before:
@@ -324,16 +324,16 @@ def _commit_bookkeeping(project: Project, main: str, task_id: str, line: str) ->
     from wf import edits, taskfile
 
     root = project.root
-    tasks_at = gitops.show(root, main, project.config.tasks)
-    archive_at = gitops.show(root, main, project.config.archive)
+    tasks_at = gitops.show(root, main, project.tasks_in_git)
+    archive_at = gitops.show(root, main, project.archive_in_git)
     files: dict[str, str] = {}
     if tasks_at is not None:
-        doc = taskfile.parse_text(tasks_at, project.config.tasks)
+        doc = taskfile.parse_text(tasks_at, project.tasks_in_git)
         if doc.find(task_id) is not None:
-            files[project.config.tasks] = edits.remove_task(doc, task_id).text
-    arch = archivemod.parse(archive_at.encode() if archive_at is not None else None, project.config.archive)
+            files[project.tasks_in_git] = edits.remove_task(doc, task_id).text
+    arch = archivemod.parse(archive_at.encode() if archive_at is not None else None, project.archive_in_git)
     if arch.find(task_id) is None:
-        files[project.config.archive] = archivemod.appended(arch, line).decode("utf-8")
+        files[project.archive_in_git] = archivemod.appended(arch, line).decode("utf-8")
     if files:
         gitops.commit_files(root, main, files, f"wf: archive {task_id}\n")
 

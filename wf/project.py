@@ -32,6 +32,16 @@ class Project(NamedTuple):
         return self.root / self.config.archive
 
     @property
+    def tasks_in_git(self) -> str:
+        """TASKS.md's path as git tracks it: a symlinked TASKS.md is tracked as a link,
+        its content at the link's target (check_paths keeps that inside the tree)."""
+        return _tracked(self.root, self.config.tasks)
+
+    @property
+    def archive_in_git(self) -> str:
+        return _tracked(self.root, self.config.archive)
+
+    @property
     def config_path(self) -> Path:
         return self.root / "wf.toml"
 
@@ -58,6 +68,14 @@ class Project(NamedTuple):
             if math.isfinite(value):
                 return max(0.0, value)
         return self.config.lock_timeout
+
+
+def _tracked(root: Path, rel: str) -> str:
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(root / rel)
+    if real != real_root and real.startswith(real_root + os.sep):
+        return Path(os.path.relpath(real, real_root)).as_posix()
+    return rel
 
 
 def _main_from_gitfile(gitfile: Path) -> Path | None:
@@ -136,8 +154,12 @@ def check_paths(root: Path, cfg: configmod.Config) -> None:
         parts = real.relative_to(real_root).parts
         if not parts or real.is_dir():
             raise refuse("is a folder; name a file such as TASKS.md")
-        if any(p in _OWN_FOLDERS for p in parts[:-1]) or ".git" in parts:
-            raise refuse(f"is inside {parts[0]}/, which belongs to git or wf")
+        if real.exists() and not real.is_file():
+            raise refuse("is not a regular file (a pipe, socket or device); name a file such as TASKS.md")
+        own = [i for i, p in enumerate(parts) if p == ".git" or (p in _OWN_FOLDERS and i < len(parts) - 1)]
+        if own:
+            inside = "/".join(parts[: own[0] + 1])
+            raise refuse(f"is inside {inside}/, which belongs to git or wf")
         if real in seen:
             raise refuse(f"is the same file as {seen[real]}")
         seen[real] = f"{key} ({value})"

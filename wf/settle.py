@@ -32,6 +32,7 @@ from wf.fsutil import fsync_dir
 QUIET = 0.02  # a file whose mtime is younger than this (and not wf's own write) is still moving
 LOST_QUIET = 1.0  # a file that lost tasks must have been still this long (a person's deletion)
 POLL = 0.01
+FUTURE = 1.0  # an mtime further ahead than this is a skewed clock, not a save in progress
 
 
 class Unsettled(WfError):
@@ -203,12 +204,15 @@ def _unsettled_why(
     if own:
         return None, data, stamp
     age = time.time() - st2.st_mtime_ns / 1e9
-    if age < QUIET:
+    # An mtime more than a second ahead is a clock that runs ahead (a copied file, a
+    # network file system), not a save in progress: it would hold wf off for hours.
+    recent = age > -FUTURE
+    if recent and age < QUIET:
         return "it changed a moment ago", data, stamp
     if seen is not None and stamp.units < seen.units:
         if not data:
             return f"it is empty, but held {seen.units} task(s) when wf last wrote it", data, stamp
-        if age < LOST_QUIET:
+        if recent and age < LOST_QUIET:
             return "it lost tasks a moment ago", data, stamp
     return None, data, stamp
 

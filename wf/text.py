@@ -48,3 +48,10 @@ def table(rows: list[list[str]]) -> list[str]:
         cells = [c.ljust(w) for c, w in zip(r, widths, strict=False)] + [r[-1]]
         out.append("  ".join(cells).rstrip())
     return out
+
+
+def json_safe(document: str) -> str:
+    """A JSON document with every control character left in it (DEL, C1, bidirectional;
+    json.dumps escapes C0 itself) written as a ``\\uXXXX`` escape: the same data once
+    parsed. Such characters can only be inside strings, where the escape is valid."""
+    return _UNSAFE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", document)

@@ -26,11 +26,14 @@ from wf.errors import ParseError, WfError
 if TYPE_CHECKING:
     from wf.backlog import Backlog
     from wf.project import Project
-from wf.text import safe
+from wf.text import json_safe, safe
 
 
 def _echo_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=None, ensure_ascii=False, sort_keys=False))
+    """JSON escapes C0 controls itself; DEL, C1 and bidirectional controls (which JSON
+    may carry as they are) are written as \\u escapes too: the same text once parsed,
+    and nothing a terminal would act on."""
+    click.echo(json_safe(json.dumps(data, indent=None, ensure_ascii=False, sort_keys=False)))
 
 
 def _print(as_json: bool, data: Any, lines: Iterable[str]) -> None:
@@ -161,7 +164,7 @@ def _crash_log(exc: BaseException) -> str:
     text = f"wf {__version__} {' '.join(sys.argv)}\n" + "".join(
         traceback.format_exception(type(exc), exc, exc.__traceback__)
     )
-    path.write_text(text, "utf-8")
+    path.write_text(text, "utf-8", errors="backslashreplace")  # argv may not be UTF-8
     return str(path)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from wf.cli.base import _Group, _print, _project, _warn, cli
+from wf.text import safe_line
 
 # ---------------------------------------------------------------- wf res
 
@@ -247,7 +248,7 @@ def batch(
         return 0
     if stop_:
         for line in batchmod.stop(proj):
-            click.echo(line)
+            click.echo(safe_line(line))
         return 0
     assert n is not None
     from wf.orch import batchplan
@@ -267,7 +268,7 @@ def batch(
         return 0
     if dry_run:
         for line in batchplan.dry_run_lines(plan):
-            click.echo(line)
+            click.echo(safe_line(line))
         return 0
     started = batchmod.start(proj, plan)
     click.echo(f"batch {started.stamp} started: job {started.job} (pid {started.pid}), "
@@ -354,7 +355,7 @@ def pilot(ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: boo
     proj = _project(ctx)
 
     def emit(line: str) -> None:
-        click.echo(f"{time.strftime('%H:%M:%S')} {line}")
+        click.echo(f"{time.strftime('%H:%M:%S')} {safe_line(line)}")
 
     end, began = pilotmod.run(
         proj,
@@ -368,5 +369,5 @@ def pilot(ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: boo
     emit(f"pilot ended: {end.value}")
     click.echo(f"cost since {began}:")
     for line in pilotmod.cost_lines(proj, began):
-        click.echo(f"  {line}")
+        click.echo(f"  {safe_line(line)}")
     return 0

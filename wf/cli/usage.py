@@ -9,6 +9,7 @@ import click
 
 from wf.cli.base import _echo_json, _project, _warn, cli
 from wf.errors import WfError
+from wf.text import safe_line
 
 # ---------------------------------------------------------------- usage and cost
 
@@ -98,9 +99,9 @@ def usage_cmd(
             _echo_json(rows)
         else:
             for line in costlog.report_text(rows, by) or [_nothing_found(first_day, project)]:
-                click.echo(line)
+                click.echo(safe_line(line))
             for line in costlog.disagreements(recs):
-                click.echo(line)
+                click.echo(safe_line(line))
         if bad:
             _warn(f"{bad} unreadable line(s) in cost logs were skipped")
         return 0
@@ -149,7 +150,11 @@ def usage_cmd(
         _echo_json({**rec, "malformed": cost.malformed, "files": cost.files})
         return 0
     tilde = "~" if cost.est else ""
-    click.echo(f"{kind} {rec['agent']}  model {cost.model or '-'}  turns {cost.turns}  dur {rec['dur_s']}s")
+    click.echo(
+        safe_line(
+            f"{kind} {rec['agent']}  model {cost.model or '-'}  turns {cost.turns}  dur {rec['dur_s']}s"
+        )
+    )
     click.echo(
         f"in {cost.inp}  out {tilde}{cost.out + cost.est}"
         + (f" ({cost.out} reported)" if cost.est else "")
@@ -160,7 +165,9 @@ def usage_cmd(
     )
     if len(cost.by_model) > 1:
         click.echo(
-            "by model: " + ", ".join(f"{m} {t} turns usd {tilde}{u:.4f}" for m, t, u, _ in cost.by_model)
+            safe_line(
+                "by model: " + ", ".join(f"{m} {t} turns usd {tilde}{u:.4f}" for m, t, u, _ in cost.by_model)
+            )
         )
     return 0
 

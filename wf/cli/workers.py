@@ -58,7 +58,7 @@ class _Live:
         if self.as_json:
             return
         self.line.clear()
-        click.echo(text)
+        click.echo(safe(text))
 
     def tick_units(self, units: list[Any]) -> None:
         if self.as_json or not self.line.enabled:
@@ -199,7 +199,7 @@ def dispatch(
     if as_json:
         _echo_json(u.status)
     else:
-        click.echo(report.unit_line(u.status))
+        click.echo(safe_line(report.unit_line(u.status)))
     return _end_code(outcome)
 
 
@@ -291,7 +291,7 @@ def _outcome_report(proj: Project, outcome: Outcome, code: int, as_json: bool) -
         )
         return
     for s in outcome.skipped:
-        click.echo(f"{s.unit}: skipped: {s.why}")
+        click.echo(safe_line(f"{s.unit}: skipped: {s.why}"))
     click.echo(report.total_line(outcome.run, runs.units(proj, outcome.run)))
 
 
@@ -325,7 +325,7 @@ def runs(ctx: click.Context, count: int, as_json: bool) -> None:
         return
     for row in rows:
         summary = " ".join(f"{k}={v}" for k, v in row["states"].items())  # type: ignore[attr-defined]
-        click.echo(f"{row['run']}  {row['units']} units  {summary}")
+        click.echo(safe_line(f"{row['run']}  {row['units']} units  {summary}"))
 
 
 @runs.command("new")
@@ -412,7 +412,7 @@ def runs_diff(ctx: click.Context, run: str, unit: str) -> None:
     """
     from wf.workers.diff import diff
 
-    click.echo(diff(_project(ctx), run, unit), nl=False)
+    click.echo(safe(diff(_project(ctx), run, unit)), nl=False)
 
 
 @runs.command("retry")
@@ -542,7 +542,7 @@ def monitor(
         )
         return result.code
     for st in result.units:
-        click.echo(report.unit_line(st, runsmod.unit_dir(proj, run, str(st["unit"]))))
+        click.echo(safe_line(report.unit_line(st, runsmod.unit_dir(proj, run, str(st["unit"])))))
     if result.code == watch.GAVE_UP:
         click.echo(f"monitor {run}: gave up after {timeout:g}s; still running")
     return result.code
@@ -618,6 +618,8 @@ def gather(
         click.echo(f"gather {run}: gave up after {timeout:g}s; not every unit has landed")
         return result.code
     for st in result.units:
-        click.echo(f"== {st['unit']} ({report.describe(st)}{', FALLBACK' if st.get('fallback') else ''})")
-        click.echo(outputs[str(st["unit"])].rstrip("\n"))
+        click.echo(
+            safe_line(f"== {st['unit']} ({report.describe(st)}{', FALLBACK' if st.get('fallback') else ''})")
+        )
+        click.echo(safe(outputs[str(st["unit"])].rstrip("\n")))
     return result.code

@@ -315,8 +315,15 @@ def _post_check_done(
     root = project.root
     main = worktrees.main_branch(project)
     entry = backlogmod.load(project).archive.find(rec.id)
-    if entry is None:
-        tip = gitops.rev(root, rec.branch)
+    tip = gitops.rev(root, rec.branch)
+    # Archived, but the branch is still there and in main: a merge killed after its
+    # archive (commit), before it parked the tree and deleted the branch. Finish it.
+    half_done = (
+        entry is not None
+        and tip is not None
+        and gitops.is_ancestor(root, tip, gitops.rev(root, main) or main)
+    )
+    if entry is None or half_done:
         tree = Path(rec.worktree) if rec.worktree else None
         if (
             tip is None

@@ -140,7 +140,7 @@ def commit_changes(project: Project, before: bytes, stamp: str) -> str:
 
     if not project.is_git:
         return "not a git repository: nothing committed"
-    rel = project.config.tasks
+    rel = project.tasks_in_git
     path = project.root / rel
     after = path.read_bytes()
     if after == before:
