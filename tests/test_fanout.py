@@ -966,13 +966,15 @@ def test_the_orch_loop_takes_nothing_from_a_corrupt_unit_status(wf: WfRunner) ->
     damaged: the next run does not post the captured report from a record it cannot
     trust; it works the task again (a recovery)."""
     o = Orch(wf)
-    o.setup(lanes_toml("a"), task("a1", "a", "awaiting Which colour?"))
+    # the worker lingers after its answer (as claude does), so the loop is still waiting on
+    # it when it is killed: the answer is captured, not yet posted
+    o.setup(lanes_toml("a"), task("a1", "a", "awaiting Which colour?", "linger 30"))
     p = _popen(o, "orch", "run", "a")
     rec_path = o.root / ".wf" / "orch" / "a.json"
     _wait_for(lambda: rec_path.exists() and json.loads(rec_path.read_text()).get("unit"), what="the record")
     rec = json.loads(rec_path.read_text())
     folder = o.root / ".wf" / "runs" / rec["run"] / rec["unit"]
-    _wait_for(lambda: "result: awaiting" in runs_text(folder / "output.txt"), what="the answer")
+    _wait_for(lambda: "result: awaiting" in runs_text(folder / "worker.log"), what="the answer")
     os.kill(p.pid, signal.SIGKILL)
     p.communicate(timeout=30)
     other = {"run": rec["run"], "unit": "x", "state": "done", "adapter": "cmd"}  # names another unit

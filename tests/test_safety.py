@@ -107,10 +107,24 @@ def test_post_check_the_trees_head_is_in_main(o: Orch) -> None:
 
 
 def test_post_check_the_branch_is_gone(o: Orch) -> None:
+    """The branch came back holding a commit main lacks: the post is red and the branch
+    (with that work) stays."""
     commit = _worked(o)
-    git(o.root, "branch", "a/a1", commit)  # the merged branch came back
+    extra = git(o.root, "commit-tree", f"{commit}^{{tree}}", "-p", commit, "-m", "more work").strip()
+    git(o.root, "branch", "a/a1", extra)
     out = _post_done(o, commit)
     assert out.startswith("a1: post-check-red") and "branch a/a1 still exists" in out
+    assert git(o.root, "rev-parse", "a/a1").strip() == extra
+
+
+def test_a_merged_branch_that_is_still_there_is_finished(o: Orch) -> None:
+    """Archived, and the branch is still there but wholly in main (a merge killed after its
+    archive commit): the post finishes the merge, never a red post-check."""
+    commit = _worked(o)
+    git(o.root, "branch", "a/a1", commit)
+    out = _post_done(o, commit)
+    assert out.startswith("a1: done as ") and "finished the merge of a/a1" in out, out
+    assert git(o.root, "branch", "--list", "a/a1").strip() == ""
 
 
 def test_post_check_wf_check_is_clean(o: Orch) -> None:
