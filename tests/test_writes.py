@@ -132,7 +132,7 @@ def test_symlinked_tracked_files_are_merged_and_archived_through_their_links(wf:
         ("slice_above = nan", "slice_above must be a finite number >= 0"),
         ("slice_above = -inf", "slice_above must be a finite number >= 0"),
         ("lock_timeout = true", "lock_timeout must be a number, not true"),
-        ('lock_timeout = "5"', "lock_timeout must be a number, not \"5\""),
+        ('lock_timeout = "5"', 'lock_timeout must be a number, not "5"'),
         ("backup_days = -0.5", "backup_days must be a finite number >= 0"),
         ("cloud_budget = nan", "cloud_budget must be a finite number >= 0"),
         ("cloud_budget = inf", "cloud_budget must be a finite number >= 0"),
