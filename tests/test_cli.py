@@ -420,3 +420,14 @@ def test_first_hour_answers(sample: WfRunner, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("just some notes\n")
     r = sample("usage", "--file", str(tmp_path / "notes.txt"))
     assert r.code == 1 and "not a transcript?" in r.err
+
+
+def test_add_refuses_a_body_that_opens_a_fence_it_never_closes(sample: WfRunner) -> None:
+    """Every task added after such a body would be hidden inside the fence."""
+    path = sample.root / "TASKS.md"
+    sample.ok("list")  # a warm parse cache must not change the verdict
+    before = path.read_bytes()
+    r = sample("add", "Fenced", "--body", "```\nsome code")
+    assert r.code == 1 and "opens a code fence it never closes" in r.err, r.err
+    assert path.read_bytes() == before
+    assert sample("add", "Fenced", "--body", "```\nsome code\n```").code == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from wf import parsecache, taskfile
+from wf.errors import IssueKind
 
 TEXT = "# T\n\n## a: A\nMODEL: haiku\nNote: one\nNote: two\n\nbody\n\n## b: B\nDone: x\n##warn\n"
 
@@ -37,3 +38,15 @@ def test_keeps_a_few_entries(tmp_path: Path) -> None:
         text = TEXT + f"\n## t{i}: T\n"
         parsecache.store(tmp_path, taskfile.parse_text(text), text.encode())
     assert len(list(tmp_path.glob("*.parse"))) == parsecache.KEEP
+
+
+def test_an_issue_keeps_its_kind_through_the_cache(tmp_path: Path) -> None:
+    """Code acts on an issue's kind (an unclosed fence refuses an edit): a cached parse
+    must give the same kinds as a fresh one."""
+    data = b"# Tasks\n\n## a: A\n```\n## b: B\n"
+    doc = taskfile.parse(data)
+    assert [i.kind for i in doc.issues] == [IssueKind.UNCLOSED_FENCE]
+    parsecache.store(tmp_path, doc, data)
+    cached = parsecache.load(tmp_path, "TASKS.md", data, data.decode())
+    assert cached is not None
+    assert [(i.line, i.kind) for i in cached.issues] == [(i.line, i.kind) for i in doc.issues]

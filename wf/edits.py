@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from wf.errors import ParseIssue, WfError
+from wf.errors import IssueKind, ParseIssue, WfError
 from wf.taskfile import (
     KEYS,
     Task,
@@ -76,7 +76,7 @@ def replace_region(
     errors = [e for e in local.errors if tolerate is None or e.task != tolerate]
     if errors:
         raise _refuse(errors, lstart)
-    if cend < len(doc.text) and any(i.message.startswith("code fence is never closed") for i in local.issues):
+    if cend < len(doc.text) and any(i.kind is IssueKind.UNCLOSED_FENCE for i in local.issues):
         raise WfError(
             "refusing an edit that opens a code fence it never closes (it would hide the tasks after it)"
         )
@@ -254,7 +254,7 @@ def append_task(
     check_id(task_id)
     if doc.find(task_id) is not None:
         raise WfError(f"id {task_id!r} is already used")
-    if body and any(i.message.startswith("code fence is never closed") for i in parse_text(body).issues):
+    if body and any(i.kind is IssueKind.UNCLOSED_FENCE for i in parse_text(body).issues):
         raise WfError("the body opens a code fence it never closes (every task after it would be hidden)")
     if doc.tasks:
         index = len(doc.tasks) - 1

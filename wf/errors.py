@@ -7,6 +7,8 @@ their data, so callers (and tests) can look at what went wrong, not just read it
 
 from __future__ import annotations
 
+import enum
+
 
 class WfError(Exception):
     """An expected failure: bad input, a refused operation, a busy resource."""
@@ -27,12 +29,28 @@ class UsageError(WfError):
     exit_code = 2
 
 
+class IssueKind(enum.Enum):
+    """What kind of problem a ParseIssue is, for the code that acts on one (its message is
+    only for people)."""
+
+    OTHER = "other"
+    UNCLOSED_FENCE = "unclosed-fence"  # a code fence never closed: it hides what follows
+
+
 class ParseIssue:
     """One problem found in a file: where, how bad, what."""
 
-    __slots__ = ("level", "line", "message", "path", "task")
+    __slots__ = ("kind", "level", "line", "message", "path", "task")
 
-    def __init__(self, path: str, line: int, level: str, message: str, task: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        line: int,
+        level: str,
+        message: str,
+        task: str | None = None,
+        kind: IssueKind = IssueKind.OTHER,
+    ) -> None:
         self.path = path
         self.line = line
         self.level = level  # "error" or "warning"
@@ -40,9 +58,10 @@ class ParseIssue:
         # The task the problem is confined to (a bad field value, an unknown After id):
         # it stops only writes that touch that task. None: the file's structure itself.
         self.task = task
+        self.kind = kind
 
     def moved(self, delta: int) -> ParseIssue:
-        return ParseIssue(self.path, self.line + delta, self.level, self.message, self.task)
+        return ParseIssue(self.path, self.line + delta, self.level, self.message, self.task, self.kind)
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path

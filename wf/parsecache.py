@@ -16,10 +16,10 @@ import os
 from pathlib import Path
 
 from wf import __version__
-from wf.errors import ParseIssue
+from wf.errors import IssueKind, ParseIssue
 from wf.taskfile import Task, TasksFile
 
-FORMAT = 4  # bump whenever the rows change shape
+FORMAT = 5  # bump whenever the rows change shape
 
 
 def _key(data: bytes) -> bytes:
@@ -44,7 +44,8 @@ def load(cache_dir: Path, name: str, data: bytes, text: str) -> TasksFile | None
         tasks = [Task(*row) for row in rows]
         if tasks and not (isinstance(tasks[0].kv, dict) and isinstance(tasks[0].raw_pairs, str)):
             return None
-        return TasksFile(name, text, tasks, [ParseIssue(name, ln, lv, msg, tk) for ln, lv, msg, tk in issues])
+        found = [ParseIssue(name, ln, lv, msg, tk, IssueKind(kd)) for ln, lv, msg, tk, kd in issues]
+        return TasksFile(name, text, tasks, found)
     except (OSError, ValueError, EOFError, TypeError):
         return None
 
@@ -60,7 +61,7 @@ def store(cache_dir: Path, doc: TasksFile, data: bytes) -> None:
     # Field lines as one string per task: marshal reads a string many times faster
     # than a tuple of small tuples.
     rows = [(t.id, t.title, t.start, t.end, _compact(t), t.kv, t.span) for t in doc.tasks]
-    issues = [(i.line, i.level, i.message, i.task) for i in doc.issues]
+    issues = [(i.line, i.level, i.message, i.task, i.kind.value) for i in doc.issues]
     key = _key(data)
     path = _file(cache_dir, doc.path, key)
     tmp = path.with_name(f".{path.name}.{os.getpid()}")

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from wf.errors import ParseError, ParseIssue, UnknownTask
+from wf.errors import IssueKind, ParseError, ParseIssue, UnknownTask
 from wf.ids import ID_HELP, ID_RE, MODEL_RE, check_id, utc_stamp, valid_id
 
 _FENCE_OPEN_RE = re.compile(r" {0,3}(`{3,}|~{3,})(.*?)\r?\n?")
@@ -371,8 +371,10 @@ def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
     tasks: list[Task] = []
     first_line: dict[str, int] = {}
 
-    def issue(index: int, level: str, message: str, task: str | None = None) -> None:
-        issues.append(ParseIssue(path, index + 1, level, message, task))
+    def issue(
+        index: int, level: str, message: str, task: str | None = None, kind: IssueKind = IssueKind.OTHER
+    ) -> None:
+        issues.append(ParseIssue(path, index + 1, level, message, task, kind))
 
     fence_char = ""
     fence_len = 0
@@ -471,9 +473,10 @@ def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
                 "error",
                 f"code fence is never closed, hiding {len(hidden_in_fence)} '## ' line(s) "
                 f"from line {hidden_in_fence[0] + 1} on",
+                kind=IssueKind.UNCLOSED_FENCE,
             )
         else:
-            issue(fence_at, "warning", "code fence is never closed")
+            issue(fence_at, "warning", "code fence is never closed", kind=IssueKind.UNCLOSED_FENCE)
     if "\r" in text:
         _lone_crs(text, tasks, issue)
     issues.sort(key=lambda x: x.line)
