@@ -350,7 +350,12 @@ def test_dispatch_prints_each_api_error_class_and_exits_4(w: Workers, error: str
 
 @pytest.mark.parametrize(
     ("error", "failure"),
-    [("billing_error", "quota"), ("rate_limit", "rate_limit"), ("model_not_found", "model")],
+    [
+        ("invalid_api_key", "auth"),  # the key went bad after the preflight passed
+        ("billing_error", "quota"),
+        ("rate_limit", "rate_limit"),
+        ("model_not_found", "model"),
+    ],
 )
 def test_orch_run_stops_the_lane_with_the_class_and_releases_the_task(
     wf: WfRunner, w: Workers, error: str, failure: str
@@ -361,11 +366,14 @@ def test_orch_run_stops_the_lane_with_the_class_and_releases_the_task(
     subprocess.run(["git", "add", "-A"], cwd=wf.root, check=True)
     subprocess.run(["git", "commit", "-qm", "tasks"], cwd=wf.root, check=True)
     before = (wf.root / "TASKS.md").read_bytes()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=wf.root, capture_output=True, text=True).stdout
     r = w.run("orch", "run", "sonnet", timeout=120, FAKE_API_ERROR=error)
     assert r.returncode == 1, r.stdout + r.stderr
     assert f"stop lane sonnet: claude could not run ({failure}): " in r.stdout, r.stdout
     assert "c1: released" in r.stdout
     assert (wf.root / "TASKS.md").read_bytes() == before
+    after = subprocess.run(["git", "rev-parse", "HEAD"], cwd=wf.root, capture_output=True, text=True).stdout
+    assert after == head  # no commit on main for a failure that is not the task's
 
 
 def test_orch_run_adapter_passes_the_lanes_model_for_that_tool(wf: WfRunner, w: Workers) -> None:
