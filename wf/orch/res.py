@@ -221,7 +221,7 @@ def _supervise(
         procs.kill_tree(proc.pid, job.token, grace=grace, var=TOKEN_VAR, signals=TERM_KILL)
         for pid in procs.tree(os.getpid())[1:]:
             procs.kill_tree(pid, None, grace=grace, signals=TERM_KILL)
-        rc, own_maxrss = _reap(proc)
+        rc = exited.reap()
         procs.reap_orphans()
         peak_cg = 0
         if plan.cgroup:
@@ -239,8 +239,8 @@ def _supervise(
             code = 128 + stop_sig[0]
         # a child's maxrss starts at wf's own size (Linux counts the memory it had from
         # the fork until its exec): only a max above wf's own is the job's
-        maxrss = own_maxrss if own_maxrss is not None else _children_maxrss()
-        counts = (own_maxrss is not None or maxrss > maxrss0) and maxrss > _self_maxrss()
+        maxrss = exited.maxrss if exited.maxrss is not None else _children_maxrss()
+        counts = (exited.maxrss is not None or maxrss > maxrss0) and maxrss > _self_maxrss()
         peak = max(job.peak_rss, peak_cg, maxrss if counts else 0)
         job = replace(
             job,
@@ -261,23 +261,13 @@ def _supervise(
             signal.signal(s, h)
 
 
-def _reap(proc: subprocess.Popen[bytes]) -> tuple[int, int | None]:
-    """Reap the job's command: its exit code and its own peak memory (its rusage, which
-    covers the descendants it waited for), or None where subprocess reaped it already."""
-    try:
-        _, status, usage = os.wait4(proc.pid, 0)
-    except ChildProcessError:
-        return proc.wait(), None
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, int(usage.ru_maxrss) * 1024
-
-
 class _ExitWaiter:
     """Waits up to S seconds for ``proc`` to exit and says whether it did: on a pidfd
     where Linux has one (no polling), else by subprocess's own wait."""
 
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
+        self.maxrss: int | None = None  # the command's own peak, when wf reaped it itself
         try:
             self.fd = os.pidfd_open(proc.pid)
         except (AttributeError, OSError):
@@ -288,12 +278,31 @@ class _ExitWaiter:
             import select
 
             select.select([self.fd], [], [], seconds)
-            # ended, but not reaped: its own rusage is read when wf reaps it (wait4)
-            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+            return self._reap(os.WNOHANG)
         try:
             self.proc.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
             return False
+        return True
+
+    def reap(self) -> int:
+        """Wait for the command to be gone; its exit code (as subprocess gives it)."""
+        self._reap(0)
+        return self.proc.wait()
+
+    def _reap(self, flags: int) -> bool:
+        """Reap it with wait4, as soon as it has exited, keeping its own rusage (its peak
+        memory, covering the descendants it waited for)."""
+        if self.proc.returncode is not None:
+            return True
+        try:
+            pid, status, usage = os.wait4(self.proc.pid, flags)
+        except ChildProcessError:  # reaped elsewhere: subprocess knows its code
+            return self.proc.poll() is not None
+        if pid == 0:
+            return False
+        self.proc.returncode = os.waitstatus_to_exitcode(status)
+        self.maxrss = int(usage.ru_maxrss) * 1024
         return True
 
     def close(self) -> None:
