@@ -168,7 +168,18 @@ def _crash_log(exc: BaseException) -> str:
     return str(path)
 
 
+def _wait_for_children() -> None:
+    """Undo an inherited SIGCHLD set to 'ignore' (a parent's choice that survives exec):
+    with it the kernel reaps wf's children itself, so every exit status reads as 0, a
+    failed git or a logged-out tool as a success, and no child's memory can be measured."""
+    import signal
+
+    if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _wait_for_children()
     try:
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="wf", standalone_mode=False)
     except click.exceptions.Abort:
