@@ -109,6 +109,17 @@ def load(cls: type[T], path: Path) -> T | None:
     return from_dict(cls, data, path)
 
 
+def corrupt_in(cls: type[Any], files: list[Path]) -> list[CorruptRecord]:
+    """Of ``files`` (records of ``cls``), those that cannot be trusted (for wf doctor)."""
+    out = []
+    for f in files:
+        try:
+            load(cls, f)
+        except CorruptRecord as e:
+            out.append(e)
+    return out
+
+
 def as_dict(rec: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in dataclasses.fields(rec):

@@ -95,14 +95,8 @@ def save_record(project: Project, rec: Record) -> None:
 
 def corrupt_records(project: Project) -> list[store.CorruptRecord]:
     """Tree records that cannot be trusted (for wf doctor)."""
-    out = []
     folder = _records_dir(project)
-    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            store.load(Record, f)
-        except store.CorruptRecord as e:
-            out.append(e)
-    return out
+    return store.corrupt_in(Record, sorted(folder.glob("*.json")) if folder.is_dir() else [])
 
 
 def records(project: Project) -> list[Record]:

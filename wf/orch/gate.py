@@ -61,13 +61,7 @@ def results(project: Project) -> list[GateResult]:
 def corrupt_results(project: Project) -> list[store.CorruptRecord]:
     """The gate results that cannot be trusted (``wf doctor`` reports them)."""
     folder = _dir(project)
-    out = []
-    for f in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            store.load(GateResult, f)
-        except store.CorruptRecord as e:
-            out.append(e)
-    return out
+    return store.corrupt_in(GateResult, sorted(folder.glob("*.json")) if folder.is_dir() else [])
 
 
 def unhandled_red(project: Project) -> list[str]:

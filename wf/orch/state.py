@@ -245,13 +245,7 @@ def held_files(project: Project) -> list[Path]:
 
 def corrupt_held(project: Project) -> list[store.CorruptRecord]:
     """The hold records that cannot be trusted (``wf doctor`` reports them)."""
-    out = []
-    for f in held_files(project):
-        try:
-            store.load(Held, f)
-        except store.CorruptRecord as e:
-            out.append(e)
-    return out
+    return store.corrupt_in(Held, held_files(project))
 
 
 def unhold(project: Project, task_id: str) -> None:
