@@ -203,6 +203,24 @@ def test_a_big_command_that_ends_before_any_sample_still_counts() -> None:
     assert big["state"] == "done" and big["peak_rss"] > 80 << 20, big
 
 
+def test_a_job_smaller_than_wfs_parent_still_counts() -> None:
+    """wf started by a big parent (a test runner, an orchestrator) reads that parent's peak
+    in its own RUSAGE_SELF: a job smaller than the parent must not be taken for wf's own size."""
+    code = "b = bytearray(80 << 20); b[::4096] = b'x' * len(b[::4096])"
+    parent = (
+        "import os, subprocess, sys\n"
+        "big = bytearray(300 << 20); big[::4096] = b'x' * len(big[::4096])\n"
+        "p = subprocess.run([sys.executable, '-m', 'wf', 'res', 'run', '--json', '--', sys.executable, '-c',\n"
+        "                    sys.argv[2]], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=sys.argv[1]))\n"
+        "sys.stdout.write(p.stdout)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", parent, str(ROOT), code], capture_output=True, text=True, timeout=60
+    )
+    job = json.loads(r.stdout)
+    assert job["state"] == "done" and 80 << 20 < job["peak_rss"] < 300 << 20, job
+
+
 def test_an_inherited_ignored_sigchld_changes_nothing() -> None:
     """A parent may start wf with SIGCHLD ignored (it survives exec): the kernel would then
     reap every child itself, every exit status would read 0 and no rusage would come back.

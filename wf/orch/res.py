@@ -325,6 +325,17 @@ def _children_maxrss() -> int:
 
 
 def _self_maxrss() -> int:
+    """wf's own peak: its address space's high-water mark (VmHWM). Not RUSAGE_SELF, which
+    also holds the peak of whatever wf was forked from (Linux folds the parent's memory
+    into a child's maxrss until its exec): started by a big parent, wf would read as big
+    as it, and a job smaller than that parent would lose its peak."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     import resource
 
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
