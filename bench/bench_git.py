@@ -18,7 +18,7 @@ committed; the second also declares lanes `l0`..`l15` (`model = "m0"`, ...) in w
    - `git worktree add --quiet --detach TMP/fresh/fresh-K main`;
    - `python -c "import click"` (the venv's interpreter): Python's own startup, and
      `python -c "import click, wf.cli, wf.backlog, wf.worktrees"`: startup plus what
-     `wf wt add` imports (GitPython, psutil and filelock come with wf.worktrees).
+     `wf wt add` imports (psutil and filelock come with wf.worktrees).
 
    The fresh trees are removed (`git worktree remove --force`, untimed) only at the end.
    Deleting thousands of files slows every file creation for the next minutes on ext4
@@ -38,7 +38,7 @@ committed; the second also declares lanes `l0`..`l15` (`model = "m0"`, ...) in w
    `wf wt list` in-process (`wf.cli.main(["-C", repo, "wt", "list"])`, the lazy imports
    included) with the calls and cumulative time of the functions that matter, and
    in-process timings of each per-tree step (psutil scan, git status, dir_size walk,
-   one git call through GitPython against the same git command with plain subprocess).
+   one git call through gitops against the same git command with plain subprocess).
 
 Reuse is also profiled the same way (`wt add sonnet tK`, then freed), and
 `python -X importtime` splits the import cost by module.
@@ -85,9 +85,9 @@ from _common import (
 )
 
 BASELINE_PY = [str(PYTHON), "-c", "import click"]
-# what `wf wt add` imports (wf.worktrees brings GitPython, psutil and filelock)
+# what `wf wt add` imports (wf.worktrees brings psutil and filelock)
 IMPORTS_PY = [str(PYTHON), "-c", "import click, wf.cli, wf.backlog, wf.worktrees"]
-IMPORT_MODULES = ("click", "wf.cli", "wf.backlog", "wf.worktrees", "wf.gitops", "git", "wf.procs", "psutil")
+IMPORT_MODULES = ("click", "wf.cli", "wf.backlog", "wf.worktrees", "wf.gitops", "wf.procs", "psutil")
 REUSE_GOAL = 0.5  # wf wt add (reuse) / git worktree add (fresh)
 LANE = "sonnet"
 MAIN = "main"
@@ -321,7 +321,6 @@ FOCUS = (
     ("gitops.worktrees (git worktree list)", "gitops.py:worktrees"),
     ("gitops.is_ancestor", "gitops.py:is_ancestor"),
     ("gitops.switch_new_branch", "gitops.py:switch_new_branch"),
-    ("GitPython Git.execute", "cmd.py:execute"),
     ("Popen.communicate (waiting for git)", "subprocess.py:communicate"),
 )
 
@@ -387,10 +386,10 @@ out = {
         ["procs.processes_in (1 tree: psutil scan)", med(lambda: procs.processes_in(free_tree))],
         ["procs.claude_sessions_in (1 tree)", med(lambda: procs.claude_sessions_in(free_tree))],
         ["gitops.dir_size (1 tree)", med(lambda: gitops.dir_size(free_tree))],
-        ["gitops.dirty_paths (1 tree, via GitPython)", med(lambda: gitops.dirty_paths(free_tree))],
+        ["gitops.dirty_paths (1 tree)", med(lambda: gitops.dirty_paths(free_tree))],
         ["git status -uall (plain subprocess)",
          med(lambda: subprocess.run(status, cwd=free_tree, capture_output=True))],
-        ["gitops.rev(tree, HEAD) (via GitPython)", med(lambda: gitops.rev(free_tree, "HEAD"))],
+        ["gitops.rev(tree, HEAD)", med(lambda: gitops.rev(free_tree, "HEAD"))],
         ["git rev-parse (plain subprocess)",
          med(lambda: subprocess.run(plain, cwd=free_tree, capture_output=True))],
     ],
@@ -624,7 +623,7 @@ def report_reuse(r: ReuseResult, files: int, churn: int) -> tuple[list[str], boo
         f"{min(r.fresh.times):.1f} ms = {r.reuse.median / min(r.fresh.times):.2f}",
         f"- git's own work in a reuse (`git switch -c`): {r.switch.median:.1f} ms; wf's overhead "
         f"around it: {overhead:.1f} ms = Python + click startup ~{startup:.1f} ms + importing wf, "
-        f"GitPython, psutil and filelock ~{imports:.1f} ms + wf's checks and its other git "
+        f"psutil and filelock ~{imports:.1f} ms + wf's checks and its other git "
         f"calls ~{rest:.1f} ms",
         "- `python -X importtime` of the imports above, cumulative ms (medians of 7): "
         + ", ".join(f"{m} {ms:.1f}" for m, ms in r.import_ms.items()),

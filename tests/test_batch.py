@@ -33,9 +33,10 @@ class Batch(Orch):
     def status(self, tid: str | None = None) -> Any:
         if tid is not None:
             return super().status(tid)
-        r = self.batch("--status", "--json")
-        assert r.returncode == 0, r.stderr
-        return json.loads(r.stdout)
+        # in this process (the same CLI, without a new interpreter): the waits poll it
+        r = self.wf("batch", "--status", "--json")
+        assert r.code == 0, r.err
+        return json.loads(r.out)
 
     def wait_ended(self, timeout: float = 120) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

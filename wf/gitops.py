@@ -1,4 +1,4 @@
-"""Git: the only user of GitPython, as small named helpers.
+"""Git: the one module that runs ``git``, as small named helpers.
 
 Every call runs ``git`` with an argument list (never a shell), no terminal prompts,
 stdin closed, and the repository-location variables (``GIT_DIR`` and friends) removed
@@ -6,16 +6,20 @@ from the environment. ``GIT_CEILING_DIRECTORIES`` is set to the folder above the
 command runs in, and that folder must hold its own ``.git``: a worktree whose ``.git``
 file vanished can never fall through to the main checkout above it. Failures become
 ``GitError`` carrying the argv, exit status and stderr.
+
+git runs through ``subprocess`` directly, the way GitPython's ``Git.execute`` runs it
+(``LC_ALL=C`` and ``LANGUAGE=C`` so its messages are the English ones ``GitError.reason``
+reads, output decoded as UTF-8 with surrogate escapes): that was all wf used GitPython
+for, and importing it cost about 60 ms and a ``git version`` process in every wf
+command that touched git, more than the rest of such a command's start.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
+import subprocess
 from pathlib import Path
-from typing import Any, NamedTuple
-
-import git
+from typing import NamedTuple
 
 from wf.errors import WfError
 
@@ -90,35 +94,30 @@ def run(cwd: Path, *args: str, ok: tuple[int, ...] = (0,), stdin: str | None = N
         "GIT_CEILING_DIRECTORIES": str(cwd.resolve().parent),
         "GCM_INTERACTIVE": "never",
     }
-    if stdin is None:
-        status, out, err = _execute(cwd, argv, env, None)
-    else:
-        with tempfile.TemporaryFile() as istream:
-            istream.write(stdin.encode())
-            istream.seek(0)
-            status, out, err = _execute(cwd, argv, env, istream)
-    status = int(status or 0)
+    status, out, err = _execute(cwd, argv, env, None if stdin is None else stdin.encode())
     if status not in ok:
-        raise GitError(argv, status, str(err), cwd)
-    return Result(status, str(out), str(err))
+        raise GitError(argv, status, err, cwd)
+    return Result(status, out, err)
 
 
-def _execute(cwd: Path, argv: list[str], env: dict[str, str], istream: Any) -> tuple[Any, Any, Any]:
+def _execute(cwd: Path, argv: list[str], extra: dict[str, str], stdin: bytes | None) -> tuple[int, str, str]:
+    env = {**os.environ, "LANGUAGE": "C", "LC_ALL": "C", **extra}
     try:
-        result: tuple[Any, Any, Any] = git.Git(str(cwd)).execute(
+        p = subprocess.run(
             ["git", *argv],
-            istream=istream,
-            with_extended_output=True,
-            with_exceptions=False,
-            strip_newline_in_stdout=False,
+            cwd=cwd,
             env=env,
+            input=stdin,
+            stdin=None if stdin is not None else subprocess.DEVNULL,
+            capture_output=True,
             # its own process group: a Ctrl-C at the terminal reaches wf, which finishes or
             # stops cleanly, never a git half-way through a commit
             process_group=0,
         )
-    except git.GitCommandNotFound:
+    except FileNotFoundError:
         raise WfError("git is not installed (or not on PATH)") from None
-    return result
+    err = p.stderr.decode("utf-8", "surrogateescape")
+    return p.returncode, p.stdout.decode("utf-8", "surrogateescape"), err.removesuffix("\n")
 
 
 def out(cwd: Path, *args: str) -> str:
@@ -363,16 +362,10 @@ def fast_forward(cwd: Path, commit: str) -> None:
 def clone_local(source: Path, dest: Path) -> None:
     """A throwaway clone: objects shared by hard links, no remote, hooks off."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    g = git.Git(str(dest.parent))
-    env = {"GIT_TERMINAL_PROMPT": "0"}
-    status, _, err = g.execute(
-        ["git", "clone", "--quiet", "--local", "--no-checkout", str(source), str(dest)],
-        with_extended_output=True,
-        with_exceptions=False,
-        env=env,
-    )
+    argv = ["clone", "--quiet", "--local", "--no-checkout", str(source), str(dest)]
+    status, _, err = _execute(dest.parent, argv, {"GIT_TERMINAL_PROMPT": "0"}, None)
     if status:
-        raise GitError(["clone", "--local", str(source), str(dest)], int(status), str(err), dest.parent)
+        raise GitError(["clone", "--local", str(source), str(dest)], status, err, dest.parent)
     run(dest, "remote", "remove", "origin")
     run(dest, "config", "core.hooksPath", "/dev/null")
     # no local copy of the default branch: the clone only ever holds task branches
