@@ -1,5 +1,10 @@
 """Processes: the only user of psutil.
 
+Whether a pid lives and when it started are read from ``/proc`` where there is one (the
+same figures psutil gives, without its import on every claim and merge); psutil answers
+the rest (scans of every process, command lines, the machine's memory) and is imported
+only by what needs it.
+
 Who is using a folder (a live process whose cwd is inside it, a Claude Code session
 whose recorded cwd points into it), whether a pid lives, and process trees.
 """
@@ -10,8 +15,6 @@ import json
 import os
 from pathlib import Path
 from typing import NamedTuple
-
-import psutil
 
 from wf.homes import claude_roots
 
@@ -27,9 +30,51 @@ class User(NamedTuple):
         return f"{self.kind} pid {self.pid} ({self.what})"
 
 
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks since boot) from /proc, None if gone;
+    raises OSError where there is no /proc at all."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        if not os.path.isdir("/proc/self"):
+            raise
+        return None
+    return fields[0].decode(), int(fields[19])
+
+
+_BOOT: float | None = None
+
+
+def _boot_time() -> float:
+    global _BOOT
+    if _BOOT is None:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"btime"):
+                    _BOOT = float(line.split()[1])
+                    break
+            else:
+                raise OSError("no btime in /proc/stat")
+    return _BOOT
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
 def alive(pid: int | None) -> bool:
     if not pid or pid <= 0:
         return False
+    try:
+        st = _proc_stat(pid)
+    except (OSError, ValueError, IndexError):
+        return _psutil_alive(pid)
+    return st is not None and st[0] not in ("Z", "X")
+
+
+def _psutil_alive(pid: int) -> bool:
+    import psutil
+
     try:
         p = psutil.Process(pid)
         return p.status() != psutil.STATUS_ZOMBIE
@@ -41,6 +86,13 @@ def started(pid: int | None) -> float | None:
     """When the process ``pid`` started (seconds since the epoch), None if it is gone."""
     if not pid or pid <= 0:
         return None
+    try:
+        st = _proc_stat(pid)
+        return None if st is None else _boot_time() + st[1] / _TICK  # as psutil computes it
+    except (OSError, ValueError, IndexError):
+        pass
+    import psutil
+
     try:
         return float(psutil.Process(pid).create_time())
     except (psutil.NoSuchProcess, psutil.AccessDenied):
@@ -59,6 +111,8 @@ def alive_as(pid: int | None, since: float | None) -> bool:
 
 
 def describe(pid: int) -> str:
+    import psutil
+
     try:
         p = psutil.Process(pid)
         cmd = " ".join(p.cmdline()) or p.name()
@@ -73,6 +127,8 @@ def _inside(path: str, folder: str) -> bool:
 
 def processes_in(folder: Path) -> list[User]:
     """Live processes (other than this one) whose cwd is inside ``folder``."""
+    import psutil
+
     target = str(folder.resolve())
     me = os.getpid()
     users = []
@@ -93,6 +149,8 @@ _ANCESTORS: set[int] | None = None
 
 
 def _ancestors() -> set[int]:
+    import psutil
+
     global _ANCESTORS
     if _ANCESTORS is None:
         try:
@@ -104,6 +162,8 @@ def _ancestors() -> set[int]:
 
 def ancestors_inside(folder: Path) -> bool:
     """Whether a process that started this one (a shell, an agent) has its cwd inside."""
+    import psutil
+
     target = str(folder.resolve())
     for pid in _ancestors():
         try:
@@ -143,6 +203,8 @@ def users_of(folder: Path) -> list[User]:
 def git_processes(inside: Path) -> list[int]:
     """Pids of running git processes whose cwd is inside ``inside`` (the repository and
     its trees): a lock file there is stale only if none runs."""
+    import psutil
+
     target = str(inside.resolve())
     pids = []
     for p in psutil.process_iter(["pid", "name", "cwd"]):
@@ -216,7 +278,12 @@ def with_token(token: str, var: str = TOKEN_VAR) -> list[int]:
     searched; otherwise every process."""
     needle = f"{var}={token}".encode()
     me = os.getpid()
-    pids = tree(me)[1:] if _SUBREAPER else [p.pid for p in psutil.process_iter()]
+    if _SUBREAPER:
+        pids = tree(me)[1:]
+    else:
+        import psutil
+
+        pids = [p.pid for p in psutil.process_iter()]
     found = []
     for pid in pids:
         if pid == me:
@@ -232,15 +299,7 @@ def with_token(token: str, var: str = TOKEN_VAR) -> list[int]:
 
 
 def _living(pids: list[int]) -> list[int]:
-    out = []
-    for pid in pids:
-        try:
-            p = psutil.Process(pid)
-            if p.status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
-        except psutil.Error:
-            pass
-    return out
+    return [pid for pid in pids if alive(pid)]
 
 
 def _signal_all(pids: list[int], sig: int) -> None:
@@ -332,7 +391,6 @@ def reap_orphans() -> None:
 # ------------------------------------------------------------------ measuring trees
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def tree_usage(pids: list[int]) -> tuple[int, float]:
@@ -354,18 +412,15 @@ def tree_usage(pids: list[int]) -> tuple[int, float]:
 
 def total_memory() -> int:
     """The machine's memory in bytes."""
+    import psutil
+
     return int(psutil.virtual_memory().total)
 
 
 def start_time(pid: int | None) -> float | None:
     """When ``pid`` started (epoch seconds), to tell it from a later process that reused
     its number; None if it is gone."""
-    if not pid or pid <= 0:
-        return None
-    try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
-        return None
+    return started(pid)
 
 
 def same_process(pid: int | None, started: float | None) -> bool:
