@@ -88,7 +88,9 @@ def sealed_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     # `python3` (the fakes' `#!/usr/bin/env python3`, a Done command's `python3 -c`) is the
     # interpreter running the tests, as in an activated venv: not a version manager's shim
     # that starts a shell and several processes before Python (~100 ms a start here)
-    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    monkeypatch.setenv(
+        "PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    )
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(home / ".claude"))

@@ -462,7 +462,17 @@ def test_a_batch_whose_memory_does_not_fit_yet_waits_and_says_so(b: Batch) -> No
 
 @pytest.mark.timeout(120)
 def test_two_batches_started_at_once_give_exactly_one(b: Batch) -> None:
-    three_ready(b)
+    # the task's Done check waits until all three have answered: the batch that won is
+    # still running when the others look, however slowly the machine starts them
+    go = b.root.parent / "go"
+    script = b.root.parent / "wait_for_go.py"
+    script.write_text(f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.05)\n")
+    wait = f"`python3 {script}`"
+    b.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x", done=wait, extra="Prio: 1")
+        + task("a2", "a", "write a2.txt x", done=wait, extra="Prio: 1"),
+    )
     argv = [sys.executable, "-m", "wf", "batch", "1"]
     out, null = subprocess.PIPE, subprocess.DEVNULL
     procs = [
@@ -470,6 +480,7 @@ def test_two_batches_started_at_once_give_exactly_one(b: Batch) -> None:
         for _ in range(3)
     ]
     results = [(p.wait(timeout=60), p.communicate()) for p in procs]
+    go.write_text("")
     codes = sorted(code for code, _ in results)
     assert codes == [0, 1, 1], results
     assert all("a batch is running already" in err for code, (_, err) in results if code == 1)
