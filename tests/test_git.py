@@ -547,3 +547,28 @@ def test_unsafe_names_never_reach_git(proj: WfRunner, bad: str) -> None:
         assert "git " not in r.err, (args, r.err)  # refused before any git command ran
     assert git(proj.root, "for-each-ref") == before
     assert not (proj.root / ".worktrees").exists()
+
+
+def test_git_speaks_english_to_wf_whatever_the_users_language(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """wf reads git's `error:`/`fatal:` lines (GitError.reason): a person whose git speaks
+    German must still get git's reason, not a hint line or 'exit 1'."""
+    from wf import gitops
+
+    monkeypatch.setenv("LANGUAGE", "de")
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")  # a locale this machine has; LANGUAGE picks German
+    with pytest.raises(gitops.GitError) as info:
+        gitops.run(repo, "checkout", "no-such-branch")
+    assert info.value.reason.startswith("error:"), info.value.stderr
+
+
+def test_git_output_that_is_not_utf8_is_kept_byte_for_byte(repo: Path) -> None:
+    """A file name git prints raw (core.quotePath off) in another encoding survives the
+    round trip through wf's text (surrogate escapes), and so names the same file."""
+    from wf import gitops
+
+    name = "caf\xe9.txt".encode("latin-1")
+    (repo / os.fsdecode(name)).write_bytes(b"x")
+    out = gitops.run(repo, "-c", "core.quotePath=false", "status", "--porcelain", "-uall").out
+    assert os.fsencode(out.split(maxsplit=1)[1].rstrip("\n")) == name
