@@ -572,3 +572,39 @@ def test_git_output_that_is_not_utf8_is_kept_byte_for_byte(repo: Path) -> None:
     (repo / os.fsdecode(name)).write_bytes(b"x")
     out = gitops.run(repo, "-c", "core.quotePath=false", "status", "--porcelain", "-uall").out
     assert os.fsencode(out.split(maxsplit=1)[1].rstrip("\n")) == name
+
+
+def test_an_interrupt_lets_a_running_git_finish(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C (KeyboardInterrupt in wf) while git runs: git is in its own process group
+    so that it is never stopped half-way through a commit; wf must not kill it either (as
+    subprocess.run does on any exception). wf stops once git has finished."""
+    import threading
+
+    from wf import gitops
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = tmp_path / "finished"
+    fake = bin_dir / "git"
+    fake.write_text(f"#!/bin/sh\nsleep 1\necho done > '{marker}'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)  # an xdist worker may ignore it
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            gitops._execute(tmp_path, ["commit"], {}, None)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, old)
+    assert marker.exists(), "git was killed by wf's interrupt"
+
+
+def test_a_vanished_folder_is_not_reported_as_git_missing(tmp_path: Path) -> None:
+    from wf import gitops
+    from wf.errors import WfError
+
+    with pytest.raises(WfError) as e:
+        gitops._execute(tmp_path / "gone", ["version"], {}, None)
+    assert "not installed" not in str(e.value) and "gone" in str(e.value)

@@ -103,21 +103,34 @@ def run(cwd: Path, *args: str, ok: tuple[int, ...] = (0,), stdin: str | None = N
 def _execute(cwd: Path, argv: list[str], extra: dict[str, str], stdin: bytes | None) -> tuple[int, str, str]:
     env = {**os.environ, "LANGUAGE": "C", "LC_ALL": "C", **extra}
     try:
-        p = subprocess.run(
+        proc = subprocess.Popen(
             ["git", *argv],
             cwd=cwd,
             env=env,
-            input=stdin,
-            stdin=None if stdin is not None else subprocess.DEVNULL,
-            capture_output=True,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             # its own process group: a Ctrl-C at the terminal reaches wf, which finishes or
             # stops cleanly, never a git half-way through a commit
             process_group=0,
         )
-    except FileNotFoundError:
+    except FileNotFoundError as e:
+        if e.filename not in (None, "git"):  # the folder, not git, is missing
+            raise WfError(f"cannot run git in {cwd}: the folder does not exist") from None
         raise WfError("git is not installed (or not on PATH)") from None
-    err = p.stderr.decode("utf-8", "surrogateescape")
-    return p.returncode, p.stdout.decode("utf-8", "surrogateescape"), err.removesuffix("\n")
+    try:
+        stdout, stderr = proc.communicate(stdin)
+    except BaseException:
+        # not subprocess.run, which SIGKILLs the child on any exception: a Ctrl-C (a
+        # KeyboardInterrupt here) must not stop git half-way through a commit, so git is
+        # let finish, as GitPython did, and wf stops after it (a second one leaves it running)
+        try:
+            proc.communicate()
+        except BaseException:
+            pass
+        raise
+    err = stderr.decode("utf-8", "surrogateescape")
+    return proc.returncode, stdout.decode("utf-8", "surrogateescape"), err.removesuffix("\n")
 
 
 def out(cwd: Path, *args: str) -> str:
