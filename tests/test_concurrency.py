@@ -224,3 +224,23 @@ def test_a_child_started_under_the_lock_does_not_keep_it(tmp_path: Path) -> None
         if child is not None:
             child.kill()
             child.wait()
+
+
+def test_a_lock_folder_removed_while_waiting_is_made_again(tmp_path: Path) -> None:
+    """The folder of the lock removed while a waiter polls (the holder's file with it):
+    the waiter makes it again and takes the lock on the new file, as filelock did, and
+    does not fail with FileNotFoundError."""
+    import shutil
+    import threading
+
+    wf_dir = tmp_path / ".wf"
+    holder = _hold_lock(wf_dir)
+    try:
+        remover = threading.Timer(0.2, shutil.rmtree, (wf_dir,))
+        remover.start()
+        with project_lock(wf_dir, timeout=5):
+            assert (wf_dir / "lock").exists()
+        remover.join()
+    finally:
+        holder.kill()
+        holder.wait()
