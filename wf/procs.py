@@ -43,20 +43,19 @@ def _proc_stat(pid: int) -> tuple[str, int] | None:
     return fields[0].decode(), int(fields[19])
 
 
-_BOOT: float | None = None
+_STAT = "/proc/stat"
 
 
 def _boot_time() -> float:
-    global _BOOT
-    if _BOOT is None:
-        with open("/proc/stat", "rb") as f:
-            for line in f:
-                if line.startswith(b"btime"):
-                    _BOOT = float(line.split()[1])
-                    break
-            else:
-                raise OSError("no btime in /proc/stat")
-    return _BOOT
+    """The boot time in epoch seconds, read anew each time as psutil does: the kernel
+    moves ``btime`` when the wall clock is stepped (NTP at start-up, a VM resumed), and a
+    long-lived wf (``wf night``) holding an old figure would record start times that no
+    other process matches within the second ``alive_as`` allows."""
+    with open(_STAT, "rb") as f:
+        for line in f:
+            if line.startswith(b"btime"):
+                return float(line.split()[1])
+    raise OSError(f"no btime in {_STAT}")
 
 
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
