@@ -49,7 +49,7 @@ _STAT = "/proc/stat"
 def _boot_time() -> float:
     """The boot time in epoch seconds, read anew each time as psutil does: the kernel
     moves ``btime`` when the wall clock is stepped (NTP at start-up, a VM resumed), and a
-    long-lived wf (``wf night``) holding an old figure would record start times that no
+    long-lived wf (a batch, a pilot) holding an old figure would record start times that no
     other process matches within the second ``alive_as`` allows."""
     with open(_STAT, "rb") as f:
         for line in f:
