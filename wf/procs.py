@@ -324,9 +324,7 @@ def kill_tree(
     import time
 
     def snapshot() -> list[int]:
-        pids = set(tree(root)) if root else set()
-        for pid in list(pids):
-            pids.update(tree(pid))
+        pids = set(tree(root)) if root else set()  # the root and all its descendants
         if token:
             for pid in with_token(token, var):
                 pids.update(tree(pid))
@@ -344,7 +342,8 @@ def kill_tree(
         while time.monotonic() < deadline and _living(pids):
             reap_orphans()
             time.sleep(0.05)
-    reap_orphans()
+    if signalled:  # nothing signalled, nothing of it to collect (the loops reap the rest)
+        reap_orphans()
     return sorted(signalled)
 
 
