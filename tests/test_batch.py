@@ -33,10 +33,9 @@ class Batch(Orch):
     def status(self, tid: str | None = None) -> Any:
         if tid is not None:
             return super().status(tid)
-        # in this process (the same CLI, without a new interpreter): the waits poll it
-        r = self.wf("batch", "--status", "--json")
-        assert r.code == 0, r.err
-        return json.loads(r.out)
+        r = self.batch("--status", "--json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
 
     def wait_ended(self, timeout: float = 120) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -240,7 +239,7 @@ def test_the_summary_is_written_as_the_batch_goes_and_kept_when_it_dies(b: Batch
     os.kill(st["pid"], signal.SIGKILL)
     b.wait_for(lambda: not b.status()["alive"])
     lines = b.summary(st)
-    assert d1_line() and "done: 1, not done: 0" in lines
+    assert d1_line() and "done: 1, not done: 0" in lines, lines
     assert lines[-1].startswith("ended: lost at ") and "found by wf batch --status" in lines[-1]
     assert b.status()["state"] == "lost"
 
