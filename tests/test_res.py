@@ -196,28 +196,42 @@ def test_peak_memory_is_the_jobs_not_wfs() -> None:
     assert big["state"] == "done" and big["peak_rss"] > 80 << 20, big
 
 
+BIG_80M = "b = bytearray(80 << 20); b[::4096] = b'x' * len(b[::4096])"  # 80 MB, every page touched
+
+
+def res_runs_under(prelude: str, *argvs: list[str]) -> list[dict[str, Any]]:
+    """The records of `wf res run --json -- ARGV` for each argv, run by a Python parent
+    that first executes ``prelude`` (ignores SIGCHLD, grows big, ...)."""
+    parent = (
+        "import json, os, signal, subprocess, sys\n"
+        f"{prelude}\n"
+        "def run(argv):\n"
+        "    p = subprocess.run([sys.executable, '-m', 'wf', 'res', 'run', '--json', '--', *argv],\n"
+        "                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=sys.argv[1]))\n"
+        "    return json.loads(p.stdout)\n"
+        "print(json.dumps([run(a) for a in json.loads(sys.argv[2])]))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", parent, str(ROOT), json.dumps(argvs)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    return list(json.loads(r.stdout))
+
+
 def test_a_big_command_that_ends_before_any_sample_still_counts() -> None:
     """Its peak comes from its own rusage when wf reaps it."""
-    code = "b = bytearray(80 << 20); b[::4096] = b'x' * len(b[::4096])"
-    big = json.loads(wf_res("run", "--json", "--", sys.executable, "-c", code).stdout)
+    big = json.loads(wf_res("run", "--json", "--", sys.executable, "-c", BIG_80M).stdout)
     assert big["state"] == "done" and big["peak_rss"] > 80 << 20, big
 
 
 def test_a_job_smaller_than_wfs_parent_still_counts() -> None:
     """wf started by a big parent (a test runner, an orchestrator) reads that parent's peak
     in its own RUSAGE_SELF: a job smaller than the parent must not be taken for wf's own size."""
-    code = "b = bytearray(80 << 20); b[::4096] = b'x' * len(b[::4096])"
-    parent = (
-        "import os, subprocess, sys\n"
-        "big = bytearray(300 << 20); big[::4096] = b'x' * len(big[::4096])\n"
-        "p = subprocess.run([sys.executable, '-m', 'wf', 'res', 'run', '--json', '--', sys.executable, '-c',\n"
-        "                    sys.argv[2]], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=sys.argv[1]))\n"
-        "sys.stdout.write(p.stdout)\n"
-    )
-    r = subprocess.run(
-        [sys.executable, "-c", parent, str(ROOT), code], capture_output=True, text=True, timeout=60
-    )
-    job = json.loads(r.stdout)
+    prelude = "big = bytearray(300 << 20); big[::4096] = b'x' * len(big[::4096])"
+    (job,) = res_runs_under(prelude, [sys.executable, "-c", BIG_80M])
     assert job["state"] == "done" and 80 << 20 < job["peak_rss"] < 300 << 20, job
 
 
@@ -226,21 +240,8 @@ def test_an_inherited_ignored_sigchld_changes_nothing() -> None:
     reap every child itself, every exit status would read 0 and no rusage would come back.
     wf undoes it: a failing command still fails, a probe that fails is not taken for a
     service manager, and a fast job's peak is still measured."""
-    code = "b = bytearray(80 << 20); b[::4096] = b'x' * len(b[::4096])"
-    probe = (
-        "import json, os, signal, subprocess, sys\n"
-        "signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
-        "def run(*argv):\n"
-        "    p = subprocess.run([sys.executable, '-m', 'wf', 'res', 'run', '--json', '--', *argv],\n"
-        "                       capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=sys.argv[1]))\n"
-        "    return json.loads(p.stdout)\n"
-        "print(json.dumps([run('false'), run(sys.executable, '-c', sys.argv[2])]))\n"
-    )
-    r = subprocess.run(
-        [sys.executable, "-c", probe, str(ROOT), code], capture_output=True, text=True, timeout=60
-    )
-    assert r.returncode == 0, r.stderr
-    failing, big = json.loads(r.stdout)
+    prelude = "signal.signal(signal.SIGCHLD, signal.SIG_IGN)"
+    failing, big = res_runs_under(prelude, ["false"], [sys.executable, "-c", BIG_80M])
     assert failing["state"] == "failed" and failing["exit"] == 1, failing
     assert big["state"] == "done" and big["peak_rss"] > 80 << 20, big
     if shutil.which("systemctl"):  # a failing probe must not pass for a user service manager
