@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import WfRunner, git
 from tests.test_night import _alive
-from tests.test_orch import Orch, lanes_toml, task
+from tests.test_orch import Orch, lane_worker_pid, lanes_toml, task
 
 
 @pytest.fixture
@@ -131,11 +131,7 @@ def test_after_a_reboot_a_record_whose_owner_pid_was_reused_is_taken_over(o: Orc
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     rec_path = o.root / ".wf" / "orch" / "a.json"
-    deadline = time.monotonic() + 60
-    while not (rec_path.exists() and json.loads(rec_path.read_text()).get("pid")):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    worker = int(json.loads(rec_path.read_text())["pid"])
+    worker = lane_worker_pid(o.root, "a")
     os.killpg(p.pid, signal.SIGKILL)  # the machine goes down: the loop and its worker
     p.wait(timeout=30)
     try:

@@ -72,6 +72,16 @@ class Orch:
         return [dict(p.split("=", 1) for p in line.split()) for line in path.read_text().splitlines()]
 
 
+def lane_worker_pid(root: Path, lane: str, timeout: float = 60) -> int:
+    """The worker pid in the lane's orchestration record, once a running loop wrote it."""
+    record = root / ".wf" / "orch" / f"{lane}.json"
+    deadline = time.monotonic() + timeout
+    while not (record.exists() and json.loads(record.read_text()).get("pid")):
+        assert time.monotonic() < deadline, f"no worker pid in {record}"
+        time.sleep(0.05)
+    return int(json.loads(record.read_text())["pid"])
+
+
 @pytest.fixture
 def o(wf: WfRunner) -> Orch:
     return Orch(wf)
@@ -351,11 +361,7 @@ def test_ctrl_c_leaves_records_and_the_next_run_recovers(o: Orch) -> None:
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     record = o.root / ".wf" / "orch" / "a.json"
-    deadline = time.monotonic() + 60
-    while not (record.exists() and json.loads(record.read_text()).get("pid")):
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    pid = json.loads(record.read_text())["pid"]
+    pid = lane_worker_pid(o.root, "a")
     time.sleep(0.5)
     runner.send_signal(signal.SIGINT)
     out, _ = runner.communicate(timeout=60)
