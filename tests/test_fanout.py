@@ -282,14 +282,20 @@ def test_kill_9_of_wf_run_the_readers_end_the_worker_and_mark_it_lost(w: Workers
     )
 
 
-@pytest.mark.timeout(120)
-def test_monitor_and_gather_find_a_lost_unit_themselves(w: Workers, tmp_path: Path) -> None:
+def _a_run_killed_under_its_unit(w: Workers, tmp_path: Path) -> int:
+    """`wf run` k9 killed -9 while its unit `slow` runs: the unit's worker pid."""
     m = manifest(tmp_path / "m.json", [{"id": "slow", "prompt": "SLEEP 60"}], adapter="codex")
     p = w.start("run", str(m), "--run", "k9")
     wait_for(lambda: running(w, "k9", "slow"), "slow running")
-    worker = w.status("k9", "slow")["pid"]
+    worker = int(w.status("k9", "slow")["pid"])
     os.kill(p.pid, signal.SIGKILL)
     p.communicate(timeout=30)
+    return worker
+
+
+@pytest.mark.timeout(120)
+def test_monitor_and_gather_find_a_lost_unit_themselves(w: Workers, tmp_path: Path) -> None:
+    worker = _a_run_killed_under_its_unit(w, tmp_path)
     r = w.run("gather", "k9", "--quiet", "0.2", "--timeout", "30")
     assert r.returncode == 4 and "DONE slow lost" in r.stdout
     assert not alive(worker)
@@ -943,12 +949,7 @@ def test_every_reader_treats_a_corrupt_unit_alike(w: Workers, tmp_path: Path) ->
 def test_a_corrupt_status_of_a_running_unit_is_never_marked_lost(w: Workers, tmp_path: Path) -> None:
     """kill -9 of wf run, then the running unit's record is damaged: no reader ends a
     process or writes a lost record from a file it cannot trust."""
-    m = manifest(tmp_path / "m.json", [{"id": "slow", "prompt": "SLEEP 60"}], adapter="codex")
-    p = w.start("run", str(m), "--run", "k9")
-    wait_for(lambda: running(w, "k9", "slow"), "slow running")
-    worker = w.status("k9", "slow")["pid"]
-    os.kill(p.pid, signal.SIGKILL)
-    p.communicate(timeout=30)
+    worker = _a_run_killed_under_its_unit(w, tmp_path)
     bad = '{"run": "k9", "unit": "slow", "state": "running"}'  # no adapter: not a record wf wrote
     (w.unit("k9", "slow") / "status.json").write_text(bad)
     try:
