@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import wfproc
 from wf.cli import main
 
 # PYTHONDONTWRITEBYTECODE is set on this workplace's machines and in CI; without a cache
@@ -141,7 +142,7 @@ class WfRunner:
         return r.out
 
     def proc(self, *args: str, cwd: Path | None = None, input: str | None = None) -> Result:
-        p = subprocess.run(
+        p = wfproc.run(
             [sys.executable, "-m", "wf", *args],
             cwd=cwd or self.root,
             capture_output=True,

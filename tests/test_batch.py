@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests import wfproc
 from tests.conftest import WfRunner, git
 from tests.test_orch import Orch, lanes_toml, task
 
@@ -25,7 +26,7 @@ SLOW = '`python3 -c "import time; time.sleep(1)"`'  # a Done check that takes a 
 
 class Batch(Orch):
     def batch(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return wfproc.run(
             [sys.executable, "-m", "wf", "batch", *args], cwd=self.root, capture_output=True, text=True,
             env=env or self.env, timeout=60, stdin=subprocess.DEVNULL,
         )  # fmt: skip
@@ -62,7 +63,7 @@ class Batch(Orch):
         r = self.batch("--status", "--json")
         st = json.loads(r.stdout) if r.returncode == 0 else {}
         if st.get("alive"):
-            subprocess.run([sys.executable, "-m", "wf", "res", "stop", st["job"]], env=self.env, timeout=60,
+            wfproc.run([sys.executable, "-m", "wf", "res", "stop", st["job"]], env=self.env, timeout=60,
                            capture_output=True)  # fmt: skip
 
 
@@ -255,7 +256,7 @@ def test_res_stop_ends_a_batch_at_once_as_killed_with_its_whole_tree(b: Batch) -
     jobs = Path(os.environ["XDG_STATE_HOME"]) / "wf" / "res" / "jobs"
     token = json.loads((jobs / f"{st['job']}.json").read_text())["token"]
     assert carrying(token)
-    r = subprocess.run([sys.executable, "-m", "wf", "res", "stop", st["job"]], env=b.env, capture_output=True,
+    r = wfproc.run([sys.executable, "-m", "wf", "res", "stop", st["job"]], env=b.env, capture_output=True,
                        text=True, timeout=90)  # fmt: skip
     assert r.returncode == 0, r.stderr
     st = b.wait_ended()
@@ -288,7 +289,7 @@ def test_a_stop_file_left_behind_refuses_a_batch(b: Batch) -> None:
 
 def test_the_hidden_job_command_checks_its_stamp(b: Batch) -> None:
     three_ready(b)
-    r = subprocess.run(
+    r = wfproc.run(
         [sys.executable, "-m", "wf", "batch-job", "../../x"], cwd=b.root, capture_output=True, text=True,
         timeout=30, env=b.env,
     )  # fmt: skip
@@ -439,9 +440,7 @@ def test_a_batch_whose_memory_does_not_fit_yet_waits_and_says_so(b: Batch) -> No
     )  # fmt: skip
 
     def res(*args: str) -> Any:
-        r = subprocess.run(
-            [sys.executable, "-m", "wf", "res", *args], capture_output=True, text=True, env=env
-        )
+        r = wfproc.run([sys.executable, "-m", "wf", "res", *args], capture_output=True, text=True, env=env)
         return json.loads(r.stdout) if "--json" in args else r
 
     try:

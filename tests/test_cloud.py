@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import wfproc
 from tests.conftest import WfRunner, git
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +66,7 @@ class Cloud:
         return dict(os.environ, PYTHONPATH=str(ROOT), WF_RESULT_GRACE="0.5", **extra)
 
     def proc(self, *args: str, timeout: float = 120, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return wfproc.run(
             [sys.executable, "-m", "wf", *args], cwd=self.root, capture_output=True, text=True,
             env=self.env(**extra), timeout=timeout, stdin=subprocess.DEVNULL,
         )  # fmt: skip

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests import wfproc
 from tests.conftest import WfRunner, git
 from wf.cloud.backend import CloudRefused, Refusal
 from wf.cloud.claude import ClaudeBackend
@@ -194,7 +195,7 @@ def test_wf_cloud_send_and_pull_on_a_logged_out_claude_change_nothing(wf: WfRunn
     env = dict(os.environ, PYTHONPATH=str(ROOT))
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "wf", *args], cwd=root, env=env, capture_output=True,
+        return wfproc.run([sys.executable, "-m", "wf", *args], cwd=root, env=env, capture_output=True,
                               text=True, timeout=150, stdin=subprocess.DEVNULL)  # fmt: skip
 
     r = run("cloud", "send")

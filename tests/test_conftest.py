@@ -15,7 +15,8 @@ def test_a_module_that_fails_to_import_is_a_collection_error_under_xdist(tmp_pat
     stay one module's collection error or skip, not an INTERNALERROR that runs nothing."""
     tests = tmp_path / "tests"
     tests.mkdir()
-    shutil.copy(Path(__file__).with_name("conftest.py"), tests / "conftest.py")
+    for name in ("conftest.py", "wfproc.py", "zygote.py"):  # conftest imports the other two
+        shutil.copy(Path(__file__).with_name(name), tests / name)
     (tests / "__init__.py").write_text("")
     (tests / "test_broken.py").write_text("import no_such_module_anywhere\n")
     (tests / "test_skipped.py").write_text(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import wfproc
 from tests.conftest import WfRunner
 
 # ------------------------------------------------------------------ no traceback
@@ -400,7 +401,6 @@ def test_an_edit_that_adds_a_heading_names_the_draft(
 
 
 def test_wf_add_inside_a_clone_unit_writes_the_main_checkouts_tasks(wf: WfRunner) -> None:
-    import subprocess
 
     from tests.conftest import git
 
@@ -414,7 +414,7 @@ def test_wf_add_inside_a_clone_unit_writes_the_main_checkouts_tasks(wf: WfRunner
     assert "## found: Found by a unit" in (wf.root / "TASKS.md").read_text()
     assert "found" not in (clone / "TASKS.md").read_text()
     # and every other command run there acts on the main checkout too
-    out = subprocess.run(
+    out = wfproc.run(
         [sys.executable, "-m", "wf", "show", "found"], cwd=clone, capture_output=True, text=True, check=True
     ).stdout
     assert "TASKS.md:" in out and "Found by a unit" in out

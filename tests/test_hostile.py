@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from tests import wfproc
 from tests.conftest import WfRunner, git
 from tests.test_git import FAKE_GIT, KILL_STEPS
 from tests.test_orch import Orch, lanes_toml, task
@@ -33,7 +34,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _wf(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return wfproc.run(
         [sys.executable, "-m", "wf", *args],
         cwd=root,
         capture_output=True,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import wfproc
 from tests.conftest import WfRunner, git
 from wf.orch import report as orchrun
 
@@ -46,7 +47,7 @@ class Orch:
         git(self.root, "commit", "-qm", "setup")
 
     def proc(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return wfproc.run(
             [sys.executable, "-m", "wf", *args], cwd=self.root, capture_output=True, text=True, env=self.env,
             timeout=timeout, stdin=subprocess.DEVNULL,
         )  # fmt: skip
@@ -393,7 +394,7 @@ def test_demo_runs_the_real_loop(tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp))
-    r = subprocess.run(
+    r = wfproc.run(
         [sys.executable, "-m", "wf", "demo"], capture_output=True, text=True,
         env=env, timeout=110, stdin=subprocess.DEVNULL,
     )  # fmt: skip
@@ -533,7 +534,7 @@ def test_post_takes_the_worker_report_as_it_is(o: Orch) -> None:
     prompt = o.wf.ok("orch", "pick", "a")
     p = subprocess.run([sys.executable, "-m", "wf.scripted"], input=prompt, capture_output=True, text=True,
                        env=o.env, cwd=o.root, timeout=120)  # fmt: skip
-    r = subprocess.run([sys.executable, "-m", "wf", "orch", "post", "a", "--id", "a1", "--report", "-"],
+    r = wfproc.run([sys.executable, "-m", "wf", "orch", "post", "a", "--id", "a1", "--report", "-"],
                        input="Done, here you go:\n\n" + p.stdout, capture_output=True, text=True, env=o.env,
                        cwd=o.root, timeout=120)  # fmt: skip
     assert r.returncode == 0, r.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import wfproc
 from tests.conftest import WfRunner
 from tests.test_batch import Batch
 from tests.test_prep import PREPARER
@@ -51,7 +52,7 @@ def test_pilot_runs_batches_then_prep_then_the_prepared_work(b: Batch, tmp_path:
         + t("p1", "", "prep: done true", "script: write p1.txt x")
         + t("q1", "", "prep: ask Which colour?"),
     )
-    r = subprocess.run(
+    r = wfproc.run(
         [sys.executable, "-m", "wf", "pilot", "--batch", "3", "--for", "10m", "--poll", "0.3"],
         cwd=b.root, capture_output=True, text=True, env=b.env, timeout=200, stdin=subprocess.DEVNULL,
     )  # fmt: skip
@@ -74,7 +75,7 @@ def test_pilot_with_nothing_to_do_ends_at_once(b: Batch, args: list[str]) -> Non
         '[lanes.a]\nmodel = "ma"\nadapter = "cmd"\ncmd = ["true"]\n',
         t("mine", "Sessions: owner") + (t("vague", "Model: ma") if "--no-prep" in args else ""),
     )
-    r = subprocess.run(
+    r = wfproc.run(
         [sys.executable, "-m", "wf", "pilot", "--poll", "0.3", "--for", "30s", *args], cwd=b.root,
         capture_output=True, text=True, env=b.env, timeout=60, stdin=subprocess.DEVNULL,
     )  # fmt: skip
@@ -87,7 +88,7 @@ def test_pilot_stops_at_the_stop_file(b: Batch) -> None:
     b.setup('[lanes.a]\nmodel = "ma"\nadapter = "cmd"\ncmd = ["true"]\n', t("r1", "Model: ma", "Done: true"))
     (b.root / "out").mkdir(exist_ok=True)
     (b.root / "out" / "wf-batch.stop").write_text("")
-    r = subprocess.run(
+    r = wfproc.run(
         [sys.executable, "-m", "wf", "pilot", "--poll", "0.3"], cwd=b.root, capture_output=True, text=True,
         env=b.env, timeout=60, stdin=subprocess.DEVNULL,
     )  # fmt: skip

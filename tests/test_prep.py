@@ -24,9 +24,10 @@ def b(wf: WfRunner) -> Iterator[Batch]:
 
 PREPARER = """
 import json, re, subprocess, sys
+from tests import wfproc
 prompt = sys.stdin.read()
 def wf(*a):
-    return subprocess.run([sys.executable, "-m", "wf", *a], capture_output=True, text=True)
+    return wfproc.run([sys.executable, "-m", "wf", *a], capture_output=True, text=True)
 ids = re.search(r"^Tasks: (.+)$", prompt, re.M).group(1).split(", ")
 for tid in ids:
     text = json.loads(wf("show", tid, "--json").stdout)["text"]

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests import wfproc
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -34,7 +36,7 @@ def hog_argv() -> list[str]:
 def wf_res(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return wfproc.run(
         [sys.executable, "-m", "wf", "res", *args], capture_output=True, text=True, timeout=timeout,
         env=dict(os.environ, PYTHONPATH=str(ROOT), **(env or {})), stdin=subprocess.DEVNULL,
     )  # fmt: skip
@@ -434,6 +436,7 @@ def test_a_record_whose_pid_was_reused_is_lost() -> None:
 
 SYSTEMD_RUN = """#!{python}
 import json, os, sys
+from tests import wfproc
 with open({log!r}, "a") as f:
     f.write(json.dumps(sys.argv[1:]) + "\\n")
 cmd = sys.argv[sys.argv.index("--") + 1:]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests import wfproc
 from tests.conftest import WfRunner
 
 FAKES = Path(__file__).parent / "fakes"
@@ -44,7 +45,7 @@ class Workers:
         self.env["WF_RESULT_GRACE"] = "0.5"
 
     def run(self, *args: str, timeout: float = 60, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
+        return wfproc.run(
             [sys.executable, "-m", "wf", *args],
             cwd=self.root,
             capture_output=True,

@@ -35,14 +35,25 @@ from wf import adapters, procs, runs
 from wf.adapters import Adapter, Parsed, Spec
 
 POLL = 0.1
-RESULT_GRACE = float(os.environ.get("WF_RESULT_GRACE", "5"))
+
+
+def _result_grace() -> float:
+    """Seconds a worker may go on after its result event (WF_RESULT_GRACE, default 5)."""
+    return float(os.environ.get("WF_RESULT_GRACE", "5"))
+
 FALLBACK_LINES = 40
 READ_CHUNK = 1 << 20
 MAX_LINE = 64 << 20  # a claude result event carries the whole answer on one line
 INLINE_STDIN = 32 * 1024  # a prompt this small fits the fresh pipe: written without a thread
 
 _versions: dict[str, str | None] = {}
-_MY_START = runs.proc_start(os.getpid())  # with the pid, names this supervisor for the readers
+
+
+def _my_start() -> int | None:
+    """With the pid, names this supervisor for the readers (read when asked: a process
+    forked from this one is another supervisor)."""
+    return runs.proc_start(os.getpid())
+
 
 
 def tool_version(adapter: Adapter) -> str | None:
@@ -86,6 +97,7 @@ class Unit:
         self.last_growth = 0.0  # the last model event (or, for cmd, output)
         self._progress = 0
         self.finished_at: float | None = None
+        self.result_grace = _result_grace()
         self.state = "queued"
         self._offset = 0
         self._partial = b""
@@ -118,7 +130,7 @@ class Unit:
             "stall_s": self.stall,
             "supervisor": os.getpid(),
             "access": spec.access(),
-            "supervisor_start": _MY_START,
+            "supervisor_start": _my_start(),
             "token": self.token,
             **(meta or {}),
         }
@@ -252,7 +264,7 @@ class Unit:
             self._progress = self.parsed.progress
         if self.proc.poll() is not None:
             return "exited"
-        if self.finished_at is not None and now - self.finished_at >= RESULT_GRACE:
+        if self.finished_at is not None and now - self.finished_at >= self.result_grace:
             return "done"  # it printed its result; what follows is background noise
         if self.stall and now - self.last_growth >= self.stall:
             return "stalled"

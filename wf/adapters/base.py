@@ -213,7 +213,7 @@ class Adapter:
     efforts: tuple[str, ...] = ()  # the effort values the tool takes; empty: none
     progress_by_bytes = False  # True: any output counts as progress (no event stream)
     # True: its final result event means done, whatever its exit; what it prints after
-    # (background tasks it waits on) is noise, and it is stopped RESULT_GRACE later
+    # (background tasks it waits on) is noise, and it is stopped WF_RESULT_GRACE seconds later
     done_at_result = False
     # (help argv, the option tokens wf passes that it must list)
     help_probes: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()

@@ -1,0 +1,99 @@
+"""tests/wfproc.py: a forked ``python -m wf`` must be indistinguishable from an exec'd one
+for everything the tests read: exit status, both streams, stdin, cwd, environment,
+arguments that are not UTF-8, a signal, a timeout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import wfproc
+from tests.conftest import git
+
+WF = [sys.executable, "-m", "wf"]
+
+
+def both(
+    *args: str, **kwargs: object
+) -> tuple[subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    before = wfproc.started
+    forked = wfproc.run([*WF, *args], capture_output=True, text=True, timeout=60, **kwargs)
+    assert wfproc.started == before + 1, "the command did not go through the server"
+    execd = subprocess.run([*WF, *args], capture_output=True, text=True, timeout=60, **kwargs)  # type: ignore[call-overload]
+    return forked, execd
+
+
+def same(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    forked, execd = both(*args, **kwargs)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (execd.returncode, execd.stdout, execd.stderr)
+    return forked
+
+
+@pytest.fixture
+def project(repo: Path) -> Path:
+    subprocess.run([*WF, "init"], cwd=repo, check=True, capture_output=True)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "wf init")
+    return repo
+
+
+def test_exit_codes_and_both_streams_match_an_exec(project: Path) -> None:
+    assert same("--version").returncode == 0
+    assert same("no-such-command").returncode == 2
+    assert same("show", "nosuch", cwd=project).returncode == 1
+    r = same("list", "--json", cwd=project)
+    assert r.returncode == 0 and r.stdout.startswith("[")
+
+
+def test_stdin_cwd_and_environment_reach_the_command(project: Path) -> None:
+    r = wfproc.run([*WF, "add", "From stdin", "--id", "s1", "--lane", "sonnet", "--body", "-"], cwd=project,
+                   input="Body read from stdin.\n", capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "Body read from stdin." in same("show", "s1", cwd=project).stdout
+    sub = project / "sub"
+    sub.mkdir()
+    assert same("list", cwd=sub).returncode == 0  # found from a subfolder, as with an exec
+    r = same("edit", "s1", cwd=project, env=dict(os.environ, EDITOR="/no/such-editor", VISUAL=""))
+    assert r.returncode != 0 and "/no/such-editor" in r.stderr
+
+
+def test_arguments_that_are_not_utf8_arrive_as_an_exec_gets_them(project: Path) -> None:
+    bad = os.fsdecode(b"caf\xe9")
+    r = same("show", bad, cwd=project)
+    assert r.returncode != 0
+
+
+def test_each_command_is_its_own_process_and_a_timeout_kills_it(project: Path, tmp_path: Path) -> None:
+    pids = []
+    for _ in range(2):
+        r = wfproc.run(
+            [*WF, "res", "run", "--", "sh", "-c", "echo $PPID"], capture_output=True, text=True, cwd=project
+        )
+        assert r.returncode == 0, r.stderr
+        pids.append(int(r.stdout.split()[-1]))
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    flag = tmp_path / "started"
+    with pytest.raises(subprocess.TimeoutExpired):
+        wfproc.run(
+            [*WF, "res", "run", "--", "sh", "-c", f"echo $PPID > {flag}; exec sleep 60"],
+            capture_output=True,
+            text=True,
+            cwd=project,
+            timeout=3,
+        )
+    wf_pid = int(flag.read_text())
+    assert not Path(f"/proc/{wf_pid}").exists() or "Z" in Path(f"/proc/{wf_pid}/stat").read_text().split()[2]
+
+
+def test_an_interpreter_setting_that_differs_goes_to_a_real_exec(project: Path) -> None:
+    before = wfproc.started
+    r = wfproc.run(
+        [*WF, "--version"], capture_output=True, text=True, env=dict(os.environ, PYTHONIOENCODING="latin-1")
+    )
+    assert r.returncode == 0 and wfproc.started == before
+    r = wfproc.run([*WF, "--version"], capture_output=True, text=True, env=dict(os.environ, WF_TEST_EXEC="1"))
+    assert r.returncode == 0 and wfproc.started == before + 1  # the command's env is not the switch

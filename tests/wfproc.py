@@ -1,0 +1,221 @@
+"""``run(...)``: ``subprocess.run`` for ``python -m wf``, a real process that skips the
+interpreter start (see tests/zygote.py for how, and why).
+
+Call it as ``subprocess.run``: ``run([sys.executable, "-m", "wf", *args], cwd=...,
+env=..., input=..., timeout=..., capture_output=True, text=True)``. Anything it cannot
+give exactly as an exec would (another program, other keyword arguments, an environment
+whose interpreter settings differ from the server's) goes to ``subprocess.run`` itself,
+as does everything when ``WF_TEST_EXEC=1``.
+"""
+
+from __future__ import annotations
+
+import array
+import atexit
+import json
+import os
+import selectors
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.zygote import START_KEYS
+
+ROOT = Path(__file__).resolve().parent.parent
+_KWARGS = {
+    "cwd",
+    "env",
+    "input",
+    "timeout",
+    "capture_output",
+    "text",
+    "check",
+    "encoding",
+    "errors",
+    "stdin",
+    "stdout",
+    "stderr",
+}
+
+
+@dataclass
+class _Server:
+    owner: int
+    proc: subprocess.Popen[bytes]
+    folder: str
+    env: dict[str, str]
+    path_entries: frozenset[str]
+
+    def stop(self) -> None:
+        if self.owner == os.getpid():
+            self.proc.kill()
+            self.proc.wait()
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_server: _Server | None = None
+started = 0  # commands run through the server (the tests of this module read it)
+
+
+def _zygote() -> _Server:
+    global _server
+    if _server is not None and _server.owner == os.getpid() and _server.proc.poll() is None:
+        return _server
+    folder = tempfile.mkdtemp(prefix="wf-zygote-")
+    env = dict(os.environ)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "zygote.py"), os.path.join(folder, "socket"), str(os.getpid())],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+        env=env,
+    )
+    assert proc.stdout is not None
+    if proc.stdout.readline() != b"ready\n":
+        raise RuntimeError("the wf process server did not start")
+    entries = frozenset(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p) | {str(ROOT)}
+    _server = _Server(os.getpid(), proc, folder, env, entries)
+    atexit.register(_server.stop)
+    return _server
+
+
+def _forkable(argv: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
+    if os.environ.get("WF_TEST_EXEC") == "1" or set(kwargs) - _KWARGS:
+        return False
+    if [str(a) for a in argv[:3]] != [sys.executable, "-m", "wf"]:
+        return False
+    if kwargs.get("stdin", subprocess.DEVNULL) != subprocess.DEVNULL or (
+        kwargs.get("stdin") == subprocess.DEVNULL and kwargs.get("input") is not None
+    ):
+        return False
+    piped = kwargs.get("stdout") == subprocess.PIPE and kwargs.get("stderr") == subprocess.PIPE
+    return (
+        kwargs.get("capture_output", False) is True and "stdout" not in kwargs and "stderr" not in kwargs
+    ) or (piped and not kwargs.get("capture_output"))
+
+
+def _fits(server: _Server, env: Mapping[str, str]) -> bool:
+    """Would a new interpreter start in ``env`` as the server did?"""
+    if any(env.get(k) != server.env.get(k) for k in START_KEYS):
+        return False
+    extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return all(p in server.path_entries or Path(p).resolve() == ROOT for p in extra)
+
+
+def run(argv: Sequence[Any], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
+    global started
+    if not _forkable(argv, kwargs):
+        return subprocess.run(argv, **kwargs)
+    given: Mapping[str, str] | None = kwargs.get("env")
+    env = {str(k): str(v) for k, v in (os.environ if given is None else given).items()}
+    server = _zygote()
+    if not _fits(server, env):
+        return subprocess.run(argv, **kwargs)
+    text = bool(kwargs.get("text") or kwargs.get("encoding") or kwargs.get("errors"))
+    encoding = kwargs.get("encoding") or "utf-8"
+    errors = kwargs.get("errors") or "strict"
+    data = kwargs.get("input")
+    if isinstance(data, str):
+        data = data.encode(encoding, errors)
+    cwd = os.path.abspath(os.fspath(kwargs["cwd"])) if kwargs.get("cwd") is not None else os.getcwd()
+    request = json.dumps({"argv": [str(a) for a in argv[3:]], "cwd": cwd, "env": env}).encode()
+    started += 1
+
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    if data is not None:
+        in_r, in_w = os.pipe()
+    else:
+        in_r, in_w = os.open(os.devnull, os.O_RDONLY), -1
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(os.path.join(server.folder, "socket"))
+        conn.sendmsg(
+            [struct.pack("!I", len(request)) + request],
+            [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [in_r, out_w, err_w]))],
+        )
+    finally:
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)  # the command has them now
+    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+    answer = b""
+    pending = memoryview(data or b"")
+    timeout: float | None = kwargs.get("timeout")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pid = None
+    still_open = {out_r, err_r} | ({in_w} if in_w >= 0 else set())
+    with selectors.DefaultSelector() as sel:
+        sel.register(out_r, selectors.EVENT_READ)
+        sel.register(err_r, selectors.EVENT_READ)
+        sel.register(conn, selectors.EVENT_READ)
+        if in_w >= 0:
+            sel.register(in_w, selectors.EVENT_WRITE)
+        while sel.get_map():
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                # As subprocess.run: kill the command, wait for it, then raise.
+                if pid is not None:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    conn.settimeout(30)
+                    while answer.count(b"\n") < 2 and (got := conn.recv(4096)):
+                        answer += got
+                for key in list(sel.get_map().values()):
+                    sel.unregister(key.fileobj)
+                for fd in still_open:
+                    os.close(fd)
+                conn.close()
+                raise subprocess.TimeoutExpired(list(argv), timeout or 0)
+            for key, _ in sel.select(wait):
+                if key.fileobj is conn:
+                    got = conn.recv(4096)
+                    answer += got
+                    if pid is None and b"\n" in answer:
+                        pid = int(answer.split(b"\n", 1)[0])
+                    if not got:
+                        sel.unregister(conn)
+                elif key.fd == in_w:
+                    try:
+                        n = os.write(in_w, pending[:65536])
+                    except BrokenPipeError:
+                        n = len(pending)
+                    pending = pending[n:]
+                    if not pending:
+                        sel.unregister(in_w)
+                        os.close(in_w)
+                        still_open.discard(in_w)
+                        in_w = -1
+                else:
+                    got = os.read(key.fd, 65536)
+                    if got:
+                        chunks[key.fd].append(got)
+                    else:
+                        sel.unregister(key.fd)
+                        os.close(key.fd)
+                        still_open.discard(key.fd)
+    conn.close()
+    lines = answer.split(b"\n")
+    if len(lines) < 3:
+        raise RuntimeError(f"the wf process server dropped {argv[3:]!r}")
+    code = os.waitstatus_to_exitcode(int(lines[1]))
+    out, err = b"".join(chunks[out_r]), b"".join(chunks[err_r])
+    if text:
+        out_s = out.decode(encoding, errors).replace("\r\n", "\n").replace("\r", "\n")
+        err_s = err.decode(encoding, errors).replace("\r\n", "\n").replace("\r", "\n")
+        result: subprocess.CompletedProcess[Any] = subprocess.CompletedProcess(list(argv), code, out_s, err_s)
+    else:
+        result = subprocess.CompletedProcess(list(argv), code, out, err)
+    if kwargs.get("check"):
+        result.check_returncode()
+    return result
