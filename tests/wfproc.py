@@ -76,7 +76,7 @@ def _zygote() -> _Server:
         [sys.executable, str(ROOT / "tests" / "zygote.py"), os.path.join(folder, "socket"), str(os.getpid())],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
-        cwd=ROOT,
+        cwd=folder,  # not the checkout: a command that failed to chdir must not write there
         env=env,
     )
     assert proc.stdout is not None
