@@ -51,7 +51,9 @@ def pytest_configure(config: pytest.Config) -> None:
     import importlib
 
     compileall.compile_dir(str(Path(__file__).resolve().parent.parent / "wf"), quiet=2, workers=1)
-    compileall.compile_dir(str(Path(__file__).resolve().parent / "fakes"), quiet=2, workers=1)  # their modules
+    compileall.compile_dir(
+        str(Path(__file__).resolve().parent / "fakes"), quiet=2, workers=1
+    )  # their modules
     if config.getoption("numprocesses", None):
         # pytest rewrites each test module's asserts on import, and caches the result only
         # where bytecode may be written: import them here once (sys.dont_write_bytecode is
@@ -176,3 +178,9 @@ def wf(repo: Path, capsys: pytest.CaptureFixture[str]) -> WfRunner:
     runner = WfRunner(repo, capsys)
     runner.ok("init")
     return runner
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked slow first: with workers, a long test started last ends the run
+    alone while the other workers idle."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -342,6 +342,7 @@ def wait_for(what: object, check: object, limit: float = 90) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_done_when_a_batch_with_two_local_lanes_and_the_cloud(c: Cloud, tmp_path: Path) -> None:
     """The done-when of the cloud lane, through the real wf batch alone (no wf cloud send):

@@ -223,6 +223,7 @@ def test_wf_lanes_shows_the_cloud_lane(c: Cloud) -> None:
     assert [r["lane"] for r in json.loads(c.wf.ok("lanes", "--json"))] == ["sonnet", "opus"]
 
 
+@pytest.mark.slow
 def test_a_send_under_way_already_counts_toward_n(c: Cloud, monkeypatch: pytest.MonkeyPatch) -> None:
     c.setup(task("big", "opus") + task("l1", "sonnet", "script: write l1.txt x"))
     monkeypatch.setenv("WF_FAKE_CLOUD_DELAY", "3")  # the session takes its time to be created

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
+
+@pytest.mark.slow
 def test_a_module_that_fails_to_import_is_a_collection_error_under_xdist(tmp_path: Path) -> None:
     """With workers, the controller imports the test modules beforehand (to cache their
     rewritten asserts): a module that fails to import, or skips itself at import, must

@@ -342,6 +342,7 @@ def test_monitor_running_waits_on_what_still_runs(w: Workers, tmp_path: Path) ->
     assert p.returncode == 4
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_monitor_gives_up_with_5_and_shows_activity(w: Workers, tmp_path: Path) -> None:
     m = manifest(
@@ -426,6 +427,7 @@ def _pty_run(args: list[str], env: dict[str, str], cwd: Path, limit: float = 60)
     return p.wait(timeout=30), out
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_progress_line_on_a_terminal_only(w: Workers, tmp_path: Path) -> None:
     m = manifest(tmp_path / "m.json", [{"id": "p1", "prompt": "SLEEP 2"}], adapter="codex")
@@ -689,6 +691,7 @@ def test_only_final_files_are_fsynced(w: Workers, tmp_path: Path) -> None:
     assert sum(".status.json." in n for n in names) == 1  # the final one only
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_units_that_stall_together_are_stopped_together(w: Workers, tmp_path: Path) -> None:
     # silent from the start, so all three stall in the same pass; SIGINT and SIGTERM
@@ -756,6 +759,7 @@ def test_the_coordinators_loop_from_the_readme(w: Workers, tmp_path: Path) -> No
     assert w.run("monitor", run, "--timeout", "5").returncode == 0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_the_readme_coordinator_loop_runs_as_written(w: Workers) -> None:
     """The README's coordinator loop, taken from the README and run by bash as it stands."""
@@ -961,6 +965,7 @@ def test_a_corrupt_status_of_a_running_unit_is_never_marked_lost(w: Workers, tmp
         os.kill(worker, signal.SIGKILL)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_the_orch_loop_takes_nothing_from_a_corrupt_unit_status(wf: WfRunner) -> None:
     """kill -9 of wf orch run after its worker reported; then the unit's status.json is

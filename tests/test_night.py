@@ -302,6 +302,7 @@ def test_a_handed_back_task_waits_for_a_person(o: Orch) -> None:
     assert "start a2" in r.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_until_stop_wakes_a_lane_stopped_by_a_handback(o: Orch) -> None:
     o.setup(lanes_toml("a"), task("a1", "a", "raise ma"))

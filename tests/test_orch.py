@@ -91,6 +91,7 @@ def o(wf: WfRunner) -> Orch:
 # ------------------------------------------------------------------ end to end
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_orch_run_three_lanes(o: Orch) -> None:
     tasks = (
@@ -389,6 +390,7 @@ def test_install_links_the_worker_and_skills(o: Orch, tmp_path: Path) -> None:
     assert o.wf.ok("install", "--target", str(tmp_path / "claude")).count("kept    ") == 4
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_demo_runs_the_real_loop(tmp_path: Path) -> None:
     tmp = tmp_path / "tmp"
@@ -487,6 +489,7 @@ def test_no_report_stops_the_lane_and_a_crash_twice_blocks(o: Orch) -> None:
     assert ("b1", "crashed-recovery") in outcomes and ("b1", "crashed-twice") in outcomes
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_orch_run_timeout_stops_a_hung_worker_and_recovers_it(o: Orch) -> None:
     o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", "hang"))

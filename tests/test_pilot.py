@@ -39,6 +39,7 @@ def t(tid: str, *lines: str) -> str:
     return f"\n## {tid}: Task {tid}\n" + "".join(f"{x}\n" for x in lines)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_pilot_runs_batches_then_prep_then_the_prepared_work(b: Batch, tmp_path: Path) -> None:
     worker = tmp_path / "worker.py"

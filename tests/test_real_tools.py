@@ -100,6 +100,7 @@ def test_orch_run_on_a_real_logged_out_claude_lane_claims_nothing(wf: WfRunner, 
                           check=True).stdout == ""  # fmt: skip
 
 
+@pytest.mark.slow
 def test_dispatch_real_codex_offline_stalls_as_network(wf: WfRunner, tmp_path: Path) -> None:
     """Offline, the real codex prints reconnect notices for ever: the log grows, nothing
     progresses, and the unit stalls with the tool's own words."""

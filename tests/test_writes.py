@@ -316,6 +316,7 @@ def test_text_that_is_not_utf8_is_refused_not_a_crash(wf: WfRunner) -> None:
         "   ##" + " " * 200_000,
     ],
 )
+@pytest.mark.slow
 def test_a_200000_character_field_line_parses_in_linear_time(wf: WfRunner, line: str) -> None:
     """Completes well inside the test's timeout (a backtracking regex took minutes)."""
     path = wf.root / "TASKS.md"
@@ -519,6 +520,7 @@ def _run_units(wf: WfRunner, tmp_path: Path) -> None:
 UNSAFE = ("\x1b", "\x07", "\x9b", "\u202e", "\x00")
 
 
+@pytest.mark.slow
 def test_every_runs_view_is_safe_and_json_carries_the_text(wf: WfRunner, tmp_path: Path) -> None:
     _run_units(wf, tmp_path)
     for args in (
