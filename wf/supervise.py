@@ -41,6 +41,7 @@ def _result_grace() -> float:
     """Seconds a worker may go on after its result event (WF_RESULT_GRACE, default 5)."""
     return float(os.environ.get("WF_RESULT_GRACE", "5"))
 
+
 FALLBACK_LINES = 40
 READ_CHUNK = 1 << 20
 MAX_LINE = 64 << 20  # a claude result event carries the whole answer on one line
@@ -53,7 +54,6 @@ def _my_start() -> int | None:
     """With the pid, names this supervisor for the readers (read when asked: a process
     forked from this one is another supervisor)."""
     return runs.proc_start(os.getpid())
-
 
 
 def tool_version(adapter: Adapter) -> str | None:
