@@ -246,6 +246,23 @@ WRITES_TO_A = (
 )
 
 
+def test_an_id_repeated_in_after_is_reported_once(wf: WfRunner) -> None:
+    """One message per wrong id, and one per cycle, however often After repeats it: a
+    line of 100,000 repeats printed 200,000 errors."""
+    (wf.root / "TASKS.md").write_text(
+        "## a: A\nModel: haiku\nAfter: a, a, b, zz, zz, b\n\n## b: B\nModel: haiku\nAfter: a\nDone: t\n"
+    )
+    r = wf("check")
+    assert r.code == 1
+    errors = [line for line in r.out.splitlines() if ": error: " in line]
+    assert errors == [
+        "TASKS.md:3: error: task a is After itself",
+        "TASKS.md:3: error: After names unknown id 'zz'",
+        "TASKS.md:3: error: After cycle: a -> a",
+        "TASKS.md:3: error: After cycle: a -> b -> a",
+    ], r.out
+
+
 @pytest.mark.parametrize("name", sorted(BAD_CASES))
 def test_structural_errors_refuse_every_write(wf: WfRunner, name: str) -> None:
     text, message = BAD_CASES[name]

@@ -316,7 +316,6 @@ def test_text_that_is_not_utf8_is_refused_not_a_crash(wf: WfRunner) -> None:
         "   ##" + " " * 200_000,
     ],
 )
-@pytest.mark.slow
 def test_a_200000_character_field_line_parses_in_linear_time(wf: WfRunner, line: str) -> None:
     """Completes well inside the test's timeout (a backtracking regex took minutes)."""
     path = wf.root / "TASKS.md"

@@ -150,7 +150,7 @@ class Backlog:
                     )
                 )
             kv = t.kv
-            for a in t.after if "after" in kv else ():
+            for a in dict.fromkeys(t.after) if "after" in kv else ():  # a repeated id: said once
                 if a == t.id:
                     issues.append(
                         ParseIssue(path, _line_of(t, "after"), "error", f"task {t.id} is After itself", t.id)
@@ -219,7 +219,10 @@ class Backlog:
 
     def _cycles(self) -> list[ParseIssue]:
         ids = self.doc.ids()
-        graph = {t.id: [a for a in t.after if a in ids] for t in self.doc.tasks if "after" in t.kv}
+        # each edge once: an id repeated in After is one dependency, and one cycle
+        graph = {
+            t.id: [a for a in dict.fromkeys(t.after) if a in ids] for t in self.doc.tasks if "after" in t.kv
+        }
         state: dict[str, int] = {}
         found: list[ParseIssue] = []
         for root in graph:
