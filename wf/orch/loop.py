@@ -48,7 +48,7 @@ from wf.supervise import POLL, Unit
 
 # every lane on that tool stops: the next worker would meet the same wall
 TOOL_WIDE = frozenset({Failure.auth, Failure.quota, Failure.rate_limit, Failure.network})
-WAKE_EVERY = 10.0  # --until-stop: seconds between looks for new work
+WAKE_EVERY = 10.0  # --until-stop: seconds between looks for new work (and at once when TASKS.md changes)
 
 
 def infra_failure(status: dict[str, object]) -> Failure | None:
@@ -481,6 +481,7 @@ class Loop:
                 self._pick(lane)
             last_tick = 0.0
             last_look = time.monotonic()
+            last_seen = _stamp(self.project.tasks_path)
             while not interrupted.is_set():
                 self._poll_all(then_pick=True)
                 procs.reap_orphans()
@@ -492,8 +493,9 @@ class Loop:
                         break
                     if self.deadline is not None and now >= self.deadline:
                         break
-                    if now - last_look >= WAKE_EVERY:
-                        last_look = now
+                    seen = _stamp(self.project.tasks_path)
+                    if now - last_look >= WAKE_EVERY or seen != last_seen:
+                        last_look, last_seen = now, seen
                         self._wake()
                     time.sleep(POLL)
                     continue
@@ -520,3 +522,13 @@ def _commit_missing(project: Project, commit: str) -> bool:
     from wf import gitops
 
     return not gitops.commit_exists(project.root, commit)
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells a changed file from the one last seen, for one stat: a task a person
+    adds during an --until-stop night is picked within a poll, not after WAKE_EVERY."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
