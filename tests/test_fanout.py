@@ -974,7 +974,7 @@ def test_the_orch_loop_takes_nothing_from_a_corrupt_unit_status(wf: WfRunner) ->
     o = Orch(wf)
     # the worker lingers after its answer (as claude does), so the loop is still waiting on
     # it when it is killed: the answer is captured, not yet posted
-    o.setup(lanes_toml("a"), task("a1", "a", "awaiting Which colour?", "linger 8"))
+    o.setup(lanes_toml("a"), task("a1", "a", "awaiting Which colour?", "linger 4"))
     p = _popen(o, "orch", "run", "a")
     rec_path = o.root / ".wf" / "orch" / "a.json"
     _wait_for(lambda: rec_path.exists() and json.loads(rec_path.read_text()).get("unit"), what="the record")
