@@ -83,7 +83,7 @@ def wait_for(pred: Any, timeout: float = 20) -> Any:
         got = pred()
         if got:
             return got
-        time.sleep(0.1)
+        time.sleep(0.25)  # a poll is a wf command: a faster command must not mean more polls
     raise AssertionError("condition not met in time")
 
 
