@@ -4,6 +4,7 @@ arguments that are not UTF-8, a signal, a timeout."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -97,3 +98,19 @@ def test_an_interpreter_setting_that_differs_goes_to_a_real_exec(project: Path) 
     assert r.returncode == 0 and wfproc.started == before
     r = wfproc.run([*WF, "--version"], capture_output=True, text=True, env=dict(os.environ, WF_TEST_EXEC="1"))
     assert r.returncode == 0 and wfproc.started == before + 1  # the command's env is not the switch
+
+
+def test_a_forked_command_names_itself_in_its_records_not_the_server(project: Path) -> None:
+    """What wf computes of its own process (here a unit's supervisor pid and start time,
+    which readers use to tell a live supervisor from a reused pid) is the command's, not
+    the server's it was forked from."""
+    cmd = "sh -c 'awk \"{print \\$22}\" /proc/$PPID/stat'"  # the start time of its parent, wf
+    r = wfproc.run(
+        [*WF, "dispatch", "zr", "u1", "--adapter", "cmd", "--cmd", cmd, "--prompt", "x"],
+        capture_output=True, text=True, cwd=project, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    unit = project / ".wf" / "runs" / "zr" / "u1"
+    st = json.loads((unit / "status.json").read_text())
+    assert st["supervisor"] != wfproc._zygote().proc.pid
+    assert st["supervisor_start"] == int((unit / "output.txt").read_text().split()[-1])
