@@ -114,3 +114,22 @@ def test_a_forked_command_names_itself_in_its_records_not_the_server(project: Pa
     st = json.loads((unit / "status.json").read_text())
     assert st["supervisor"] != wfproc._zygote().proc.pid
     assert st["supervisor_start"] == int((unit / "output.txt").read_text().split()[-1])
+
+
+def test_git_location_variables_are_dropped_as_an_exec_drops_them(project: Path) -> None:
+    """wf drops GIT_DIR and the like as it is imported (a hook's or alias's must not
+    point wf's git at another repository); a forked command must drop the caller's."""
+    r = same("wt", "list", cwd=project, env=dict(os.environ, GIT_DIR="/nonexistent/.git"))
+    assert r.returncode == 0, r.stderr
+
+
+def test_stdin_bytes_bytes_arguments_and_a_missing_cwd_as_subprocess(project: Path, tmp_path: Path) -> None:
+    # stdin as CPython gives it, without newline translation: wf sees the lone CR and refuses
+    r = same(
+        "add", "T", "--id", "x1", "--lane", "sonnet", "--body", "-", cwd=project, input="one\r\ntwo\rthree\n"
+    )
+    assert r.returncode == 1 and "carriage return" in r.stderr
+    assert wfproc.run([*WF, b"--version"], capture_output=True).returncode == 0
+    for runner in (wfproc.run, subprocess.run):
+        with pytest.raises(FileNotFoundError):
+            runner([*WF, "--version"], cwd=tmp_path / "nowhere", capture_output=True)

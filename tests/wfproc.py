@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import array
 import atexit
+import errno
 import json
 import os
 import selectors
@@ -22,6 +23,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -66,7 +68,15 @@ _server: _Server | None = None
 started = 0  # commands run through the server (the tests of this module read it)
 
 
+_starting = threading.Lock()
+
+
 def _zygote() -> _Server:
+    with _starting:  # one server per process, however many threads ask at once
+        return _start()
+
+
+def _start() -> _Server:
     global _server
     if _server is not None and _server.owner == os.getpid() and _server.proc.poll() is None:
         return _server
@@ -111,6 +121,15 @@ def _fits(server: _Server, env: Mapping[str, str]) -> bool:
     return all(p in server.path_entries or Path(p).resolve() == ROOT for p in extra)
 
 
+class _Deadline(Exception):
+    pass
+
+
+def _decode(data: bytes, encoding: str, errors: str) -> str:
+    """As subprocess's text mode: decoded, with universal newlines."""
+    return data.decode(encoding, errors).replace("\r\n", "\n").replace("\r", "\n")
+
+
 def run(argv: Sequence[Any], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
     global started
     if not _forkable(argv, kwargs):
@@ -126,8 +145,11 @@ def run(argv: Sequence[Any], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
     data = kwargs.get("input")
     if isinstance(data, str):
         data = data.encode(encoding, errors)
-    cwd = os.path.abspath(os.fspath(kwargs["cwd"])) if kwargs.get("cwd") is not None else os.getcwd()
-    request = json.dumps({"argv": [str(a) for a in argv[3:]], "cwd": cwd, "env": env}).encode()
+    cwd = os.fsdecode(os.path.abspath(kwargs["cwd"])) if kwargs.get("cwd") is not None else os.getcwd()
+    if not os.path.isdir(cwd):  # subprocess.run's own error, raised here as there
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), cwd)
+    args = [os.fsdecode(a) if isinstance(a, bytes | os.PathLike) else str(a) for a in argv[3:]]
+    request = json.dumps({"argv": args, "cwd": cwd, "env": env}).encode()
     started += 1
 
     out_r, out_w = os.pipe()
@@ -153,57 +175,72 @@ def run(argv: Sequence[Any], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
     deadline = None if timeout is None else time.monotonic() + timeout
     pid = None
     still_open = {out_r, err_r} | ({in_w} if in_w >= 0 else set())
-    with selectors.DefaultSelector() as sel:
-        sel.register(out_r, selectors.EVENT_READ)
-        sel.register(err_r, selectors.EVENT_READ)
-        sel.register(conn, selectors.EVENT_READ)
-        if in_w >= 0:
-            sel.register(in_w, selectors.EVENT_WRITE)
-        while sel.get_map():
-            wait = None if deadline is None else deadline - time.monotonic()
-            if wait is not None and wait <= 0:
-                # As subprocess.run: kill the command, wait for it, then raise.
-                if pid is not None:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    conn.settimeout(30)
-                    while answer.count(b"\n") < 2 and (got := conn.recv(4096)):
+    try:
+        with selectors.DefaultSelector() as sel:
+            sel.register(out_r, selectors.EVENT_READ)
+            sel.register(err_r, selectors.EVENT_READ)
+            sel.register(conn, selectors.EVENT_READ)
+            if in_w >= 0:
+                sel.register(in_w, selectors.EVENT_WRITE)
+            while sel.get_map():
+                wait = None if deadline is None else deadline - time.monotonic()
+                if wait is not None and wait <= 0:
+                    raise _Deadline
+                for key, _ in sel.select(wait):
+                    if key.fileobj is conn:
+                        got = conn.recv(4096)
                         answer += got
-                for key in list(sel.get_map().values()):
-                    sel.unregister(key.fileobj)
-                for fd in still_open:
-                    os.close(fd)
-                conn.close()
-                raise subprocess.TimeoutExpired(list(argv), timeout or 0)
-            for key, _ in sel.select(wait):
-                if key.fileobj is conn:
-                    got = conn.recv(4096)
-                    answer += got
-                    if pid is None and b"\n" in answer:
-                        pid = int(answer.split(b"\n", 1)[0])
-                    if not got:
-                        sel.unregister(conn)
-                elif key.fd == in_w:
-                    try:
-                        n = os.write(in_w, pending[:65536])
-                    except BrokenPipeError:
-                        n = len(pending)
-                    pending = pending[n:]
-                    if not pending:
-                        sel.unregister(in_w)
-                        os.close(in_w)
-                        still_open.discard(in_w)
-                        in_w = -1
-                else:
-                    got = os.read(key.fd, 65536)
-                    if got:
-                        chunks[key.fd].append(got)
+                        if pid is None and b"\n" in answer:
+                            pid = int(answer.split(b"\n", 1)[0])
+                        if not got:
+                            sel.unregister(conn)
+                    elif key.fd == in_w:
+                        try:
+                            n = os.write(in_w, pending[:65536])
+                        except BrokenPipeError:
+                            n = len(pending)
+                        pending = pending[n:]
+                        if not pending:
+                            sel.unregister(in_w)
+                            os.close(in_w)
+                            still_open.discard(in_w)
+                            in_w = -1
                     else:
-                        sel.unregister(key.fd)
-                        os.close(key.fd)
-                        still_open.discard(key.fd)
+                        got = os.read(key.fd, 65536)
+                        if got:
+                            chunks[key.fd].append(got)
+                        else:
+                            sel.unregister(key.fd)
+                            os.close(key.fd)
+                            still_open.discard(key.fd)
+    except BaseException as stopped:
+        # As subprocess.run, whatever ended the wait (the timeout, a Ctrl-C): kill the
+        # command, even one whose pid has not arrived yet, and wait for it.
+        try:
+            conn.settimeout(30)
+            while b"\n" not in answer and (got := conn.recv(4096)):
+                answer += got
+            if b"\n" in answer:
+                try:
+                    os.kill(int(answer.split(b"\n", 1)[0]), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                while answer.count(b"\n") < 2 and (got := conn.recv(4096)):
+                    answer += got
+        except OSError:
+            pass
+        for fd in still_open:
+            os.close(fd)
+        conn.close()
+        if isinstance(stopped, _Deadline):
+            out, err = b"".join(chunks[out_r]), b"".join(chunks[err_r])
+            raise subprocess.TimeoutExpired(
+                list(argv),
+                timeout or 0,
+                _decode(out, encoding, errors) if text else out,
+                _decode(err, encoding, errors) if text else err,
+            ) from None
+        raise
     conn.close()
     lines = answer.split(b"\n")
     if len(lines) < 3:
@@ -211,8 +248,7 @@ def run(argv: Sequence[Any], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
     code = os.waitstatus_to_exitcode(int(lines[1]))
     out, err = b"".join(chunks[out_r]), b"".join(chunks[err_r])
     if text:
-        out_s = out.decode(encoding, errors).replace("\r\n", "\n").replace("\r", "\n")
-        err_s = err.decode(encoding, errors).replace("\r\n", "\n").replace("\r", "\n")
+        out_s, err_s = _decode(out, encoding, errors), _decode(err, encoding, errors)
         result: subprocess.CompletedProcess[Any] = subprocess.CompletedProcess(list(argv), code, out_s, err_s)
     else:
         result = subprocess.CompletedProcess(list(argv), code, out, err)

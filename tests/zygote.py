@@ -53,7 +53,11 @@ START_KEYS = (
     "PYTHONINSPECT",
     "PYTHONDONTWRITEBYTECODE",
 )
-_SIGNALS: dict[int, Any] = {signal.SIGINT: signal.default_int_handler, signal.SIGPIPE: signal.SIG_IGN}
+_SIGNALS: dict[int, Any] = {
+    signal.SIGINT: signal.default_int_handler,
+    signal.SIGPIPE: signal.SIG_IGN,
+    signal.SIGXFSZ: signal.SIG_IGN,
+}
 
 
 def _recv_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:
@@ -102,6 +106,11 @@ def _become(request: dict[str, object], fds: list[int]) -> None:
     os.environ.update(env)
     os.environ.update(added)
     time.tzset()
+    # What wf does to its environment as it is imported, done again for this one (the
+    # server's import did it to the server's): gitops drops GIT_DIR and the like.
+    from wf import gitops
+
+    gitops._scrub_environment()
     # The streams as a new interpreter makes them for these descriptors: the server's
     # own encoding and error handlers (same locale), buffering by what each fd is.
     old = (sys.__stdin__, sys.__stdout__, sys.__stderr__)
@@ -111,7 +120,10 @@ def _become(request: dict[str, object], fds: list[int]) -> None:
         if fd == 0:
             streams.append(
                 io.TextIOWrapper(
-                    io.BufferedReader(io.FileIO(0, "rb", closefd=False)), like.encoding, like.errors
+                    io.BufferedReader(io.FileIO(0, "rb", closefd=False)),
+                    like.encoding,
+                    like.errors,
+                    newline="\n",
                 )
             )
             continue
@@ -125,6 +137,7 @@ def _become(request: dict[str, object], fds: list[int]) -> None:
                 raw,  # type: ignore[arg-type]
                 like.encoding,
                 like.errors,
+                newline="\n",  # as CPython's own standard streams on POSIX
                 line_buffering=not unbuffered and (os.isatty(fd) or fd == 2),
                 write_through=unbuffered,
             )
@@ -147,9 +160,6 @@ def _become(request: dict[str, object], fds: list[int]) -> None:
     except BaseException:
         traceback.print_exc()
         code = 1
-    # The interpreter's own ending: non-daemon threads, atexit, the streams.
-    threading._shutdown()  # type: ignore[attr-defined]
-    atexit._run_exitfuncs()
     status = 0
     if code == "SIGINT":
         status = -1
@@ -158,8 +168,11 @@ def _become(request: dict[str, object], fds: list[int]) -> None:
     elif isinstance(code, int):
         status = code & 0xFF
     else:
-        print(code, file=sys.stderr)
+        print(code, file=sys.stderr)  # before the atexit handlers, as the interpreter does
         status = 1
+    # The interpreter's own ending: non-daemon threads, atexit, the streams.
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
