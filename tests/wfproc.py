@@ -169,11 +169,16 @@ def run(argv: Sequence[Any], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
         for fd in (in_r, out_w, err_w):
             os.close(fd)  # the command has them now
     chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+
+    def outputs() -> tuple[Any, Any]:
+        """stdout and stderr so far, as subprocess gives them."""
+        out, err = b"".join(chunks[out_r]), b"".join(chunks[err_r])
+        return (_decode(out, encoding, errors), _decode(err, encoding, errors)) if text else (out, err)
+
     answer = b""
     pending = memoryview(data or b"")
     timeout: float | None = kwargs.get("timeout")
     deadline = None if timeout is None else time.monotonic() + timeout
-    pid = None
     still_open = {out_r, err_r} | ({in_w} if in_w >= 0 else set())
     try:
         with selectors.DefaultSelector() as sel:
@@ -187,11 +192,9 @@ def run(argv: Sequence[Any], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
                 if wait is not None and wait <= 0:
                     raise _Deadline
                 for key, _ in sel.select(wait):
-                    if key.fileobj is conn:
+                    if key.fileobj is conn:  # the command's pid, then its wait status
                         got = conn.recv(4096)
                         answer += got
-                        if pid is None and b"\n" in answer:
-                            pid = int(answer.split(b"\n", 1)[0])
                         if not got:
                             sel.unregister(conn)
                     elif key.fd == in_w:
@@ -233,25 +236,13 @@ def run(argv: Sequence[Any], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
             os.close(fd)
         conn.close()
         if isinstance(stopped, _Deadline):
-            out, err = b"".join(chunks[out_r]), b"".join(chunks[err_r])
-            raise subprocess.TimeoutExpired(
-                list(argv),
-                timeout or 0,
-                _decode(out, encoding, errors) if text else out,
-                _decode(err, encoding, errors) if text else err,
-            ) from None
+            raise subprocess.TimeoutExpired(list(argv), timeout or 0, *outputs()) from None
         raise
     conn.close()
     lines = answer.split(b"\n")
     if len(lines) < 3:
         raise RuntimeError(f"the wf process server dropped {argv[3:]!r}")
-    code = os.waitstatus_to_exitcode(int(lines[1]))
-    out, err = b"".join(chunks[out_r]), b"".join(chunks[err_r])
-    if text:
-        out_s, err_s = _decode(out, encoding, errors), _decode(err, encoding, errors)
-        result: subprocess.CompletedProcess[Any] = subprocess.CompletedProcess(list(argv), code, out_s, err_s)
-    else:
-        result = subprocess.CompletedProcess(list(argv), code, out, err)
+    result = subprocess.CompletedProcess(list(argv), os.waitstatus_to_exitcode(int(lines[1])), *outputs())
     if kwargs.get("check"):
         result.check_returncode()
     return result
