@@ -305,6 +305,29 @@ def test_monitor_and_gather_find_a_lost_unit_themselves(w: Workers, tmp_path: Pa
 
 
 @pytest.mark.timeout(120)
+def test_monitor_names_the_units_the_supervisor_has_yet_to_queue(w: Workers, tmp_path: Path) -> None:
+    """The supervisor writes its units' first status one at a time: a monitor started in
+    between names the whole manifest, not the units queued so far; once no supervisor
+    is alive, a request that never got a unit is not promised."""
+    go = tmp_path / "go"
+    slow = py(f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)\nprint('a')")
+    m = manifest(tmp_path / "m.json", [{"id": "a", "prompt": "x", "cmd": slow}], adapter="cmd")
+    p = w.start("run", str(m), "--run", "q")
+    try:
+        wait_for(lambda: (w.unit("q", "a") / "status.json").exists(), "a queued")
+        saved = w.root / ".wf" / "runs" / "q" / "manifest.json"
+        reqs = json.loads(saved.read_text())
+        saved.write_text(json.dumps([*reqs, dict(reqs[0], id="b")]))  # b: asked for, not yet queued
+        r = w.run("monitor", "q", "--timeout", "0")
+        assert r.returncode == 5 and r.stdout.startswith("monitor q: watching every unit (a, b)\n"), r.stdout
+    finally:
+        go.touch()
+        p.communicate(timeout=60)
+    r = w.run("monitor", "q", "--timeout", "5")
+    assert r.returncode == 0 and r.stdout.startswith("monitor q: watching every unit (a)\n"), r.stdout
+
+
+@pytest.mark.timeout(120)
 def test_monitor_running_waits_on_what_still_runs(w: Workers, tmp_path: Path) -> None:
     go = tmp_path / "go"
     slow = py(f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)\nprint('slow')")

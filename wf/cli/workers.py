@@ -521,7 +521,7 @@ def monitor(
     live = _Live(as_json)
     if not as_json:
         if watched is None:
-            names = [str(st["unit"]) for st in runsmod.units(proj, run)]
+            names = watch.every_unit(proj, run)
             what = f"every unit ({', '.join(names) if names else 'none yet'})"
         else:
             what = ", ".join(watched) if watched else "nothing (no unit is running)"

@@ -95,6 +95,21 @@ class Watch(NamedTuple):
     lost: list[str]  # units this reader marked lost
 
 
+def every_unit(project: Project, run: str) -> list[str]:
+    """The units a monitor of the whole run watches, for its start line: those that
+    exist (but the attempts retries replaced) and, while the run's supervisor is still
+    queueing them, those its manifest asks for that have no status yet."""
+    from wf.workers.manifest import saved_requests
+
+    found = runs.units(project, run)
+    old = superseded(found)
+    names = {str(st.get("unit")) for st in found if str(st.get("unit")) not in old}
+    if any(st.get("state") in runs.LIVE for st in found):  # repair_lost ran: a live one has a supervisor
+        made = {str(st.get("unit")) for st in found}
+        names |= {r.id for r in saved_requests(project, run) if r.id not in made}
+    return sorted(names)
+
+
 def watch_set(project: Project, run: str, units: list[str] | None, running: bool) -> list[str] | None:
     """What a monitor watches: the units named, else (with ``running``) those still
     running or queued now, else None: every unit of the run, as they appear."""
