@@ -29,7 +29,19 @@ def test_a_module_that_fails_to_import_is_a_collection_error_under_xdist(tmp_pat
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-n", "1", "-p", "no:cacheprovider", "tests"],
+        # its own basetemp: in the default one, pytest deletes the oldest numbered
+        # folders of earlier runs (thousands of test repositories: tens of seconds)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-n",
+            "1",
+            "-p",
+            "no:cacheprovider",
+            f"--basetemp={tmp_path / 'bt'}",
+            "tests",
+        ],
         cwd=tmp_path,
         env=env,
         capture_output=True,
