@@ -22,6 +22,7 @@ a line of text.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -211,6 +212,10 @@ def serve(path: str, parent: int) -> None:
     for mod in pkgutil.walk_packages(wf.__path__, "wf."):
         if not mod.name.endswith("__main__"):
             __import__(mod.name)
+    # What was imported is never freed: out of the collector's sight, each command's
+    # collections skip it, and do not write to (so copy) the pages it shares with the server
+    gc.collect()
+    gc.freeze()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the helpers reap themselves
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(path)
