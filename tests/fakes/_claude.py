@@ -6,14 +6,10 @@ Behaviour contract: tests/fakes/README.md. Python 3.11 standard library only.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import sys
 import time
-import uuid
-from datetime import UTC, datetime
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing costs a start ~5 ms
 if TYPE_CHECKING:
@@ -24,17 +20,22 @@ from _fake_common import (  # noqa: E402
     emit,
     fail,
     first_line,
+    folders,
     has_word,
     install_cleanup,
     log_argv,
     mark_running,
     number_after,
+    rand_id,
     spawn_grandchild,
+    uuid4,
 )
 
 VERSION = "2.1.332"
 # The real tool's recorded streams, replayed for the failure paths (see README.md).
-RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "real" / f"claude-{VERSION}"
+RECORDED = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "fixtures", "real", f"claude-{VERSION}"
+)
 DEFAULT_MODEL = "claude-opus-4-6"
 ALIASES = {
     "opus": "claude-opus-4-6",
@@ -150,14 +151,23 @@ OPTIONS: dict[str, tuple[str, bool]] = {
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """UTC, to the millisecond: 2026-01-01T12:00:00.123Z (datetime's isoformat, without datetime)."""
+    seconds, ms = divmod(time.time_ns() // 1_000_000, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ms:03d}Z"
 
 
-def rand_id(n: int) -> str:
-    import random
-    import string  # here, not at the top: the fake's start is the suite's
+def valid_uuid(text: str) -> bool:
+    """Whether uuid.UUID() takes text: the usual 8-4-4-4-12 form checked here, any other left
+    to uuid (it also takes braces, "urn:uuid:", no hyphens, ...)."""
+    if re.fullmatch(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}", text):
+        return True
+    import uuid  # here, not at the top: the fake's start is the suite's
 
-    return "".join(random.choices(string.ascii_letters + string.digits, k=n))
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 # ---------------------------------------------------------------- claude specifics
@@ -210,28 +220,32 @@ def check_choice(opts: dict[str, Any], dest: str, flag: str, choices: list[str])
         fail(f"error: option '{flag}' argument '{value}' is invalid. Allowed choices are {allowed}.")
 
 
-def config_dir() -> Path:
+def config_dir() -> str:
     raw = os.environ.get("CLAUDE_CONFIG_DIR", "").split(",")[0].strip()
-    return Path(raw) if raw else Path.home() / ".claude"
+    return raw or os.path.join(os.path.expanduser("~"), ".claude")
 
 
 def slug(cwd: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "-", cwd)
 
 
+def read_text(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 def git_branch(cwd: str) -> str:
-    d = Path(cwd)
-    for folder in [d, *d.parents]:
-        dotgit = folder / ".git"
+    for folder in folders(cwd):
+        dotgit = os.path.join(folder, ".git")
         try:
-            if dotgit.is_file():
-                text = dotgit.read_text(encoding="utf-8").strip()
+            if os.path.isfile(dotgit):
+                text = read_text(dotgit).strip()
                 if not text.startswith("gitdir:"):
                     return ""
-                gitdir = Path(text[len("gitdir:") :].strip())
-                head = (folder / gitdir / "HEAD").read_text(encoding="utf-8").strip()
-            elif dotgit.is_dir():
-                head = (dotgit / "HEAD").read_text(encoding="utf-8").strip()
+                gitdir = text[len("gitdir:") :].strip()
+                head = read_text(os.path.join(folder, gitdir, "HEAD")).strip()
+            elif os.path.isdir(dotgit):
+                head = read_text(os.path.join(dotgit, "HEAD")).strip()
             else:
                 continue
         except OSError:
@@ -260,7 +274,7 @@ def price(model: str) -> tuple[float, float, float, float, float]:
 class Session:
     """One run: writes the transcript and prints stream-json events."""
 
-    def __init__(self, opts: dict[str, Any], prompt: str, session_id: str, path: Path, stream: bool) -> None:
+    def __init__(self, opts: dict[str, Any], prompt: str, session_id: str, path: str, stream: bool) -> None:
         self.opts = opts
         self.prompt = prompt
         self.session_id = session_id
@@ -276,8 +290,8 @@ class Session:
         self.requests: list[dict[str, int]] = []
         self.started = time.monotonic()
         self.prior_context = 0
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
+        if os.path.exists(path):
+            for line in read_text(path).splitlines():
                 try:
                     rec = json.loads(line)
                 except ValueError:
@@ -288,7 +302,7 @@ class Session:
 
     # transcript ------------------------------------------------------------
     def write(self, fields: dict[str, Any], tail: dict[str, Any] | None = None) -> str:
-        line_uuid = str(uuid.uuid4())
+        line_uuid = uuid4()
         rec: dict[str, Any] = {
             "parentUuid": self.parent,
             "isSidechain": False,
@@ -302,7 +316,7 @@ class Session:
         rec["uuid"] = line_uuid
         rec["timestamp"] = now_iso()
         rec.update(tail or {})
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(rec, separators=(",", ":")) + "\n")
         self.parent = line_uuid
@@ -335,7 +349,7 @@ class Session:
                 "agents": ["general-purpose"],
                 "skills": [],
                 "plugins": [],
-                "uuid": str(uuid.uuid4()),
+                "uuid": uuid4(),
             }
         )
 
@@ -434,7 +448,7 @@ class Session:
                 {"type": "thinking", "thinking": "I have what I need.", "signature": "fake"},
                 {"type": "text", "text": answer},
             ],
-            10 + math.ceil(len(answer) / 4),
+            10 + (len(answer) + 3) // 4,  # ceil(len / 4), without importing math
             "end_turn",
         )
 
@@ -457,7 +471,7 @@ class Session:
                     },
                     "parent_tool_use_id": None,
                     "session_id": self.session_id,
-                    "uuid": str(uuid.uuid4()),
+                    "uuid": uuid4(),
                 }
             )
 
@@ -511,7 +525,7 @@ class Session:
                 "usage": usage,
                 "modelUsage": model_usage,
                 "permission_denials": [],
-                "uuid": str(uuid.uuid4()),
+                "uuid": uuid4(),
             }
         )
         if subtype != "success":
@@ -525,7 +539,7 @@ def logged_out() -> bool:
 
 def auth_status() -> int:
     """`claude auth status`: JSON, exit 1 when not logged in (as 2.1.332)."""
-    root = str(config_dir())
+    root = config_dir()
     out = {
         "loggedIn": not logged_out(),
         "authMethod": "none" if logged_out() else "claude.ai",
@@ -571,7 +585,7 @@ def replay(case: str, session_id: str, model: str | None = None, api_error: str 
     with api_error, another API error in the same shape)."""
     error, text = API_ERRORS[api_error] if api_error else (None, None)
     text = text.format(model=model or "claude-opus-5-5") if text else None
-    for line in (RECORDED / f"{case}.stdout").read_text("utf-8").splitlines():
+    for line in read_text(os.path.join(RECORDED, f"{case}.stdout")).splitlines():
         event = json.loads(line)
         if error and event.get("type") == "assistant":
             event["error"] = error
@@ -588,8 +602,6 @@ def replay(case: str, session_id: str, model: str | None = None, api_error: str 
 
 
 def main() -> int:
-    import subprocess  # here, not at the top: the fake's start is the suite's
-
     log_argv()
     if sys.argv[1:3] == ["auth", "status"]:
         return auth_status()
@@ -618,11 +630,8 @@ def main() -> int:
     fmt = opts.get("output_format", "text")
     if fmt == "stream-json" and not opts.get("verbose"):
         fail("Error: When using --print, --output-format=stream-json requires --verbose")
-    if "session_id" in opts:
-        try:
-            uuid.UUID(opts["session_id"])
-        except ValueError:
-            fail("Error: Invalid session ID. Must be a valid UUID.")
+    if "session_id" in opts and not valid_uuid(opts["session_id"]):
+        fail("Error: Invalid session ID. Must be a valid UUID.")
     resume = opts.get("resume")
     fork = bool(opts.get("fork_session")) and resume is not None
     if resume is not None and "session_id" in opts and not fork:
@@ -643,22 +652,22 @@ def main() -> int:
         fail("Error: Input must be provided either through stdin or as a prompt argument when using --print")
 
     root = config_dir()
-    project = root / "projects" / slug(os.getcwd())
+    project = os.path.join(root, "projects", slug(os.getcwd()))
     if resume is not None:
-        old = project / f"{resume}.jsonl"
-        if not old.exists():
+        old = os.path.join(project, f"{resume}.jsonl")
+        if not os.path.exists(old):
             message = f"No conversation found with session ID: {resume}"
             if fmt == "stream-json":  # as 2.1.332: a result with errors[], and the words on stderr
                 replay("unknown-session", resume)
             fail(message)
-        session_id = (opts.get("session_id") or str(uuid.uuid4())) if fork else resume
+        session_id = (opts.get("session_id") or uuid4()) if fork else resume
     else:
-        session_id = opts.get("session_id") or str(uuid.uuid4())
-    path = project / f"{session_id}.jsonl"
-    if resume is None and path.exists():
+        session_id = opts.get("session_id") or uuid4()
+    path = os.path.join(project, f"{session_id}.jsonl")
+    if resume is None and os.path.exists(path):
         fail(f"Error: Session ID {session_id} is already in use.")
     if fork and resume is not None:
-        lines = (project / f"{resume}.jsonl").read_text(encoding="utf-8").splitlines()
+        lines = read_text(os.path.join(project, f"{resume}.jsonl")).splitlines()
         with open(path, "w", encoding="utf-8") as f:
             for line in lines:
                 try:
@@ -670,8 +679,8 @@ def main() -> int:
                 f.write(json.dumps(rec, separators=(",", ":")) + "\n")
 
     install_cleanup()
-    registry = root / "sessions" / f"{os.getpid()}.json"
-    registry.parent.mkdir(parents=True, exist_ok=True)
+    registry = os.path.join(root, "sessions", f"{os.getpid()}.json")
+    os.makedirs(os.path.dirname(registry), exist_ok=True)
     record = {
         "pid": os.getpid(),
         "sessionId": session_id,
@@ -681,7 +690,8 @@ def main() -> int:
         "entrypoint": "sdk-cli",
         "status": "busy",
     }
-    registry.write_text(json.dumps(record), encoding="utf-8")
+    with open(registry, "w", encoding="utf-8") as f:
+        f.write(json.dumps(record))
     _CLEANUP.append(registry)
     mark_running()
 
@@ -718,7 +728,7 @@ def main() -> int:
             i += 1
             emit({"type": "system", "subtype": "api_retry", "attempt": i, "max_retries": 10,
                   "retry_delay_ms": 50, "error_status": None, "error": "unknown",
-                  "session_id": session_id, "uuid": str(uuid.uuid4())})  # fmt: skip
+                  "session_id": session_id, "uuid": uuid4()})  # fmt: skip
             time.sleep(0.05)
     seconds = number_after(prompt, "SLEEP")
     if seconds:
@@ -747,6 +757,8 @@ def main() -> int:
     answer = f"ok: {first_line(prompt)}"
     script = os.environ.get("FAKE_CLAUDE_SCRIPT")  # plays an agent: gets the prompt, prints the answer
     if script:
+        import subprocess  # here, not at the top: the fake's start is the suite's
+
         answer = (
             subprocess.run([script], input=prompt, capture_output=True, text=True).stdout.strip() or answer
         )

@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import sys
 import time
-from datetime import UTC, datetime
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing costs a start ~5 ms
 if TYPE_CHECKING:
@@ -21,12 +18,14 @@ from _fake_common import (  # noqa: E402
     emit,
     fail,
     first_line,
+    folders,
     has_word,
     install_cleanup,
     log_argv,
     mark_running,
     number_after,
     spawn_grandchild,
+    touch,
 )
 
 VERSION = "0.171.0"
@@ -152,7 +151,9 @@ VALUE_NAMES = {
 
 
 def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """UTC, to the millisecond: 2026-01-01T12:00:00.123Z (datetime's isoformat, without datetime)."""
+    seconds, ms = divmod(time.time_ns() // 1_000_000, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ms:03d}Z"
 
 
 # ---------------------------------------------------------------- codex specifics
@@ -163,13 +164,12 @@ def usage_error(message: str, usage: str) -> NoReturn:
 
 
 def uuid7() -> str:
-    import uuid  # here, not at the top: the fake's start is the suite's
-
     ms = int(time.time() * 1000)
-    rand = int.from_bytes(secrets.token_bytes(10), "big")
+    rand = int.from_bytes(os.urandom(10), "big")
     value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76 | (rand >> 68 & 0xFFF) << 64
     value |= 0b10 << 62 | rand & ((1 << 62) - 1)
-    return str(uuid.UUID(int=value))
+    h = f"{value:032x}"  # as str(uuid.UUID(int=value)), without importing uuid
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str], bool]:
@@ -282,13 +282,12 @@ def parse_config(items: list[str]) -> dict[str, str]:
     return out
 
 
-def codex_home() -> Path:
-    raw = os.environ.get("CODEX_HOME")
-    return Path(raw) if raw else Path.home() / ".codex"
+def codex_home() -> str:
+    return os.environ.get("CODEX_HOME") or os.path.join(os.path.expanduser("~"), ".codex")
 
 
-def in_git_repo(cwd: Path) -> bool:
-    return any((d / ".git").exists() for d in [cwd, *cwd.parents])
+def in_git_repo(cwd: str) -> bool:
+    return any(os.path.exists(os.path.join(d, ".git")) for d in folders(cwd))
 
 
 class Thread:
@@ -309,15 +308,16 @@ class Thread:
         self.items = 0
         self.total = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0, "reasoning": 0}
         self.thread_id = ""
-        self.path = Path()
+        self.path = ""
 
     # rollout ---------------------------------------------------------------
     def open_fresh(self) -> None:
         self.thread_id = uuid7()
-        now = datetime.now()
-        folder = codex_home() / "sessions" / now.strftime("%Y") / now.strftime("%m") / now.strftime("%d")
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / f"rollout-{now.strftime('%Y-%m-%dT%H-%M-%S')}-{self.thread_id}.jsonl"
+        now = time.localtime()
+        folder = os.path.join(codex_home(), "sessions", time.strftime("%Y/%m/%d", now))
+        os.makedirs(folder, exist_ok=True)
+        stamp = time.strftime("%Y-%m-%dT%H-%M-%S", now)
+        self.path = os.path.join(folder, f"rollout-{stamp}-{self.thread_id}.jsonl")
         self.record(
             "session_meta",
             {
@@ -333,7 +333,9 @@ class Thread:
         )
 
     def open_resume(self, thread_id: str) -> None:
-        found = sorted((codex_home() / "sessions").glob(f"*/*/*/rollout-*-{thread_id}.jsonl"))
+        from pathlib import Path  # here, not at the top: the fake's start is the suite's
+
+        found = sorted(Path(codex_home(), "sessions").glob(f"*/*/*/rollout-*-{thread_id}.jsonl"))
         if not found:
             fail(  # as 0.171.0
                 f"Error: thread/resume: thread/resume failed: no rollout found for thread id {thread_id} "
@@ -341,8 +343,10 @@ class Thread:
                 1,
             )
         self.thread_id = thread_id
-        self.path = found[-1]
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        self.path = str(found[-1])
+        with open(self.path, encoding="utf-8") as f:
+            text = f.read()
+        for line in text.splitlines():
             try:
                 rec = json.loads(line)
             except ValueError:
@@ -505,7 +509,7 @@ class Thread:
             emit({"type": kind, "item": {"id": item_id, **item}})
         elif kind == "item.completed":
             text = item.get("text") or item.get("command") or item.get("type")
-            sys.stderr.write(f"[{datetime.now().isoformat(timespec='seconds')}] {item['type']}: {text}\n")
+            sys.stderr.write(f"[{time.strftime('%Y-%m-%dT%H:%M:%S')}] {item['type']}: {text}\n")
             sys.stderr.flush()
         return item_id
 
@@ -524,7 +528,7 @@ class Thread:
 
     def command_round(self) -> None:
         self.reasoning("**Inspecting the workspace**")
-        call_id = "call_" + secrets.token_hex(12)
+        call_id = "call_" + os.urandom(12).hex()
         args = json.dumps({"cmd": "pwd", "workdir": self.cwd})
         self.record(
             "response_item",
@@ -575,7 +579,8 @@ class Thread:
             emit({"type": "turn.completed", "usage": usage})
         output = self.opts.get("output")
         if text is not None and output:
-            Path(output).write_text(text + "\n", encoding="utf-8")
+            with open(output, "w", encoding="utf-8") as f:
+                f.write(text + "\n")
         if text is not None and not self.json:
             print(text, flush=True)
 
@@ -630,7 +635,7 @@ def main() -> int:
             os.chdir(opts["cd"])
         except OSError as e:
             fail(f"Error: failed to change directory to {opts['cd']}: {e.strerror}", 1)
-    if not opts.get("skip_git") and not in_git_repo(Path(os.getcwd())):
+    if not opts.get("skip_git") and not in_git_repo(os.getcwd()):
         fail("Not inside a trusted directory and --skip-git-repo-check was not specified.", 1)
     if positional and positional[0] != "-":
         prompt = positional[0]
@@ -656,7 +661,7 @@ def main() -> int:
         )
         sys.stderr.flush()
     if opts.get("output"):
-        Path(opts["output"]).touch()  # 0.171 creates the -o file, empty, when the run starts
+        touch(opts["output"])  # 0.171 creates the -o file, empty, when the run starts
     if t.json:
         emit({"type": "thread.started", "thread_id": t.thread_id})
         emit({"type": "turn.started"})

@@ -1,40 +1,47 @@
 """What the fake CLIs (claude, codex, opencode) share: their FAKE_* hooks for the tests,
-prompt words, and the way each prints an event or fails. Python 3.11 standard library
-only, as the fakes."""
+prompt words, the way each prints an event or fails, and random ids (also the cloud
+claude's). Python 3.11 standard library only, as the fakes."""
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import re
-import signal
 import sys
-from pathlib import Path
 
+# The suite starts the fakes hundreds of times: they import little more than json (and re)
+# at the top. Not pathlib (~10 ms with urllib.parse and ipaddress: os.path does the work),
+# uuid (~6 ms with platform: uuid4 below), datetime (~3 ms: time.strftime), random, string or
+# secrets (rand_id, os.urandom); what only some paths need (signal, subprocess, sqlite3) is
+# imported where it is used.
 TYPE_CHECKING = False  # typing costs a start ~5 ms
 if TYPE_CHECKING:
     from typing import Any, NoReturn
 
 
-_CLEANUP: list[Path] = []
+_CLEANUP: list[str] = []  # files removed at exit
 
 
 def _cleanup() -> None:
     while _CLEANUP:
         try:
-            _CLEANUP.pop().unlink()
+            os.unlink(_CLEANUP.pop())
         except OSError:
             pass
 
 
 def _on_signal(signum: int, _frame: object) -> None:
+    import signal  # here, not at the top: the fake's start is the suite's
+
     _cleanup()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
 
 
 def install_cleanup() -> None:
+    import atexit
+    import signal  # here, not at the top: the fake's start is the suite's
+
     atexit.register(_cleanup)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _on_signal)
@@ -51,13 +58,12 @@ def mark_running() -> None:
     folder = os.environ.get("FAKE_CONCURRENCY_DIR")
     if not folder:
         return
-    d = Path(folder)
-    d.mkdir(parents=True, exist_ok=True)
-    mine = d / f"running-{os.getpid()}"
-    mine.touch()
+    os.makedirs(folder, exist_ok=True)
+    mine = os.path.join(folder, f"running-{os.getpid()}")
+    touch(mine)
     _CLEANUP.append(mine)
-    count = len(list(d.glob("running-*")))
-    with open(d / "counts.txt", "a", encoding="utf-8") as f:
+    count = sum(name.startswith("running-") for name in os.listdir(folder))
+    with open(os.path.join(folder, "counts.txt"), "a", encoding="utf-8") as f:
         f.write(f"{count}\n")
 
 
@@ -75,8 +81,45 @@ def spawn_grandchild() -> None:
     pidfile = os.environ.get("FAKE_GRANDCHILD_PIDFILE")
     if pidfile:
         tmp = f"{pidfile}.{os.getpid()}.tmp"
-        Path(tmp).write_text(f"{child.pid}\n", encoding="utf-8")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(f"{child.pid}\n")
         os.replace(tmp, pidfile)
+
+
+def folders(path: str) -> list[str]:
+    """An absolute path and the folders above it: [Path(path), *Path(path).parents], as str."""
+    out = [path]
+    while (up := os.path.dirname(out[-1])) != out[-1]:
+        out.append(up)
+    return out
+
+
+def touch(path: str) -> None:
+    """As pathlib's Path.touch(): the file's times set to now, or the file created empty."""
+    try:
+        os.utime(path)
+    except OSError:
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o666))
+
+
+def uuid4() -> str:
+    """str(uuid.uuid4()) without importing uuid: 16 random bytes, version 4, RFC 4122 variant."""
+    b = bytearray(os.urandom(16))
+    b[6] = b[6] & 0x0F | 0x40
+    b[8] = b[8] & 0x3F | 0x80
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"  # string.ascii_letters + digits
+
+
+def rand_id(n: int) -> str:
+    """n characters of ALNUM, each equally likely, without importing random (~4 ms)."""
+    out: list[str] = []
+    while len(out) < n:  # a byte below 248 (4 * 62) picks a character, a higher one is dropped
+        out += [ALNUM[b % 62] for b in os.urandom(n) if b < 248]
+    return "".join(out[:n])
 
 
 def has_word(prompt: str, word: str) -> bool:

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import sys
 import time
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing costs a start ~5 ms
 if TYPE_CHECKING:
@@ -26,6 +24,7 @@ from _fake_common import (  # noqa: E402
     log_argv,
     mark_running,
     number_after,
+    rand_id,
     spawn_grandchild,
 )
 
@@ -110,11 +109,9 @@ def now_iso() -> str:
 
 def ident(prefix: str) -> str:
     """opencode ids: prefix, 12 hex digits of time, 14 base62 characters."""
-    import random
-    import string  # here, not at the top: the fake's start is the suite's
-
-    stamp = f"{int(time.time() * 1000) * 0x1000 + random.randrange(0x1000):012x}"[-12:]
-    return prefix + stamp + "".join(random.choices(string.ascii_letters + string.digits, k=14))
+    counter = int.from_bytes(os.urandom(2), "big") & 0xFFF  # 0 to 0xfff, each equally likely
+    stamp = f"{int(time.time() * 1000) * 0x1000 + counter:012x}"[-12:]
+    return prefix + stamp + rand_id(14)
 
 
 def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -170,16 +167,16 @@ def parse_args(argv: list[str]) -> tuple[dict[str, Any], list[str]]:
     return opts, positional
 
 
-def db_path() -> Path:
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "opencode" / "opencode.db"
+def db_path() -> str:
+    data = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(data, "opencode", "opencode.db")
 
 
 def store() -> sqlite3.Connection:
     import sqlite3  # here, not at the top: the fake's start is the suite's
 
     path = db_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     con = sqlite3.connect(path, timeout=10)
     for ddl in SCHEMA:
         con.execute(ddl.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS", 1))
@@ -187,7 +184,7 @@ def store() -> sqlite3.Connection:
 
 
 def session_exists(session_id: str) -> bool:
-    if not db_path().exists():
+    if not os.path.exists(db_path()):
         return False
     with store() as con:
         found = con.execute("SELECT 1 FROM session WHERE id = ?", (session_id,)).fetchone()
@@ -247,7 +244,7 @@ class Run:
 
     def step_start(self) -> None:
         self.message_id = ident("msg_")
-        self.part("step_start", {"type": "step-start", "snapshot": secrets.token_hex(20)})
+        self.part("step_start", {"type": "step-start", "snapshot": os.urandom(20).hex()})
 
     def step_finish(self, reason: str, output: int) -> None:
         n = self.steps
@@ -262,7 +259,7 @@ class Run:
             {
                 "type": "step-finish",
                 "reason": reason,
-                "snapshot": secrets.token_hex(20),
+                "snapshot": os.urandom(20).hex(),
                 "cost": cost,
                 "tokens": tokens,
             },
@@ -276,7 +273,7 @@ class Run:
             "tool_use",
             {
                 "type": "tool",
-                "callID": "toolu_" + secrets.token_hex(12),
+                "callID": "toolu_" + os.urandom(12).hex(),
                 "tool": "bash",
                 "state": {
                     "status": "completed",

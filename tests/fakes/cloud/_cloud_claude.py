@@ -29,11 +29,12 @@ import os
 import re
 import sys
 import time
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing costs a start ~5 ms
 if TYPE_CHECKING:
     from typing import Any, NoReturn
+
+from _fake_common import rand_id, uuid4  # noqa: E402  (../_fake_common.py: the launcher's path)
 
 VERSION = "2.1.332"
 SIGN_IN = (
@@ -58,29 +59,31 @@ SID_RE = re.compile(r"^(session_|cse_)[A-Za-z0-9]+$|^https://claude\.ai/code/")
 MODEL = "claude-opus-4-6"
 
 
-def rand(n: int) -> str:
-    import random
-    import string  # here, not at the top: the fake's start is the suite's
-
-    return "".join(random.choice(string.ascii_letters + string.digits) for _ in range(n))
-
-
-def config_dir() -> Path:
-    raw = os.environ.get("CLAUDE_CONFIG_DIR")
-    return Path(raw) if raw else Path.home() / ".claude"
+def config_dir() -> str:
+    return os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.path.expanduser("~"), ".claude")
 
 
 def logged_in() -> bool:
-    return (config_dir() / ".credentials.json").is_file()
+    return os.path.isfile(os.path.join(config_dir(), ".credentials.json"))
 
 
-def cloud_dir() -> Path:
-    d = Path(os.environ["WF_FAKE_CLOUD"])
-    d.mkdir(parents=True, exist_ok=True)
+def cloud_dir() -> str:
+    d = os.environ["WF_FAKE_CLOUD"]
+    os.makedirs(d, exist_ok=True)
     return d
 
 
-def git(cwd: Path | str, *args: str, check: bool = True) -> str:
+def read_text(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def write_text(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def git(cwd: str, *args: str, check: bool = True) -> str:
     import subprocess  # here, not at the top: the fake's start is the suite's
 
     p = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
@@ -123,8 +126,6 @@ def parse(argv: list[str]) -> dict[str, Any]:
 def result_event(
     session: str, *, error: str | None = None, text: str = "", cost: float = 0.0
 ) -> dict[str, Any]:
-    import uuid  # here, not at the top: the fake's start is the suite's
-
     ev: dict[str, Any] = {
         "type": "result",
         "subtype": "error_during_execution" if error else "success",
@@ -138,7 +139,7 @@ def result_event(
         "usage": {"input_tokens": 0, "output_tokens": 0},
         "modelUsage": {},
         "permission_denials": [],
-        "uuid": str(uuid.uuid4()),
+        "uuid": uuid4(),
     }
     if error:
         ev["errors"] = [error]
@@ -149,9 +150,7 @@ def result_event(
 
 
 def teleport_fail(words: str) -> NoReturn:
-    import uuid  # here, not at the top: the fake's start is the suite's
-
-    print(json.dumps(result_event(str(uuid.uuid4()), error=words)), flush=True)
+    print(json.dumps(result_event(uuid4(), error=words)), flush=True)
     die(words)
 
 
@@ -166,16 +165,16 @@ def create(description: str, name: str | None) -> NoReturn:
     if os.environ.get("WF_FAKE_CLOUD_OFFLINE"):
         die(f"Error: Cloud session create failed: {OFFLINE}", err=False)
     time.sleep(float(os.environ.get("WF_FAKE_CLOUD_DELAY") or 0))
-    cwd = Path.cwd()
-    sid = os.environ.get("WF_FAKE_CLOUD_SID") or "session_01" + rand(24)  # a test may force odd ids
-    home = cloud_dir() / re.sub(r"[^A-Za-z0-9_-]", "_", sid)
-    work = home / "work"
-    git(cwd.parent, "clone", "--quiet", str(cwd), str(work))
+    cwd = os.getcwd()
+    sid = os.environ.get("WF_FAKE_CLOUD_SID") or "session_01" + rand_id(24)  # a test may force odd ids
+    home = os.path.join(cloud_dir(), re.sub(r"[^A-Za-z0-9_-]", "_", sid))
+    work = os.path.join(home, "work")
+    git(os.path.dirname(cwd), "clone", "--quiet", cwd, work)
     branch = (
         "claude/"
         + re.sub(r"[^a-z0-9]+", "-", (name or description)[:30].lower()).strip("-")
         + "-"
-        + rand(5).lower()
+        + rand_id(5).lower()
     )
     for line in description.splitlines():
         m = re.match(r"^\s*cloud:\s*branch\s+(\S+)\s*$", line)
@@ -190,9 +189,9 @@ def create(description: str, name: str | None) -> NoReturn:
         verb, arg = m.group(1), m.group(2).strip()
         if verb == "write":
             path, _, text = arg.partition(" ")
-            target = work / path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text.replace("\\n", "\n") + "\n")
+            target = os.path.join(work, path)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            write_text(target, text.replace("\\n", "\n") + "\n")
             git(work, "add", "--", path)
             git(work, "commit", "--quiet", "-m", f"cloud: {path}")
             commit = git(work, "rev-parse", "HEAD").strip()
@@ -206,7 +205,7 @@ def create(description: str, name: str | None) -> NoReturn:
     title = name or description.strip().splitlines()[0][:60]
     state = {"id": sid, "title": title, "remote": remote, "branch": branch, "commit": commit,
              "created": time.time(), "description": description, **script}  # fmt: skip
-    (home.parent / f"{home.name}.json").write_text(json.dumps(state, indent=1))
+    write_text(f"{home}.json", json.dumps(state, indent=1))
     url = f"https://claude.ai/code/{sid}?from=cli&m=0"
     sys.stdout.write(
         f"Created cloud session: {title}\r\nView: {url}\r\nResume with: claude --teleport {sid}\r\n"
@@ -222,43 +221,43 @@ def hold(sid: str) -> None:
     raw = os.environ.get("WF_FAKE_CLOUD_HOLD")
     if not raw:
         return
-    gate = Path(raw)
-    (gate / f"{sid}.held").write_text(str(os.getpid()))
+    write_text(os.path.join(raw, f"{sid}.held"), str(os.getpid()))
     deadline = time.monotonic() + 120
-    while not (gate / f"{sid}.go").exists() and time.monotonic() < deadline:
+    while not os.path.exists(os.path.join(raw, f"{sid}.go")) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
 def teleport(sid: str, prompt: str) -> NoReturn:
-    import uuid  # here, not at the top: the fake's start is the suite's
-
     time.sleep(float(os.environ.get("WF_FAKE_CLOUD_DELAY") or 0))
     hold(sid)
-    cwd = Path.cwd()
-    if (cwd / ".git").exists() and git(cwd, "status", "--porcelain", "--untracked-files=no").strip():
+    cwd = os.getcwd()
+    if (
+        os.path.exists(os.path.join(cwd, ".git"))
+        and git(cwd, "status", "--porcelain", "--untracked-files=no").strip()
+    ):
         teleport_fail(DIRTY)  # recorded: checked before the login
     if not logged_in():
         teleport_fail(SIGN_IN)
     if os.environ.get("WF_FAKE_CLOUD_OFFLINE"):
         teleport_fail(OFFLINE)
-    path = cloud_dir() / f"{sid}.json"
-    if not path.is_file():
+    path = os.path.join(cloud_dir(), f"{sid}.json")
+    if not os.path.isfile(path):
         teleport_fail(NOT_FOUND)
-    s = json.loads(path.read_text())
+    s = json.loads(read_text(path))
     if s["vanish"]:
         teleport_fail(NOT_FOUND)
     here = git(cwd, "remote", "get-url", "origin", check=False).strip()
     if here != s["remote"]:
         repo = re.sub(r"^.*github\.com[:/]|\.git$", "", s["remote"])
         teleport_fail(f"Run claude --teleport {sid} from a checkout of {repo}.")
-    local = str(uuid.uuid4())
+    local = uuid4()
     if s["polls"] > 0:
         s["polls"] -= 1
-        path.write_text(json.dumps(s, indent=1))
+        write_text(path, json.dumps(s, indent=1))
         answer, tokens = "result: running", 40
     else:
-        work = cloud_dir() / sid / "work"
-        git(cwd, "fetch", "--quiet", str(work), f"{s['branch']}:{s['branch']}")
+        work = os.path.join(cloud_dir(), sid, "work")
+        git(cwd, "fetch", "--quiet", work, f"{s['branch']}:{s['branch']}")
         git(cwd, "switch", "--quiet", s["branch"])
         if s["result"] == "none":
             answer = "result: lost\nnote: the session ended without the four report lines"
@@ -269,7 +268,7 @@ def teleport(sid: str, prompt: str) -> NoReturn:
             )
         tokens = int(s["tokens"])
     cost = transcript(cwd, local, answer, tokens)
-    emit({"type": "system", "subtype": "init", "cwd": str(cwd), "session_id": local, "model": MODEL,
+    emit({"type": "system", "subtype": "init", "cwd": cwd, "session_id": local, "model": MODEL,
           "permissionMode": "default", "claude_code_version": VERSION})  # fmt: skip
     emit(
         {
@@ -286,21 +285,19 @@ def emit(ev: dict[str, Any]) -> None:
     print(json.dumps(ev), flush=True)
 
 
-def transcript(cwd: Path, session: str, answer: str, tokens: int) -> float:
+def transcript(cwd: str, session: str, answer: str, tokens: int) -> float:
     """The teleported conversation, where the real tool keeps transcripts; its cost at
     opus 4.6 prices (5 in, 6.25 cache write, 0.50 cache read, 25 out per million)."""
-    import uuid  # here, not at the top: the fake's start is the suite's
-
-    folder = config_dir() / "projects" / re.sub(r"[^A-Za-z0-9]", "-", str(cwd))
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = os.path.join(config_dir(), "projects", re.sub(r"[^A-Za-z0-9]", "-", cwd))
+    os.makedirs(folder, exist_ok=True)
     usage = {"input_tokens": 10, "cache_creation_input_tokens": 4000, "cache_read_input_tokens": 20000,
              "cache_creation": {"ephemeral_5m_input_tokens": 4000, "ephemeral_1h_input_tokens": 0},
              "output_tokens": tokens, "service_tier": "standard"}  # fmt: skip
-    line = {"type": "assistant", "sessionId": session, "cwd": str(cwd), "uuid": str(uuid.uuid4()),
-            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()), "requestId": "req_011C" + rand(20),
-            "message": {"model": MODEL, "id": "msg_01" + rand(22), "type": "message", "role": "assistant",
+    line = {"type": "assistant", "sessionId": session, "cwd": cwd, "uuid": uuid4(),
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()), "requestId": "req_011C" + rand_id(20),
+            "message": {"model": MODEL, "id": "msg_01" + rand_id(22), "type": "message", "role": "assistant",
                         "content": [{"type": "text", "text": answer}], "stop_reason": "end_turn", "usage": usage}}  # fmt: skip
-    with open(folder / f"{session}.jsonl", "a") as f:
+    with open(os.path.join(folder, f"{session}.jsonl"), "a") as f:
         f.write(json.dumps(line) + "\n")
     return round((10 * 5 + 4000 * 6.25 + 20000 * 0.5 + tokens * 25) / 1e6, 6)
 
