@@ -820,10 +820,13 @@ def test_edits_on_arbitrary_error_free_files(text: str, data: st.DataObject) -> 
         task_id = data.draw(ids.filter(lambda i: i not in doc.ids()), label="id")
         fields = data.draw(append_fields, label="fields")
         # On a file ending in an unclosed fence the new heading would be hidden: refused.
+        # So is one whose last line, once the append ends it, means something else (a
+        # lone CR ending "##" becomes a CRLF: a heading that is not a task).
         try:
             check_append(doc, task_id, data.draw(edit_text, label="title"), fields, [], "\n")
         except WfError as e:
-            assert "code fence is never closed" in str(e), str(e)
+            ended = taskfile.parse(text.encode("utf-8") + b"\n")
+            assert "code fence is never closed" in str(e) or ended.errors, str(e)
     else:
         check_remove_task(doc, t.id)
 
@@ -1094,6 +1097,17 @@ def test_regression_field_values_are_stripped(key: str, value: str, space: str) 
     assert doc.tasks[0].get(key) == value, (
         f"BUG: {key}: {value}{space!r} passes the check as {value!r} but reads as {doc.tasks[0].get(key)!r}"
     )
+
+
+def test_regression_append_after_a_last_line_that_ending_it_would_change_is_refused() -> None:
+    """Found by test_edits_on_arbitrary_error_free_files: a file whose last line is "##"
+    and a lone CR. Appending must end that line, and the CR then reads as half a CRLF:
+    the line becomes a level-2 heading that is not a task. wf refuses the edit, naming
+    the line (wf add then writes nothing: the refusal comes before the write)."""
+    doc = taskfile.parse(b"## a: x\n##\r")
+    assert doc.errors == []
+    with pytest.raises(WfError, match=re.escape("TASKS.md:2: error: level-2 heading is not a task")):
+        edits.append_task(doc, "b", "New", [], None)
 
 
 # ---------------------------------------------------------------- open engine bugs (fail on purpose)
