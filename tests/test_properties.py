@@ -1110,7 +1110,7 @@ def test_regression_append_after_a_last_line_that_ending_it_would_change_is_refu
         edits.append_task(doc, "b", "New", [], None)
 
 
-# ---------------------------------------------------------------- open engine bugs (fail on purpose)
+# ---------------------------------------------------------------- engine bugs these properties found (fixed; the tests keep them so)
 
 
 @pytest.mark.parametrize("eol", ["\n", "\r\n"])
