@@ -328,6 +328,39 @@ def test_monitor_names_the_units_the_supervisor_has_yet_to_queue(w: Workers, tmp
 
 
 @pytest.mark.timeout(120)
+def test_monitor_promises_no_request_for_a_retry_and_reads_a_bad_manifest(w: Workers, tmp_path: Path) -> None:
+    """A retry's unit is not in the manifest: a request an earlier wf run never queued
+    is not named while only the retry runs. A manifest.json whose entries are not
+    requests (edited or damaged) is skipped, not a crash (exit 3)."""
+    go, first = tmp_path / "go", tmp_path / "first"
+    code = (
+        f"import os, sys, time\nif not os.path.exists({str(first)!r}):\n    open({str(first)!r}, 'w').close()\n"
+        f"    sys.exit(1)\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)\nprint('a')"
+    )
+    m = manifest(tmp_path / "m.json", [{"id": "a", "prompt": "x", "cmd": py(code)}], adapter="cmd")
+    assert w.run("run", str(m), "--run", "rr").returncode == 4  # a failed once
+    saved = w.root / ".wf" / "runs" / "rr" / "manifest.json"
+    reqs = json.loads(saved.read_text())
+    saved.write_text(json.dumps([*reqs, dict(reqs[0], id="b")]))  # b: asked for, never queued
+    p = w.start("runs", "retry", "rr", "--failed")
+    try:
+        wait_for(lambda: running(w, "rr", "a-r1"), "a-r1 running")
+        r = w.run("monitor", "rr", "--timeout", "0")
+        assert r.returncode == 5 and r.stdout.startswith("monitor rr: watching every unit (a-r1)\n"), r.stdout
+        for bad in ([{"id": 5, "prompt": "x"}], [{"prompt": "x"}], [{"id": "z", "prompt": "x", "cmd": 5}]):
+            saved.write_text(json.dumps([*reqs, *bad]))
+            r = w.run("monitor", "rr", "--timeout", "0")
+            assert r.returncode == 5 and r.stdout.startswith("monitor rr: watching every unit (a-r1)\n"), (
+                bad,
+                r.stdout + r.stderr,
+            )
+    finally:
+        go.touch()
+        p.communicate(timeout=60)
+    assert p.returncode == 0
+
+
+@pytest.mark.timeout(120)
 def test_monitor_running_waits_on_what_still_runs(w: Workers, tmp_path: Path) -> None:
     go = tmp_path / "go"
     slow = py(f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)\nprint('slow')")

@@ -160,7 +160,23 @@ def saved_requests(project: Project, run: str) -> list[UnitRequest]:
         return []
     out = []
     for d in data if isinstance(data, list) else []:
-        if isinstance(d, dict) and set(d) <= set(UnitRequest._fields):
-            d["cmd"] = tuple(d.get("cmd") or ())
-            out.append(UnitRequest(**d))
+        request = _request(d)
+        if request is not None:
+            out.append(request)
     return out
+
+
+def _request(d: Any) -> UnitRequest | None:
+    """A saved request, or None for an entry that is not one (wf wrote every entry, so a
+    bad one was edited or damaged: it is skipped, never a crash of the reader)."""
+    if not (isinstance(d, dict) and set(d) <= set(UnitRequest._fields)):
+        return None
+    if not (isinstance(d.get("id"), str) and isinstance(d.get("prompt"), str)):
+        return None
+    cmd = d.get("cmd") or ()
+    if not (isinstance(cmd, list | tuple) and all(isinstance(c, str) for c in cmd)):
+        return None
+    try:
+        return UnitRequest(**{**d, "cmd": tuple(cmd)})
+    except TypeError:
+        return None

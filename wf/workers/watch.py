@@ -97,16 +97,21 @@ class Watch(NamedTuple):
 
 def every_unit(project: Project, run: str) -> list[str]:
     """The units a monitor of the whole run watches, for its start line: those that
-    exist (but the attempts retries replaced) and, while the run's supervisor is still
-    queueing them, those its manifest asks for that have no status yet."""
+    exist (but the attempts retries replaced) and, while the ``wf run`` of the run's
+    manifest is still queueing them, the requests of that manifest with no status yet.
+
+    That run is under way while a unit it asked for is live (repair_lost ran: a live
+    unit has a supervisor). A retry's or a dispatch's unit is not in the manifest, so
+    a request an earlier run never queued is not promised for them."""
     from wf.workers.manifest import saved_requests
 
     found = runs.units(project, run)
     old = superseded(found)
     names = {str(st.get("unit")) for st in found if str(st.get("unit")) not in old}
-    if any(st.get("state") in runs.LIVE for st in found):  # repair_lost ran: a live one has a supervisor
-        made = {str(st.get("unit")) for st in found}
-        names |= {r.id for r in saved_requests(project, run) if r.id not in made}
+    asked = {r.id for r in saved_requests(project, run)}
+    live = {str(st.get("unit")) for st in found if st.get("state") in runs.LIVE}
+    if live & asked:
+        names |= asked - {str(st.get("unit")) for st in found}
     return sorted(names)
 
 
