@@ -434,3 +434,13 @@ def test_claude_sleep_and_linger(env: dict[str, str], work: Path) -> None:
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_the_fake_claude_prints_its_config_folder_as_pathlib_did(tmp_path: Path) -> None:
+    """The fakes dropped pathlib for a faster start: `auth status` still tidies
+    CLAUDE_CONFIG_DIR (doubled and trailing slashes, "." parts) as Path() did."""
+    env = {**os.environ, "HOME": str(tmp_path), "CLAUDE_CONFIG_DIR": f"{tmp_path}//cfg/./sub/"}
+    r = subprocess.run([str(FAKES / "claude"), "auth", "status"], env=env, capture_output=True, text=True)
+    data = json.loads(r.stdout)
+    assert data["configDirectory"] == str(Path(env["CLAUDE_CONFIG_DIR"])) == f"{tmp_path}/cfg/sub"
+    assert data["projectsDirectory"] == f"{tmp_path}/cfg/sub/projects"

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 from _fake_common import (  # noqa: E402
     _CLEANUP,
+    as_path,
     emit,
     fail,
     first_line,
@@ -222,7 +223,9 @@ def check_choice(opts: dict[str, Any], dest: str, flag: str, choices: list[str])
 
 def config_dir() -> str:
     raw = os.environ.get("CLAUDE_CONFIG_DIR", "").split(",")[0].strip()
-    return raw or os.path.join(os.path.expanduser("~"), ".claude")
+    if raw:
+        return as_path(raw)  # as Path(raw) printed it: no doubled or trailing slashes
+    return os.path.join(os.path.expanduser("~"), ".claude")
 
 
 def slug(cwd: str) -> str:

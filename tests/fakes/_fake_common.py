@@ -150,3 +150,11 @@ def fail(message: str, code: int = 1) -> NoReturn:
     sys.stderr.write(message.rstrip("\n") + "\n")
     sys.stderr.flush()
     sys.exit(code)
+
+
+def as_path(raw: str) -> str:
+    """str(pathlib.PurePosixPath(raw)) without importing pathlib: doubled and trailing
+    slashes and "." parts go, a leading "//" stays (POSIX leaves it to the system)."""
+    lead = "//" if raw.startswith("//") and not raw.startswith("///") else "/" if raw.startswith("/") else ""
+    parts = [p for p in raw.split("/") if p and p != "."]
+    return lead + "/".join(parts) if parts or lead else "."
