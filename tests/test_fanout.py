@@ -347,7 +347,13 @@ def test_monitor_promises_no_request_for_a_retry_and_reads_a_bad_manifest(w: Wor
         wait_for(lambda: running(w, "rr", "a-r1"), "a-r1 running")
         r = w.run("monitor", "rr", "--timeout", "0")
         assert r.returncode == 5 and r.stdout.startswith("monitor rr: watching every unit (a-r1)\n"), r.stdout
-        for bad in ([{"id": 5, "prompt": "x"}], [{"prompt": "x"}], [{"id": "z", "prompt": "x", "cmd": 5}]):
+        bads = (
+            [{"id": 5, "prompt": "x"}],
+            [{"prompt": "x"}],
+            [{"id": "y"}],
+            [{"id": "z", "prompt": "x", "cmd": 5}],
+        )
+        for bad in bads:
             saved.write_text(json.dumps([*reqs, *bad]))
             r = w.run("monitor", "rr", "--timeout", "0")
             assert r.returncode == 5 and r.stdout.startswith("monitor rr: watching every unit (a-r1)\n"), (

@@ -26,6 +26,7 @@ from _fake_common import (  # noqa: E402
     install_cleanup,
     log_argv,
     mark_running,
+    now_iso,
     number_after,
     rand_id,
     spawn_grandchild,
@@ -149,12 +150,6 @@ OPTIONS: dict[str, tuple[str, bool]] = {
 }
 
 # ---------------------------------------------------------------- common helpers
-
-
-def now_iso() -> str:
-    """UTC, to the millisecond: 2026-01-01T12:00:00.123Z (datetime's isoformat, without datetime)."""
-    seconds, ms = divmod(time.time_ns() // 1_000_000, 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ms:03d}Z"
 
 
 def valid_uuid(text: str) -> bool:

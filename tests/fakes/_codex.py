@@ -23,6 +23,7 @@ from _fake_common import (  # noqa: E402
     install_cleanup,
     log_argv,
     mark_running,
+    now_iso,
     number_after,
     spawn_grandchild,
     touch,
@@ -148,12 +149,6 @@ VALUE_NAMES = {
 }
 
 # ---------------------------------------------------------------- common helpers
-
-
-def now_iso() -> str:
-    """UTC, to the millisecond: 2026-01-01T12:00:00.123Z (datetime's isoformat, without datetime)."""
-    seconds, ms = divmod(time.time_ns() // 1_000_000, 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ms:03d}Z"
 
 
 # ---------------------------------------------------------------- codex specifics

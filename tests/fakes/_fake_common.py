@@ -8,6 +8,7 @@ import json
 import os
 import re
 import sys
+import time
 
 # The suite starts the fakes hundreds of times: they import little more than json (and re)
 # at the top. Not pathlib (~10 ms with urllib.parse and ipaddress: os.path does the work),
@@ -120,6 +121,12 @@ def rand_id(n: int) -> str:
     while len(out) < n:  # a byte below 248 (4 * 62) picks a character, a higher one is dropped
         out += [ALNUM[b % 62] for b in os.urandom(n) if b < 248]
     return "".join(out[:n])
+
+
+def now_iso() -> str:
+    """UTC, to the millisecond: 2026-01-01T12:00:00.123Z (datetime's isoformat, without datetime)."""
+    seconds, ms = divmod(time.time_ns() // 1_000_000, 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ms:03d}Z"
 
 
 def has_word(prompt: str, word: str) -> bool:

@@ -176,7 +176,4 @@ def _request(d: Any) -> UnitRequest | None:
     cmd = d.get("cmd") or ()
     if not (isinstance(cmd, list | tuple) and all(isinstance(c, str) for c in cmd)):
         return None
-    try:
-        return UnitRequest(**{**d, "cmd": tuple(cmd)})
-    except TypeError:
-        return None
+    return UnitRequest(**{**d, "cmd": tuple(cmd)})  # the keys are fields, id and prompt given

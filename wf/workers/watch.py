@@ -106,13 +106,11 @@ def every_unit(project: Project, run: str) -> list[str]:
     from wf.workers.manifest import saved_requests
 
     found = runs.units(project, run)
-    old = superseded(found)
-    names = {str(st.get("unit")) for st in found if str(st.get("unit")) not in old}
-    asked = {r.id for r in saved_requests(project, run)}
+    made = {str(st.get("unit")) for st in found}
     live = {str(st.get("unit")) for st in found if st.get("state") in runs.LIVE}
-    if live & asked:
-        names |= asked - {str(st.get("unit")) for st in found}
-    return sorted(names)
+    asked = {r.id for r in saved_requests(project, run)}
+    names = made - superseded(found)
+    return sorted(names | (asked - made) if live & asked else names)
 
 
 def watch_set(project: Project, run: str, units: list[str] | None, running: bool) -> list[str] | None:
