@@ -100,6 +100,23 @@ def _guard_real_home() -> Iterator[None]:
     assert before == after, "a test touched the real ~/.claude, ~/.codex or ~/.config/wf"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _bare_machine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Beneath each test's sealed environment, the whole run sees a fresh machine: an
+    empty HOME, no git identity and no system git config. A test that undoes its
+    monkeypatch (and with it the sealed environment) then fails here as it would on CI,
+    instead of committing with the identity of whoever runs the suite."""
+    saved = dict(os.environ)
+    for var in list(os.environ):
+        if var.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_", "EMAIL")):
+            del os.environ[var]
+    os.environ["HOME"] = str(tmp_path_factory.mktemp("bare-home"))
+    os.environ["GIT_CONFIG_NOSYSTEM"] = "1"
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
 @pytest.fixture(autouse=True)
 def sealed_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     home = tmp_path_factory.mktemp("home")

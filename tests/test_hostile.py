@@ -613,9 +613,9 @@ def test_a_file_created_while_wf_writes_a_new_one_is_kept(
                 path.write_bytes(b"# Done\n\n- the person's line\n")
             raise
 
-    monkeypatch.setattr(os, "open", open_then_person_creates)
-    assert settle.replace_checked(path, b"# Done\n\n- wf's line\n", None, 0.2, b"- ") is None
-    monkeypatch.undo()
+    with monkeypatch.context() as m:  # undo only this patch, never the sealed environment
+        m.setattr(os, "open", open_then_person_creates)
+        assert settle.replace_checked(path, b"# Done\n\n- wf's line\n", None, 0.2, b"- ") is None
     assert path.read_bytes() == b"# Done\n\n- the person's line\n"
 
 

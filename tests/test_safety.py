@@ -269,14 +269,17 @@ def test_a_branch_that_moved_during_its_merge_is_not_archived(
         git(tree, "commit", "-qm", "a late commit")
         return sha
 
-    monkeypatch.setattr(merge, "_merge", merge_then_commit)
-    r = wf("merge", "a")
+    # only this patch is undone below: monkeypatch.undo() would undo the sealed
+    # environment too (HOME, the git identity) and the next merge would commit as whoever
+    # runs the suite, or fail on a machine with no git identity
+    with monkeypatch.context() as m:
+        m.setattr(merge, "_merge", merge_then_commit)
+        r = wf("merge", "a")
     assert r.code == 1 and "got new commits while it was being merged" in r.err
     late = git(tree, "rev-parse", "HEAD").strip()
     assert git(wf.root, "rev-parse", "sonnet/a").strip() == late
     assert "## a: Task a" in (wf.root / "TASKS.md").read_text()
     assert not (wf.root / "DONE.md").exists() or " a " not in (wf.root / "DONE.md").read_text()
-    monkeypatch.undo()
     wf.ok("merge", "a")
     assert git(wf.root, "merge-base", "--is-ancestor", late, "main", check=False) == ""
     assert (wf.root / "late.txt").read_text() == "late\n"
@@ -305,3 +308,19 @@ def test_a_red_post_check_frees_the_tree_for_the_lanes_next_task(o: Orch) -> Non
     assert git(o.root, "branch", "--list", "a/a1") == ""  # nothing of its own: a new pick starts from main
     out = o.wf.ok("orch", "pick", "a")
     assert f"Worktree: {_tree(o)}  Branch: a/a2" in out
+
+
+@pytest.mark.parametrize("result", ["handback", "wip"])
+def test_a_post_never_frees_a_tree_with_uncommitted_work(o: Orch, result: str) -> None:
+    """A worker hands back (or parks as wip) with work it did not commit: the post leaves
+    its tree on the task's branch with that work, and keeps the branch, so the task's next
+    pick finds it (the dirty-tree guard of ``_free_tree``: without it the tree is detached,
+    the empty branch deleted, and the next pick starts from main with the work orphaned)."""
+    o.setup(lanes_toml("a"), task("a1", "a") + task("a2", "a"))
+    o.wf.ok("orch", "pick", "a")
+    tree = _tree(o)
+    (tree / "half.txt").write_text("half done\n")
+    o.wf("orch", "post", "a", "--result", result, "--note", "needs a person", "--no-pick")
+    assert gitops.current_branch(tree) == "a/a1"
+    assert git(o.root, "branch", "--list", "a/a1").strip() != ""
+    assert (tree / "half.txt").read_text() == "half done\n"
