@@ -189,10 +189,10 @@ def test_prune_removes_old_backups_main_holds(proj: WfRunner) -> None:
 def test_backup_days_setting(proj: WfRunner) -> None:
     main_sha = git(proj.root, "rev-parse", "main").strip()
     git(proj.root, "update-ref", "refs/wf/backup/main/20200101T000000Z", main_sha)
-    proj.ok("config", "backup_days", "100000")
+    proj.ok("config", "backup_days", "36500")  # a hundred years: the most it takes
     assert proj.ok("wt", "prune") == "nothing to prune\n"
     r = proj("config", "--", "backup_days", "-1")
-    assert r.code == 1 and "backup_days must be a finite number >= 0" in r.err
+    assert r.code == 1 and "backup_days must be a number from 0 to" in r.err
 
 
 def test_a_task_hidden_by_an_error_keeps_its_tree(proj: WfRunner) -> None:

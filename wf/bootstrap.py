@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from wf import config as configmod
+from wf.errors import WfError
 from wf.fsutil import atomic_write, read_bytes
 from wf.project import find_root
 
@@ -28,9 +29,24 @@ def _git_top(start: Path) -> Path | None:
     return root if is_git else None
 
 
+def _refuse_git_dir(start: Path) -> None:
+    """A bare repository (or a .git folder) has no work tree: the files would land among
+    git's own. A folder is a git directory as git itself tells one (a HEAD file and
+    objects/ and refs/ folders), in ``start`` or above it."""
+    for d in (start, *start.parents):
+        if (d / "HEAD").is_file() and (d / "objects").is_dir() and (d / "refs").is_dir():
+            raise WfError(
+                f"{d} is a bare repository or a .git folder: wf needs a work tree; "
+                f"clone it (git clone {d} DIR) and run wf init in DIR"
+            )
+
+
 def init(start: Path) -> dict[str, Any]:
     start = start.resolve()
-    root = _git_top(start) or start
+    root = _git_top(start)
+    if root is None:
+        _refuse_git_dir(start)
+        root = start
     lines: list[str] = []
     created: list[str] = []
     tasks = root / "TASKS.md"

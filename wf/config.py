@@ -143,17 +143,66 @@ _TOP_KEYS = {
 }
 
 
-def load(path: Path) -> Config:
+MAX_BYTES = 1 << 20  # a settings file larger than this is not a settings file
+_BOM = b"\xef\xbb\xbf"
+
+
+def read(path: Path) -> bytes | None:
+    """wf.toml's bytes (None: no file), read so that no file can hang or flood wf: a
+    regular file only (a FIFO is opened without waiting for a writer, then refused, as
+    are folders and devices such as a link to /dev/zero), at most ``MAX_BYTES``."""
+    import os
+    import stat
+
+    name = path.name
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        return Config()
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(str(path.name), f"not valid TOML: {e}") from None
+        return None
+    except OSError as e:
+        raise ConfigError(name, f"cannot be read: {e.strerror or e}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device"
+            raise ConfigError(name, f"is {kind}, not a file: wf reads its settings from a regular file")
+        chunks = []
+        left = MAX_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as e:
+        raise ConfigError(name, f"cannot be read: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > MAX_BYTES:
+        raise ConfigError(name, f"is larger than {MAX_BYTES // 1024} KiB: not a settings file")
+    return data
+
+
+def parse(data: bytes, name: str) -> dict[str, Any]:
+    """The TOML document in ``data``, every fault a ConfigError that names it."""
+    if data.startswith(_BOM):
+        raise ConfigError(name, "starts with a UTF-8 byte-order mark (BOM); save it as UTF-8 without a BOM")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError as e:
-        raise ConfigError(path.name, _not_utf8(e)) from None
-    return from_dict(data, path.name)
+        raise ConfigError(name, _not_utf8(e)) from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(name, f"not valid TOML: {e}") from None
+    except RecursionError:
+        raise ConfigError(name, "nested too deeply (arrays or tables inside one another)") from None
+
+
+def load(path: Path) -> Config:
+    data = read(path)
+    if data is None:
+        return Config()
+    return from_dict(parse(data, path.name), path.name)
 
 
 def _not_utf8(e: UnicodeDecodeError) -> str:
@@ -184,7 +233,8 @@ def _typed(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where:
 
 def _rel_path(value: str, key: str, where: str) -> str:
     p = PurePosixPath(value)
-    if not value or p.is_absolute() or ".." in p.parts or "\\" in value:
+    controls = any(ord(c) < 32 or ord(c) == 127 for c in value)
+    if not value or controls or p.is_absolute() or ".." in p.parts or "\\" in value:
         raise ConfigError(where, f"{key} must be a relative path inside the repository, not {value!r}")
     return value
 
@@ -200,12 +250,40 @@ def check_branch(value: str, where: str = "wf.toml", key: str = "main") -> str:
     return value
 
 
+# The largest value each number may take: past these a setting is a typo (a timeout of
+# 1e300 s, 100,000,000 workers), refused by name instead of acted on.
+DAY = 86_400.0
+LIMITS: dict[str, float] = {
+    "slice_above": 1_000,
+    "lock_timeout": DAY,
+    "backup_days": 36_500,
+    "cloud_budget": 1_000_000,
+    "cloud_reserve": 1_000_000,
+    "cloud_max_parallel": 64,
+    "cloud_pull_every": DAY,
+    "max_parallel": 64,
+    "stall": 7 * DAY,
+    "timeout": 7 * DAY,
+}
+
+
 def _number(data: dict[str, Any], key: str, where: str) -> float:
-    """A finite number >= 0 (nan, inf and negatives are refused)."""
+    """A finite number from 0 to the key's limit (nan, inf, negatives and absurd values
+    are refused)."""
     v = float(_typed(data, key, (int, float), where))
-    if not math.isfinite(v) or v < 0:
-        raise ConfigError(where, f"{key} must be a finite number >= 0, not {shown(data[key])}")
+    hi = LIMITS[key]
+    if not math.isfinite(v) or not 0 <= v <= hi:
+        raise ConfigError(where, f"{key} must be a number from 0 to {hi:g}, not {shown(data[key])}")
     return v
+
+
+def _whole(value: object, key: str, where: str, shown_key: str | None = None) -> int:
+    """A whole number from 1 to the key's limit."""
+    hi = int(LIMITS[key])
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= hi:
+        what = shown_key or key
+        raise ConfigError(where, f"{what} must be a whole number from 1 to {hi}, not {shown(value)}")
+    return value
 
 
 def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
@@ -241,10 +319,7 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
             raise ConfigError(where, f"cloud_period must be one of {', '.join(CLOUD_PERIODS)}, not {v!r}")
         kw["cloud_period"] = v
     if "cloud_max_parallel" in data:
-        mp = _typed(data, "cloud_max_parallel", int, where)
-        if mp < 1:
-            raise ConfigError(where, "cloud_max_parallel must be a whole number >= 1")
-        kw["cloud_max_parallel"] = mp
+        kw["cloud_max_parallel"] = _whole(data["cloud_max_parallel"], "cloud_max_parallel", where)
     if "cloud_pull_every" in data:
         every = _number(data, "cloud_pull_every", where)
         if every <= 0:
@@ -286,9 +361,7 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
             raise ConfigError(
                 where, f"lanes.{name}.adapter must be one of {', '.join(ADAPTERS)}, not {adapter!r}"
             )
-        mp = spec.get("max_parallel", 1)
-        if not isinstance(mp, int) or isinstance(mp, bool) or mp < 1:
-            raise ConfigError(where, f"lanes.{name}.max_parallel must be a whole number >= 1")
+        mp = _whole(spec.get("max_parallel", 1), "max_parallel", where, f"lanes.{name}.max_parallel")
         effort = spec.get("effort")
         if effort is not None and not isinstance(effort, str):
             raise ConfigError(where, f"lanes.{name}.effort must be a string")
@@ -350,8 +423,10 @@ def _access(spec: dict[str, Any], name: str, where: str) -> dict[str, Any]:
     for key in ("stall", "timeout"):
         v = spec.get(key)
         if v is not None:
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
-                raise ConfigError(where, f"lanes.{name}.{key} must be a positive number of seconds")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= LIMITS[key]:
+                raise ConfigError(
+                    where, f"lanes.{name}.{key} must be a number of seconds above 0, at most {LIMITS[key]:g}"
+                )
             kw[key] = float(v)
     sandbox = spec.get("sandbox", "workspace-write")
     if sandbox not in SANDBOXES:
@@ -382,22 +457,28 @@ def check_key(dotted: str) -> None:
     )
 
 
+def _editable(path: Path) -> str:
+    """wf.toml's text for tomlkit to edit (the project's load, before any edit, has
+    refused a file that is no file, too large, not UTF-8 or not TOML)."""
+    data = read(path) or b""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(path.name, _not_utf8(e)) from None
+
+
 def set_value(path: Path, dotted: str, raw: str) -> Config:
     """Set one key (``lanes.sonnet.max_parallel``) in wf.toml, keeping comments and
     layout; the value is parsed as TOML if it can be (``2``, ``true``), else a string.
     The result is validated before it is written."""
     import tomlkit
 
-    from wf.fsutil import atomic_write, read_bytes
+    from wf.fsutil import atomic_write
 
     parts = dotted.split(".")
     if not all(parts):
         raise WfError(f"bad key {dotted!r}")
-    data = read_bytes(path)
-    try:
-        doc = tomlkit.parse(data.decode("utf-8") if data else "")
-    except UnicodeDecodeError as e:
-        raise ConfigError(path.name, _not_utf8(e)) from None
+    doc = tomlkit.parse(_editable(path))
     if raw.strip().lower() in ("null", "none", "nil"):
         raise WfError(f"TOML has no {raw.strip()}: to remove {dotted}, run wf config --unset {dotted}")
     try:
@@ -424,17 +505,13 @@ def unset_value(path: Path, dotted: str) -> Config:
     default lanes are written out first, so removing one keeps the others."""
     import tomlkit
 
-    from wf.fsutil import atomic_write, read_bytes
+    from wf.fsutil import atomic_write
 
     parts = dotted.split(".")
     lane_table = len(parts) == 2 and parts[0] == "lanes" and valid_id(parts[1])
     if not lane_table:
         check_key(dotted)
-    data = read_bytes(path)
-    try:
-        doc = tomlkit.parse(data.decode("utf-8") if data else "")
-    except UnicodeDecodeError as e:
-        raise ConfigError(path.name, _not_utf8(e)) from None
+    doc = tomlkit.parse(_editable(path))
     if parts[0] == "lanes" and "lanes" not in doc:
         lanes = tomlkit.table(is_super_table=True)
         for ln in Config().lanes:

@@ -144,10 +144,16 @@ def check_paths(root: Path, cfg: configmod.Config) -> None:
     seen: dict[Path, str] = {Path(os.path.realpath(root / "wf.toml")): "wf.toml"}
     for key in ("tasks", "archive"):
         value: str = getattr(cfg, key)
-        real = Path(os.path.realpath(root / value))
 
         def refuse(why: str, key: str = key, value: str = value) -> ConfigError:
             return ConfigError("wf.toml", f"{key} = {value!r} {why}")
+
+        try:
+            real = Path(os.path.realpath(root / value, strict=True))
+        except FileNotFoundError:  # no file yet (or a link to none): wf creates it
+            real = Path(os.path.realpath(root / value))
+        except OSError as e:  # a link that leads to itself, a folder wf may not enter
+            raise refuse(f"cannot be resolved: {e.strerror or e}") from None
 
         if real != real_root and real_root not in real.parents:
             raise refuse(f"leads outside the work tree {real_root} (to {real})")

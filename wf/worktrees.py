@@ -76,6 +76,17 @@ def main_branch(project: Project) -> str:
     return branch
 
 
+def main_problem(project: Project) -> str | None:
+    """Why wf.toml's ``main`` cannot be used (it names no branch), or None. A repository
+    with no commit yet has no branch at all: nothing to say then."""
+    main = project.config.main
+    if not main or not project.is_git or gitops.rev(project.root, f"refs/heads/{main}") is not None:
+        return None
+    if gitops.rev(project.root, "HEAD") is None:
+        return None
+    return f"main = {main!r} names no branch of this repository (git branch --list shows them)"
+
+
 def _records_dir(project: Project) -> Path:
     return project.wf_dir / "wt"
 

@@ -5,7 +5,8 @@ live beside it, one module per part (tasks, git, workers, orch, usage).
 
 Each command collects its options, calls one core function and prints the result.
 Exit codes: 0 ok, 1 an expected error (message on stderr), 2 a usage error,
-3 a bug (traceback saved to a crash log), 130 interrupted.
+3 a bug (traceback saved to a crash log), 4 a person or the caller must act,
+5 gave up waiting, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -138,7 +139,9 @@ def cli(ctx: click.Context, directory: str | None) -> None:
     Workers:   wf dispatch RUN UNIT · wf run MANIFEST · wf monitor RUN
     Cost:      wf usage --agent ID · wf usage --report
     Nights:    wf batch N · wf batch --status · wf pilot · wf res run --mem 4G -- CMD
-    Exit codes: 0 ok, 1 error (message on stderr), 2 usage, 3 bug (crash log).
+    Exit codes: 0 ok, 1 error (message on stderr), 2 usage, 3 bug (crash log),
+    4 a person or the caller must act (a unit failed, a lane stopped for a
+    person), 5 gave up waiting (--timeout), 130 interrupted.
     """
     ctx.obj = {"dir": directory}
 

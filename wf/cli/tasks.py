@@ -42,7 +42,8 @@ def init(ctx: click.Context, as_json: bool) -> None:
     _print(as_json, result, result["lines"])
 
 
-@cli.command("config")
+# a negative VALUE (wf config lock_timeout -1) is a value to refuse by name, not an option
+@cli.command("config", context_settings={"ignore_unknown_options": True})
 @click.argument("key", required=False)
 @click.argument("value", required=False)
 @click.option("--unset", is_flag=True, help="Remove KEY from wf.toml (lanes.NAME removes a whole lane).")
@@ -160,11 +161,14 @@ def check(ctx: click.Context, as_json: bool) -> int:
     wf.toml lacks) refuses only writes to that task and makes it not runner-ready.
     Example: wf check --json
     """
-    from wf import adapters, views
+    from wf import adapters, views, worktrees
     from wf.errors import ParseIssue
 
     bl = _backlog(ctx)
     issues = bl.check()
+    main = worktrees.main_problem(bl.project)
+    if main is not None:
+        issues.append(ParseIssue("wf.toml", 0, "error", main))
     for lane in bl.config.lanes:  # a lane whose model, effort or access does not fit its tool
         for p in adapters.lane_problems(lane):
             issues.append(ParseIssue("wf.toml", 0, "error", f"lanes.{lane.name}: {p.message}; {p.fix}"))

@@ -1,0 +1,104 @@
+"""wf.toml and the folders around it, as a person (or an accident) leaves them: every
+fault is named, with exit 1; none hangs, floods or crashes wf."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import WfRunner, git
+
+
+def _toml(wf: WfRunner, data: bytes) -> None:
+    path = wf.root / "wf.toml"
+    if path.is_symlink() or path.exists():
+        path.unlink()
+    path.write_bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (b"\xef\xbb\xbftasks = 'TASKS.md'\n", "byte-order mark (BOM)"),
+        (b'tasks = "TA\\u0000SKS.md"\n', "must be a relative path"),
+        (b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deeply"),
+        (b"lock_timeout = 1e300\n", "lock_timeout must be a number from 0 to 86400"),
+        (b"backup_days = nan\n", "backup_days must be a number from 0"),
+        (
+            b"[lanes.a]\nmax_parallel = 100000000\n",
+            "lanes.a.max_parallel must be a whole number from 1 to 64",
+        ),
+        (b"[lanes.a]\nstall = 1e300\n", "lanes.a.stall must be a number of seconds above 0"),
+        (b"cloud_max_parallel = 1000\n", "cloud_max_parallel must be a whole number from 1 to 64"),
+        (b"x = 1\n" + b"# padding\n" * 120_000, "larger than 1024 KiB"),
+    ],
+)
+def test_a_bad_wf_toml_is_named(wf: WfRunner, data: bytes, said: str) -> None:
+    _toml(wf, data)
+    r = wf("list")
+    assert r.code == 1 and said in r.err and "wf.toml" in r.err, r.err
+    assert "internal error" not in r.err
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "device"])
+def test_a_wf_toml_that_is_no_file_is_refused_without_waiting(wf: WfRunner, kind: str) -> None:
+    """A FIFO would hang every command (nobody writes to it); /dev/zero would never end."""
+    path = wf.root / "wf.toml"
+    path.unlink()
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    r = wf.proc("list")  # a real process: a hang would end in the runner's timeout
+    assert r.code == 1 and "wf.toml: is a" in r.err and "not a file" in r.err, r.err
+
+
+def test_wf_config_refuses_a_negative_value_by_name(wf: WfRunner) -> None:
+    r = wf("config", "lock_timeout", "-1")
+    assert r.code == 1 and "lock_timeout must be a number from 0 to 86400, not -1" in r.err, r.err
+    assert "lock_timeout = 10" in (wf.root / "wf.toml").read_text()  # nothing written
+
+
+def test_wf_config_edits_no_file_it_would_refuse_to_read(wf: WfRunner) -> None:
+    _toml(wf, b"\xef\xbb\xbfgate = ''\n")
+    r = wf("config", "gate", "pytest -q")
+    assert r.code == 1 and "BOM" in r.err
+    assert (wf.root / "wf.toml").read_bytes().startswith(b"\xef\xbb\xbf")
+
+
+def test_a_tasks_file_that_links_to_itself_is_named(wf: WfRunner) -> None:
+    (wf.root / "TASKS.md").unlink()
+    (wf.root / "TASKS.md").symlink_to("TASKS.md")
+    r = wf("list")
+    assert r.code == 1 and "cannot be resolved" in r.err and "internal error" not in r.err, r.err
+
+
+def test_check_names_a_main_branch_that_does_not_exist(wf: WfRunner) -> None:
+    wf.ok("config", "main", "nosuch")
+    r = wf("check")
+    assert r.code == 1 and "main = 'nosuch' names no branch" in r.out, r.out
+    wf.ok("config", "main", "main")
+    assert "names no branch" not in wf.ok("check")
+
+
+def test_init_refuses_a_bare_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bare = tmp_path / "shared.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    before = sorted(p.name for p in bare.iterdir())
+    r = WfRunner(bare, capsys)("init")
+    assert r.code == 1 and "bare repository" in r.err and "git clone" in r.err, r.err
+    assert sorted(p.name for p in bare.iterdir()) == before  # nothing written among git's files
+    r = WfRunner(bare / "refs", capsys)("init")  # from a folder inside it too
+    assert r.code == 1 and "bare repository" in r.err
+
+
+def test_help_lists_every_exit_code() -> None:
+    out = subprocess.run([sys.executable, "-m", "wf", "--help"], capture_output=True, text=True).stdout
+    for code in ("0 ok", "1 error", "2 usage", "3 bug", "4 a person", "5 gave up", "130 interrupted"):
+        assert code in " ".join(out.split()), code
