@@ -102,3 +102,25 @@ def test_help_lists_every_exit_code() -> None:
     out = subprocess.run([sys.executable, "-m", "wf", "--help"], capture_output=True, text=True).stdout
     for code in ("0 ok", "1 error", "2 usage", "3 bug", "4 a person", "5 gave up", "130 interrupted"):
         assert code in " ".join(out.split()), code
+
+
+def _fenced_backlog(inserted: bool) -> str:
+    text = "# Tasks\n\n## a: first\nModel: sonnet\nDone: `true`\n\n"
+    if inserted:
+        text += "```\npasted, never closed\n\n"
+    for i in range(12):
+        text += f"## t{i}: task {i}\nModel: sonnet\nDone: `true`\n\n"
+    return text + "## z: last\nModel: sonnet\nDone: `true`\n\nAn example:\n```\n## not: a task\n```\n"
+
+
+def test_check_fails_when_one_inserted_fence_hides_tasks(wf: WfRunner) -> None:
+    """One fence typed into a task pairs with the opening of a later example block: the
+    tasks between vanish, and the example's closing fence is left open. wf check names
+    the fence's line and the hidden tasks, and exits 1."""
+    (wf.root / "TASKS.md").write_text(_fenced_backlog(inserted=False))
+    assert "14 tasks" in wf.ok("check")  # an example block with a heading inside is fine
+    (wf.root / "TASKS.md").write_text(_fenced_backlog(inserted=True))
+    r = wf("check")
+    assert r.code == 1, r.out
+    assert "TASKS.md:7: error: code fences are out of step" in r.out
+    assert "hides 13 '## ' line(s) (t0, t1, t2, t3, t4 and 8 more)" in r.out

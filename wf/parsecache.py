@@ -19,7 +19,7 @@ from wf import __version__
 from wf.errors import IssueKind, ParseIssue
 from wf.taskfile import Task, TasksFile
 
-FORMAT = 5  # bump whenever the rows change shape
+FORMAT = 6  # bump whenever the rows change shape, or the parser finds other issues
 
 
 def _key(data: bytes) -> bytes:

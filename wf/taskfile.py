@@ -380,6 +380,10 @@ def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
     fence_len = 0
     fence_at = 0
     hidden_in_fence: list[int] = []
+    # Closed fences that hid '## ' lines: (opened at, closed at, the hidden lines). Legit
+    # in an example, suspect when the file then ends inside a fence (see the end).
+    hid: list[tuple[int, int, list[str]]] = []
+    hidden_heads: list[str] = []
     # The task being read: (heading line, id, title, pairs, kv, char start) or None.
     cur: tuple[int, str, str, tuple[tuple[str, str], ...], dict[str, str], int] | None = None
     line_no = 0  # 0-based line index of the candidate
@@ -404,8 +408,11 @@ def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
             m2 = _FENCE_CLOSE_RE.fullmatch(line)
             if m2 and m2.group(1)[0] == fence_char and len(m2.group(1)) >= fence_len:
                 fence_char = ""
+                if hidden_heads:
+                    hid.append((fence_at, line_no, hidden_heads))
             elif line.startswith(("## ", "##\t")):
                 hidden_in_fence.append(line_no)
+                hidden_heads.append(line)
             continue
         if c0 == "#" and (tm := task_re.match(text, p)) is not None:
             # The common case in one regex: a well-formed heading and valid known fields.
@@ -464,6 +471,7 @@ def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
         if m3 and not (m3.group(1)[0] == "`" and "`" in m3.group(2)):
             fence_char, fence_len, fence_at = m3.group(1)[0], len(m3.group(1)), line_no
             hidden_in_fence = []
+            hidden_heads = []
     total = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
     close(total, len(text))
     if fence_char:
@@ -473,6 +481,20 @@ def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
                 "error",
                 f"code fence is never closed, hiding {len(hidden_in_fence)} '## ' line(s) "
                 f"from line {hidden_in_fence[0] + 1} on",
+                kind=IssueKind.UNCLOSED_FENCE,
+            )
+        elif hid:
+            # The fences pair up otherwise than the writer meant (one inserted or deleted
+            # fence): an earlier pair hides task headings, and the last fence is left open.
+            opened, closed, heads = hid[0]
+            ids = [h[3:].partition(":")[0].strip() for h in heads[:5]]
+            more = f" and {len(heads) - 5} more" if len(heads) > 5 else ""
+            issue(
+                opened,
+                "error",
+                f"code fences are out of step: the fence here closes at line {closed + 1} and hides "
+                f"{len(heads)} '## ' line(s) ({', '.join(ids)}{more}), and the fence at line "
+                f"{fence_at + 1} is never closed; is a fence missing or one too many?",
                 kind=IssueKind.UNCLOSED_FENCE,
             )
         else:
