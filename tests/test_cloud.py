@@ -317,7 +317,11 @@ def test_the_ledger_stops_at_the_reserve_itself_and_counts_this_period_only(c: C
         f"ts={now} id=b session=s2 state=lost usd=? dur_s=9\n"
     )
     led = json.loads(c.wf.ok("cloud", "ledger", "--json"))
-    assert (led["spent"], led["left"], led["sessions"], led["unknown"], led["stop"]) == (3.5, 1.5, 2, 1, None)
+    assert (led["spent"], led["left"], led["sessions"], led["unknown"]) == (3.5, 1.5, 2, 1)
+    assert "1 session(s) of unknown cost" in led["stop"]  # counted as the whole budget, never $0
+    log.write_text(log.read_text().replace("usd=?", "usd=0.000000"))  # a person wrote its cost
+    led = json.loads(c.wf.ok("cloud", "ledger", "--json"))
+    assert (led["spent"], led["left"], led["sessions"], led["unknown"], led["stop"]) == (3.5, 1.5, 2, 0, None)
     with open(log, "a") as f:
         f.write(f"ts={now} id=c session=s3 state=done usd=0.500000 dur_s=9\n")  # left = the reserve
     led = json.loads(c.wf.ok("cloud", "ledger", "--json"))
@@ -702,3 +706,45 @@ def test_a_batch_on_a_cloud_project_pulls_its_sessions_into_the_summary(c: Cloud
     archived = c.archived()
     assert "lane=cloud" in archived["c-done"] and "l1" in archived
     assert not (c.root / ".wf" / "cloud" / "c-done.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("ts={now} id=x session=s9 state=done usd=nan dur_s=9", "line 2: usd=nan is not a cost"),
+        ("ts={now} id=x session=s9 state=done usd=-40.0 dur_s=9", "line 2: usd=-40.0 is not a cost"),
+        ("ts={now} id=x session=s9 state=do", "line 2: usd=(missing) is not a cost"),
+        ("id=x session=s9 state=done usd=1.0", "line 2: no ts= stamp"),
+        ("ts={now} id=x session=s9 state=done usd=inf dur_s=9", "line 2: usd=inf is not a cost"),
+    ],
+)
+def test_a_ledger_line_that_cannot_be_read_stops_the_lane(c: Cloud, line: str, said: str) -> None:
+    """One bad line never switches the budget off: it is named, the lane may not send
+    (exit 1 from wf cloud ledger), and wf cloud send sends nothing."""
+    c.setup(task("one", "opus"), budget=5, reserve=1)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    (c.root / "out").mkdir(exist_ok=True)
+    log = c.root / "out" / "wf-cloud.log"
+    log.write_text(
+        f"ts={now} id=a session=s1 state=done usd=1.000000 dur_s=9\n" + line.format(now=now) + "\n"
+    )
+    r = c.wf("cloud", "ledger")
+    assert r.code == 1 and f"out/wf-cloud.log: {said}" in r.out, r.out
+    assert "the cloud lane stops: out/wf-cloud.log cannot be trusted" in r.out
+    assert c.wf.ok("cloud", "send").startswith("stop lane cloud: ledger (out/wf-cloud.log cannot be trusted")
+    assert c.status("one") == "pending"
+
+
+@pytest.mark.parametrize("kind", ["folder", "not-utf8"])
+def test_a_ledger_file_that_cannot_be_read_stops_the_lane(c: Cloud, kind: str) -> None:
+    c.setup(task("one", "opus"), budget=5, reserve=1)
+    log = c.root / "out" / "wf-cloud.log"
+    log.parent.mkdir(exist_ok=True)
+    if kind == "folder":
+        log.mkdir()
+    else:
+        log.write_bytes(b"ts=2026-01-01T00:00:00Z usd=1.0 \xff\n")
+    r = c.wf("cloud", "ledger", "--json")
+    assert r.code == 1, r.err
+    led = json.loads(r.out)
+    assert led["bad"] and "cannot be trusted" in led["stop"]

@@ -30,9 +30,11 @@ def cloud() -> None:
 @cloud.command("ledger")
 @click.option("--json", "as_json", is_flag=True, help="Print the ledger as JSON.")
 @click.pass_context
-def cloud_ledger(ctx: click.Context, as_json: bool) -> None:
+def cloud_ledger(ctx: click.Context, as_json: bool) -> int:
     """Spend of the cloud sessions that ended this period (out/wf-cloud.log) against
     cloud_budget, what is left, the reserve, and whether the cloud lane may send.
+    A session of unknown cost (usd=?) counts as the whole budget; a line that cannot be
+    read (usd=nan, a negative cost, a line cut short) is named, and the exit is 1.
 
     \b
     Example:
@@ -44,6 +46,7 @@ def cloud_ledger(ctx: click.Context, as_json: bool) -> None:
     running = sum(1 for r in records.all_records(proj) if not r.state.ended)
     led = ledger.read(proj, running)
     _print(as_json, led.as_dict(), led.lines())
+    return 1 if led.bad else 0
 
 
 @cloud.command("send")

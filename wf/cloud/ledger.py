@@ -9,6 +9,8 @@ no budget is set.
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,10 +26,11 @@ class Ledger:
     since: str  # the period's first moment, UTC
     budget: float
     reserve: float
-    spent: float
+    spent: float  # of the sessions whose cost is known
     sessions: int  # sessions that ended in the period
-    unknown: int  # of which the cost could not be found
+    unknown: int  # of which the cost could not be found (usd=?)
     running: int  # sessions still running (their cost is not known until they end)
+    bad: tuple[str, ...] = ()  # what in the log could not be read: "line 3: usd=nan ..."
 
     @property
     def left(self) -> float:
@@ -35,9 +38,17 @@ class Ledger:
 
     @property
     def stop(self) -> str | None:
-        """Why the cloud lane may not send, or None."""
+        """Why the cloud lane may not send, or None. A cost that is not known counts as
+        the most it could be, the whole budget: never as $0."""
         if self.budget <= 0:
             return "no cloud_budget in wf.toml"
+        if self.bad:
+            return f"{LOG} cannot be trusted ({self.bad[0]}); fix or remove that line"
+        if self.unknown:
+            return (
+                f"{self.unknown} session(s) of unknown cost (usd=? in {LOG}) count as the whole budget; "
+                f"write each one's cost there to go on"
+            )
         if self.left <= self.reserve:
             return f"${self.left:.2f} of ${self.budget:.2f} left, reserve ${self.reserve:.2f}"
         return None
@@ -53,19 +64,26 @@ class Ledger:
             "sessions": self.sessions,
             "unknown": self.unknown,
             "running": self.running,
+            "bad": list(self.bad),
             "stop": self.stop,
         }
 
     def lines(self) -> list[str]:
         out = [
-            f"cloud {self.period} since {self.since}: spent ${self.spent:.2f} of ${self.budget:.2f}, "
-            f"left ${self.left:.2f}, reserve ${self.reserve:.2f}",
+            f"cloud {self.period} since {self.since}: spent ${self.spent:.2f} of ${self.budget:.2f}"
+            + (" plus unknown" if self.unknown or self.bad else "")
+            + f", left ${self.left:.2f}, reserve ${self.reserve:.2f}",
             f"sessions ended: {self.sessions}"
             + (f" ({self.unknown} of unknown cost)" if self.unknown else "")
             + f"; running: {self.running}",
         ]
+        out.extend(f"{LOG}: {b}" for b in self.bad)
         out.append(f"the cloud lane stops: {self.stop}" if self.stop else "the cloud lane may send")
         return out
+
+
+LOG = "out/wf-cloud.log"
+_STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
 def log_path(project: Project) -> Path:
@@ -94,24 +112,57 @@ def record_spend(
 
 
 def read(project: Project, running: int = 0, now: datetime | None = None) -> Ledger:
+    """The period's spend. Every line is checked: a stamp, a cost that is ``?`` or a
+    finite number >= 0; anything else (nan, a negative, a line cut short, bytes that are
+    not UTF-8, the log being a folder) is named in ``bad``, and the lane stops on it."""
     cfg = project.config
     start = period_start(cfg.cloud_period, now)
     since = start.strftime("%Y-%m-%dT%H:%M:%SZ")
     spent = 0.0
     sessions = unknown = 0
+    bad: list[str] = []
     try:
-        text = log_path(project).read_text("utf-8", "replace")
+        text = log_path(project).read_bytes().decode("utf-8")
     except FileNotFoundError:
         text = ""
-    for line in text.splitlines():
+    except UnicodeDecodeError as e:
+        text = ""
+        bad.append(f"not UTF-8 (byte {e.object[e.start]:#04x} at offset {e.start})")
+    except OSError as e:
+        text = ""
+        bad.append(f"cannot be read: {e.strerror or e}")
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
         kv = dict(p.split("=", 1) for p in line.split() if "=" in p)
-        if kv.get("ts", "") < since:  # ISO stamps in UTC compare as text
+        ts = kv.get("ts", "")
+        if not _STAMP.fullmatch(ts):
+            bad.append(f"line {n}: no ts= stamp")
+            continue
+        if ts < since:  # ISO stamps in UTC compare as text
+            continue
+        usd = kv.get("usd")
+        if usd == "?":
+            sessions += 1
+            unknown += 1
+            continue
+        try:
+            value = float(usd) if usd is not None else math.nan
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0:
+            bad.append(f"line {n}: usd={usd if usd is not None else '(missing)'} is not a cost")
             continue
         sessions += 1
-        try:
-            spent += float(kv.get("usd", "?"))
-        except ValueError:
-            unknown += 1
+        spent += value
     return Ledger(
-        cfg.cloud_period, since, cfg.cloud_budget, cfg.cloud_reserve, spent, sessions, unknown, running
+        cfg.cloud_period,
+        since,
+        cfg.cloud_budget,
+        cfg.cloud_reserve,
+        spent,
+        sessions,
+        unknown,
+        running,
+        tuple(bad),
     )
