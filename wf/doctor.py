@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from wf import backlog as backlogmod
 from wf import gitops, procs, treeadmin, worktrees
 from wf.backlog import Backlog
+from wf.errors import WfError
 from wf.lock import project_lock
 from wf.project import Project
 
@@ -152,6 +153,30 @@ def _free_branch(project: Project, branch: str, user: Path | None, bl: Backlog) 
     return worktrees.drop_done_branch(project, branch, bl)
 
 
+def _unarchived(project: Project, bl: Backlog, task_id: str, branch: str, made: str, *, fix: bool) -> Finding:
+    """A task whose branch a merge brought onto main but that is still open (its archiving
+    was refused or interrupted); ``--fix`` finishes that merge (archive, bookkeeping
+    commit, tree parked, branch deleted), unless the task is claimed: a worker may still
+    be in its tree."""
+    from wf import merge
+
+    main = worktrees.main_branch(project)
+    msg = f"{branch} was merged into {main} as {made[:12]} but {task_id} is not archived"
+    task = bl.doc.find(task_id)
+    if task is not None and task.status.state == "progress":
+        return Finding(
+            "merge", task_id, f"{msg}; it is in progress: wf merge {task_id} finishes it", "problem"
+        )
+    if not fix:
+        return Finding("merge", task_id, f"{msg} (--fix archives it)", "problem")
+    try:
+        outcome = merge.merge(project, branch, project.root)
+    except WfError as e:
+        return Finding("merge", task_id, f"{msg}; not fixed: {str(e).splitlines()[0]}", "problem")
+    said = "".join(f"; {n}" for n in outcome.notes)
+    return Finding("merge", task_id, f"{msg}: archived{said}", "problem", True)
+
+
 def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[Finding]:
     out: list[Finding] = adapter_findings(project) if adapters else []
     if not project.is_git:
@@ -276,6 +301,8 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
                         "problem",
                     )
                 )
+            elif task_id in open_ids and merged and (made := gitops.find_merge_of(root, main_sha, tip)):
+                out.append(_unarchived(project, bl, task_id, branch, made, fix=fix))
             elif task_id not in open_ids:
                 out.append(
                     Finding("branch", branch, "no task with this id in TASKS.md or the archive", "info")

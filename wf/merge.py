@@ -238,10 +238,17 @@ def merge(
             )
 
         # Archive the task (naming the merge commit) unless an earlier run finished that;
-        # done_task also completes an archiving that was interrupted half-way.
+        # done_task also completes an archiving that was interrupted half-way. The work is
+        # on main: a person's typo in the task's text does not stop it (the text is kept
+        # under the archive line).
         archived = entry.raw if entry is not None else None
         if bl.doc.find(task_id) is not None:
-            archived = ops.done_task(project, task_id, commit=merge_commit, lane=lane)
+            if bl.task_errors(task_id):
+                notes.append(
+                    f"{task_id} had errors in {project.config.tasks}; archived anyway, its text kept "
+                    f"under its line in {project.config.archive}"
+                )
+            archived = ops.done_task(project, task_id, commit=merge_commit, lane=lane, merged=True)
         elif archived is None:
             notes.append(f"{task_id} is neither in {project.config.tasks} nor archived; not archived")
         if archived is not None:
@@ -333,7 +340,8 @@ def _commit_bookkeeping(project: Project, main: str, task_id: str, line: str) ->
             files[project.tasks_in_git] = edits.remove_task(doc, task_id).text
     arch = archivemod.parse(archive_at.encode() if archive_at is not None else None, project.archive_in_git)
     if arch.find(task_id) is None:
-        files[project.archive_in_git] = archivemod.appended(arch, line).decode("utf-8")
+        kept = archivemod.kept_under(archivemod.parse(read_bytes(project.archive_path)), task_id)
+        files[project.archive_in_git] = archivemod.appended(arch, line, kept).decode("utf-8")
     if files:
         gitops.commit_files(root, main, files, f"wf: archive {task_id}\n")
 
