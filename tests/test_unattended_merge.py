@@ -119,3 +119,74 @@ def test_a_branch_with_no_commits_of_its_own_is_not_taken_for_merged(proj: WfRun
     proj.ok("wt", "add", "sonnet", "a")  # a fresh branch: in main, but never merged
     assert "merge:" not in proj("doctor", "--fix").out
     assert "## a: Task a" in (proj.root / "TASKS.md").read_text()
+
+
+# ------------------------------------------------------------------ item: backup refs are pruned
+
+
+def backups(root: Path) -> set[str]:
+    return set(git(root, "for-each-ref", "--format=%(refname)", "refs/wf/backup/").split())
+
+
+def old_backups(root: Path) -> dict[str, str]:
+    """Backup refs of 2020 (older than any backup_days): two main holds, one it lacks,
+    and one whose time cannot be read."""
+    main_sha = git(root, "rev-parse", "main").strip()
+    git(root, "switch", "-qc", "side")
+    (root / "side.txt").write_text("side\n")
+    side = commit_all(root, "not in main")
+    git(root, "switch", "-q", "main")
+    refs = {
+        "refs/wf/backup/sonnet/x/20200101T000000Z": main_sha,  # old, in main: pruned
+        "refs/wf/backup/main/20200101T000000Z": main_sha,  # old, in main: pruned
+        "refs/wf/backup/sonnet/y/20200101T000000Z": side,  # old, not in main: kept
+        "refs/wf/backup/tree/z/undated": main_sha,  # no time to read: kept
+    }
+    for ref, sha in refs.items():
+        git(root, "update-ref", ref, sha)
+    return refs
+
+
+def test_a_merge_prunes_the_backup_refs_older_than_backup_days(proj: WfRunner) -> None:
+    refs = old_backups(proj.root)
+    worked(proj, "a")
+    out = proj.ok("merge", "a")
+    assert "note: deleted 2 backup refs older than 14 days whose commits are in main" in out
+    left = backups(proj.root)
+    assert set(list(refs)[2:]) <= left  # main lacks one; the other has no readable time
+    assert not set(list(refs)[:2]) & left
+    fresh = left - set(refs)
+    assert {r.rsplit("/", 1)[0] for r in fresh} == {"refs/wf/backup/sonnet/a", "refs/wf/backup/main"}
+
+
+def test_doctor_counts_backup_refs_and_fix_prunes_the_old_ones(proj: WfRunner) -> None:
+    refs = old_backups(proj.root)
+    r = proj("doctor")
+    assert r.code == 0, r.out
+    assert "backups: refs/wf/backup/: 4 backup refs, 2 older than 14 days whose commits main holds" in r.out
+    assert backups(proj.root) == set(refs)
+    r = proj("doctor", "--fix", "--json")
+    found = [f for f in json.loads(r.out) if f["kind"] == "backups"]
+    assert found == [
+        {
+            "kind": "backups",
+            "subject": "refs/wf/backup/",
+            "message": "4 backup refs: deleted 2 backup refs older than 14 days whose commits are in main",
+            "level": "info",
+            "fixed": True,
+        }
+    ]
+    assert backups(proj.root) == set(list(refs)[2:])
+    assert "backups: refs/wf/backup/: 2 backup refs, none older than 14 days (info)" in proj.ok("doctor")
+
+
+def test_backup_days_decides_what_is_old(proj: WfRunner) -> None:
+    refs = old_backups(proj.root)
+    proj.ok("config", "backup_days", "100000")  # 2020 is not that old
+    worked(proj, "a")
+    assert "backup ref" not in proj.ok("merge", "a")
+    assert set(refs) <= backups(proj.root)
+    (proj.root / "wf.toml").write_text('backup_days = "two weeks"\n')
+    r = proj("doctor")
+    assert r.code == 1 and "backup_days must be a number, not \"two weeks\"" in r.err
+    assert "Traceback" not in r.err

@@ -153,6 +153,30 @@ def _free_branch(project: Project, branch: str, user: Path | None, bl: Backlog) 
     return worktrees.drop_done_branch(project, branch, bl)
 
 
+def _backups(project: Project, *, fix: bool) -> Finding:
+    """How many backup refs there are, and how many are older than ``backup_days`` with
+    their commits in main (``--fix`` deletes those, as merges do)."""
+    days = project.config.backup_days
+    total = treeadmin.backup_count(project)
+    old = treeadmin.stale_backups(project, days)
+    msg = f"{total} backup ref{'s' if total != 1 else ''}"
+    where = treeadmin.BACKUP_PREFIX
+    if not old:
+        return Finding("backups", where, f"{msg}, none older than {days:g} days", "info")
+    if fix:
+        try:
+            treeadmin.delete_backups(project, old)
+        except gitops.GitError as e:  # one moved meanwhile (compare-and-swap): none deleted
+            return Finding("backups", where, f"{msg}; {len(old)} old ones kept: {e.reason}", "info")
+        return Finding("backups", where, f"{msg}: {treeadmin.backups_said(project, len(old))}", "info", True)
+    return Finding(
+        "backups",
+        where,
+        f"{msg}, {len(old)} older than {days:g} days whose commits main holds (--fix deletes them)",
+        "info",
+    )
+
+
 def _unarchived(project: Project, bl: Backlog, task_id: str, branch: str, made: str, *, fix: bool) -> Finding:
     """A task whose branch a merge brought onto main but that is still open (its archiving
     was refused or interrupted); ``--fix`` finishes that merge (archive, bookkeeping
@@ -266,6 +290,8 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
                         done is not None,
                     )
                 )
+
+    out.append(_backups(project, fix=fix))
 
     held = {
         r.branch for r in worktrees.records(project) if r.branch and worktrees.holder(project, r, bl).holds

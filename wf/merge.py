@@ -264,7 +264,20 @@ def merge(
         if tree is not None and parked is Parked.DETACHED:
             with project_lock(project.wf_dir, worktrees.WT_LOCK_TIMEOUT, on_wait, name="wt.lock"):
                 worktrees.release(project, tree.name)
+        notes.extend(_prune_backups(project))
         return Outcome(task_id, branch, merge_commit, already, archived, notes)
+
+
+def _prune_backups(project: Project) -> list[str]:
+    """Each merge writes two backup refs; the ones older than ``backup_days`` whose
+    commits main holds go (a night of merges must not pile them up)."""
+    from wf import treeadmin
+
+    try:
+        n = treeadmin.prune_backups(project)
+    except gitops.GitError as e:  # a backup ref moved meanwhile: kept, next time
+        return [f"kept the old backup refs: {e.reason}"]
+    return [treeadmin.backups_said(project, n)] if n else []
 
 
 def _tree_head(project: Project, tree: worktrees.Record, branch: str) -> str | None:
