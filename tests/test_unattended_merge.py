@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import WfRunner, git
+from tests.test_orch import Orch, lanes_toml, task
 
 
 def commit_all(cwd: Path, message: str) -> str:
@@ -188,5 +192,161 @@ def test_backup_days_decides_what_is_old(proj: WfRunner) -> None:
     assert set(refs) <= backups(proj.root)
     (proj.root / "wf.toml").write_text('backup_days = "two weeks"\n')
     r = proj("doctor")
-    assert r.code == 1 and "backup_days must be a number, not \"two weeks\"" in r.err
+    assert r.code == 1 and 'backup_days must be a number, not "two weeks"' in r.err
     assert "Traceback" not in r.err
+
+
+# ------------------------------------------------------------------ item: the gate
+
+GATE = (
+    f"{sys.executable} -c \"import os, sys; print('checking'); "
+    "print('boom: breaks-gate.txt is here') if os.path.exists('breaks-gate.txt') else None; "
+    "sys.exit(1 if os.path.exists('breaks-gate.txt') else 0)\""
+)
+
+
+def gate_result(root: Path, sha: str) -> dict[str, Any]:
+    """The gate's result at ``sha``, once the background run has recorded it."""
+    path = root / ".wf" / "gate" / f"{sha}.json"
+    deadline = time.monotonic() + 60
+    while not path.exists():
+        assert time.monotonic() < deadline, "the gate never recorded a result"
+        time.sleep(0.1)
+    return dict(json.loads(path.read_text()))
+
+
+def main_sha(root: Path) -> str:
+    return git(root, "rev-parse", "main").strip()
+
+
+def red_merge(o: Orch, tid: str) -> str:
+    """``wf merge`` of a branch that breaks the gate; the main commit it ran at."""
+    wt = Path(json.loads(o.wf.ok("wt", "add", "a", tid, "--json"))["path"])
+    (wt / "breaks-gate.txt").write_text(f"{tid}\n")
+    commit_all(wt, f"{tid} breaks the gate")
+    out = o.wf.ok("merge", tid)
+    sha = main_sha(o.root)
+    assert f"gate: `{GATE}` started at {sha[:12]} in the background" in out
+    assert gate_result(o.root, sha)["ok"] is False
+    return sha
+
+
+@pytest.fixture
+def o(wf: WfRunner) -> Orch:
+    return Orch(wf)
+
+
+@pytest.mark.timeout(120)
+def test_a_manual_merge_runs_the_gate_and_a_red_one_shows_in_orch_status(o: Orch) -> None:
+    o.setup(lanes_toml("a", gate=GATE), task("a1", "a") + task("a2", "a"))
+    sha = red_merge(o, "a1")
+    assert not (o.root / ".wf" / "gate" / f"{sha}.log").read_bytes().startswith(b"Traceback")
+    out = o.wf.ok("orch", "status")
+    assert out.splitlines()[:3] == [
+        f"gate red at {sha[:12]}: `{GATE}` exit 1 (whole output: .wf/gate/{sha}.out)",
+        "| checking",
+        "| boom: breaks-gate.txt is here",
+    ]
+    assert out.splitlines()[-1] == "no active lanes"
+    # a green gate after it: orch status says nothing of the gate any more
+    wt = Path(json.loads(o.wf.ok("wt", "add", "a", "a2", "--json"))["path"])
+    (wt / "breaks-gate.txt").unlink()
+    commit_all(wt, "a2 mends the gate")
+    r = json.loads(o.wf.ok("merge", "a2", "--json"))
+    assert r["gate"] == "started" and r["gate_commit"] == main_sha(o.root)
+    assert gate_result(o.root, main_sha(o.root))["ok"] is True
+    assert o.wf.ok("orch", "status") == "no active lanes\n"
+
+
+def test_merge_no_gate_does_not_start_it_and_says_so(o: Orch) -> None:
+    o.setup(lanes_toml("a", gate=GATE), task("a1", "a"))
+    wt = Path(json.loads(o.wf.ok("wt", "add", "a", "a1", "--json"))["path"])
+    (wt / "breaks-gate.txt").write_text("x\n")
+    commit_all(wt, "breaks it")
+    out = o.wf.ok("merge", "a1", "--no-gate")
+    assert f"gate: not run (--no-gate); `{GATE}` was not started" in out
+    assert not list((o.root / ".wf" / "gate").glob("*")) if (o.root / ".wf" / "gate").exists() else True
+    assert "--no-gate" in o.wf.ok("merge", "--help")
+
+
+def test_a_merge_without_a_gate_says_nothing_of_it(proj: WfRunner) -> None:
+    worked(proj, "a")
+    r = json.loads(proj.ok("merge", "a", "--json"))
+    assert r["gate"] == "none" and r["gate_commit"] is None
+    worked(proj, "b")
+    assert "gate" not in proj.ok("merge", "b")
+
+
+def worker_merged(o: Orch, tid: str) -> str:
+    """Pick ``tid`` and let the scripted worker do it (it runs wf merge, which starts the
+    gate): the main commit of its merge, once the gate has a result there."""
+    rep = o.work(o.wf.ok("orch", "pick", "a", "--id", tid))
+    assert rep is not None and rep.result == "done"
+    sha = main_sha(o.root)
+    assert gate_result(o.root, sha)["ok"] is False
+    return sha
+
+
+@pytest.mark.timeout(180)
+def test_one_open_fix_task_however_many_red_commits(o: Orch) -> None:
+    o.setup(
+        lanes_toml("a", gate=GATE),
+        task("a1", "a")
+        + task("a2", "a", "write a2.txt x")
+        + task("a3", "a", "write a3.txt x")
+        + task("a4", "a", "write a4.txt x"),
+    )
+    red_merge(o, "a1")
+    second = worker_merged(o, "a2")
+    out = o.wf.ok("orch", "post", "a", "--result", "done", "--no-pick")
+    fix = f"fix-gate-{second[:8]}"
+    assert f"gate red at {second[:12]}: added P0 task {fix}" in out
+    third = worker_merged(o, "a3")
+    out = o.wf.ok("orch", "post", "a", "--result", "done", "--no-pick")
+    assert f"gate still red at {third[:12]}: noted on the open fix task {fix}" in out
+    fixes = [t["id"] for t in json.loads(o.wf.ok("list", "--json")) if t["id"].startswith("fix-gate-")]
+    assert fixes == [fix]
+    notes = json.loads(o.wf.ok("show", fix, "--json"))["notes"]
+    assert any(
+        f"the gate is still red at {third[:12]} (exit 1: boom: breaks-gate.txt is here)" in n for n in notes
+    )
+    # once that fix task is done, a later red gate gets a fix task of its own
+    o.wf.ok("done", fix)
+    fourth = worker_merged(o, "a4")
+    out = o.wf.ok("orch", "post", "a", "--result", "done", "--no-pick")
+    assert f"gate red at {fourth[:12]}: added P0 task fix-gate-{fourth[:8]}" in out
+
+
+@pytest.mark.timeout(180)
+def test_orch_run_says_a_red_gate_with_its_command_and_tail(o: Orch) -> None:
+    o.setup(lanes_toml("a", gate=GATE), task("a1", "a", "write breaks-gate.txt oops"))
+    r = o.proc("orch", "run", "a", timeout=170)
+    lines = [ln.split(" ", 1)[1] for ln in r.stdout.splitlines()]  # after the time of day
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("gate red at "))
+    sha = lines[at].split()[3].rstrip(":")
+    assert lines[at].endswith(f"`{GATE}` exit 1 (whole output: .wf/gate/{main_sha(o.root)}.out)")
+    assert main_sha(o.root).startswith(sha)
+    assert lines[at + 1 : at + 3] == ["| checking", "| boom: breaks-gate.txt is here"]
+    assert any(ln.startswith("a: gate red at") and "added P0 task" in ln for ln in lines[at:])
+
+
+@pytest.mark.timeout(180)
+def test_a_red_gate_is_in_the_batch_summary_and_status(wf: WfRunner) -> None:
+    from tests.test_batch import Batch
+
+    b = Batch(wf)
+    try:
+        b.setup(lanes_toml("a", gate=GATE), task("a1", "a", "write breaks-gate.txt oops"))
+        assert b.batch("1").returncode == 0
+        st = b.wait_ended()
+        lines = b.summary(st)
+        at = next(i for i, ln in enumerate(lines) if " gate red at " in ln)
+        assert lines[at].startswith("- ")
+        assert f"`{GATE}` exit 1 (whole output: .wf/gate/" in lines[at]
+        assert lines[at + 1 : at + 3] == ["  | checking", "  | boom: breaks-gate.txt is here"]
+        assert st["gate"]["ok"] is False and st["gate"]["cmd"] == GATE
+        assert st["gate"]["red"][1:] == ["| checking", "| boom: breaks-gate.txt is here"]
+        text = b.batch("--status")
+        assert st["gate"]["red"][0] in text.stdout.splitlines()
+    finally:
+        b.end_live()

@@ -47,19 +47,21 @@ class GateResult:
     handled: str | None = None  # the fix task added for a red result
     pid: int | None = None
     skipped: str | None = None
+    finished: float = 0.0  # epoch seconds (0: a result written before wf kept it)
 
 
 def results(project: Project) -> list[GateResult]:
-    """Every recorded result, oldest first (CorruptRecord for one that cannot be trusted)."""
+    """Every recorded result, oldest first, by when it finished (CorruptRecord for one
+    that cannot be trusted). Not by the file's time: marking a result handled rewrites it."""
     folder = _dir(project)
     if not folder.is_dir():
         return []
     out = []
-    for f in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime):
+    for f in folder.glob("*.json"):
         rec = store.load(GateResult, f)
         if rec is not None:
-            out.append(rec)
-    return out
+            out.append((rec.finished or f.stat().st_mtime, rec))
+    return [rec for _, rec in sorted(out, key=lambda x: x[0])]
 
 
 def corrupt_results(project: Project) -> list[store.CorruptRecord]:
@@ -351,6 +353,7 @@ def _run(project: Project, sha: str) -> GateResult:
         duration_s=round(time.time() - started, 1),
         tail=tail,
         pid=os.getpid(),
+        finished=time.time(),
     )
     store.save(_dir(project) / f"{sha}.json", result)
     return result
