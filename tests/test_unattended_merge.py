@@ -301,9 +301,16 @@ def test_one_open_fix_task_however_many_red_commits(o: Orch) -> None:
     out = o.wf.ok("orch", "post", "a", "--result", "done", "--no-pick")
     fix = f"fix-gate-{second[:8]}"
     assert f"gate red at {second[:12]}: added P0 task {fix}" in out
+    # the fix task is handed back: it waits for a person, and wf's note does not wake it
+    assert f"Task: {fix} " in o.wf.ok("orch", "pick", "a")
+    o.wf.ok("orch", "post", "a", "--result", "handback", "--note", "cannot", "--no-pick")
     third = worker_merged(o, "a3")
     out = o.wf.ok("orch", "post", "a", "--result", "done", "--no-pick")
     assert f"gate still red at {third[:12]}: noted on the open fix task {fix}" in out
+    assert json.loads((o.root / ".wf" / "gate" / f"{third}.json").read_text())["handled"] == fix
+    assert "Task: a4 " in o.wf.ok("orch", "pick", "a")  # not the held P0 fix task
+    o.wf.ok("orch", "post", "a", "--result", "wip", "--note", "later", "--no-pick")
+    o.wf.ok("status", "a4", "pending")
     fixes = [t["id"] for t in json.loads(o.wf.ok("list", "--json")) if t["id"].startswith("fix-gate-")]
     assert fixes == [fix]
     notes = json.loads(o.wf.ok("show", fix, "--json"))["notes"]
@@ -350,3 +357,21 @@ def test_a_red_gate_is_in_the_batch_summary_and_status(wf: WfRunner) -> None:
         assert st["gate"]["red"][0] in text.stdout.splitlines()
     finally:
         b.end_live()
+
+
+def test_a_gate_run_under_way_or_done_is_not_run_again(o: Orch, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    slow = f'{sys.executable} -c "import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)"'
+    o.setup(lanes_toml("a", gate=slow), task("a1", "a"))
+    wt = Path(json.loads(o.wf.ok("wt", "add", "a", "a1", "--json"))["path"])
+    (wt / "x.txt").write_text("x\n")
+    commit_all(wt, "x")
+    assert "gate: `" in o.wf.ok("merge", "a1")
+    sha = main_sha(o.root)
+    again = o.wf.ok("merge", "a1")  # finishes nothing, and the gate of that commit is under way
+    assert f"gate: {sha[:12]} has a result or a run under way" in again
+    go.write_text("")
+    first = gate_result(o.root, sha)
+    assert first["ok"] is True
+    assert o.wf("gate-run", sha).code == 0  # a second start of that commit: the result stands
+    assert json.loads((o.root / ".wf" / "gate" / f"{sha}.json").read_text()) == first
