@@ -375,3 +375,18 @@ def test_a_gate_run_under_way_or_done_is_not_run_again(o: Orch, tmp_path: Path) 
     assert first["ok"] is True
     assert o.wf("gate-run", sha).code == 0  # a second start of that commit: the result stands
     assert json.loads((o.root / ".wf" / "gate" / f"{sha}.json").read_text()) == first
+
+
+@pytest.mark.timeout(120)
+def test_the_newest_gate_result_is_the_last_to_finish_whatever_the_file_times(o: Orch) -> None:
+    o.setup(lanes_toml("a", gate=GATE), task("a1", "a") + task("a2", "a"))
+    wt = Path(json.loads(o.wf.ok("wt", "add", "a", "a1", "--json"))["path"])
+    (wt / "fine.txt").write_text("x\n")
+    commit_all(wt, "fine")
+    o.wf.ok("merge", "a1")
+    green = main_sha(o.root)
+    assert gate_result(o.root, green)["ok"] is True
+    red = red_merge(o, "a2")
+    future = time.time() + 3600  # the green result's file rewritten later (as marking one handled does)
+    os.utime(o.root / ".wf" / "gate" / f"{green}.json", (future, future))
+    assert o.wf.ok("orch", "status").startswith(f"gate red at {red[:12]}: ")
