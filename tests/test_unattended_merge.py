@@ -390,3 +390,22 @@ def test_the_newest_gate_result_is_the_last_to_finish_whatever_the_file_times(o:
     future = time.time() + 3600  # the green result's file rewritten later (as marking one handled does)
     os.utime(o.root / ".wf" / "gate" / f"{green}.json", (future, future))
     assert o.wf.ok("orch", "status").startswith(f"gate red at {red[:12]}: ")
+
+
+def test_a_merge_that_cannot_archive_says_the_work_is_on_main_and_doctor_finishes_it(proj: WfRunner) -> None:
+    _, tip = worked(proj, "a")
+    tasks = proj.root / "TASKS.md"
+    tasks.write_text(tasks.read_text() + "\n## a broken heading\n")  # no write at all until fixed
+    r = proj("merge", "a")
+    made = git(proj.root, "rev-parse", "main").strip()
+    assert r.code == 1
+    assert f"merged sonnet/a into main as {made[:12]}, but a is not archived" in r.err
+    assert "run wf merge a again (or wf doctor --fix)" in r.err and "Traceback" not in r.err
+    assert git(proj.root, "rev-parse", "main^2").strip() == tip
+    tasks.write_text(tasks.read_text().replace("\n## a broken heading\n", ""))
+    r = proj("doctor", "--fix")
+    assert (
+        f"merge: a: sonnet/a was merged into main as {made[:12]} but a is not archived: archived [fixed]"
+        in r.out
+    )
+    assert json.loads(proj.ok("log", "--json"))[0]["commit"] == made

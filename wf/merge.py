@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from wf import backlog as backlogmod
 from wf import gitops, ops, settle, worktrees
-from wf.errors import WfError
+from wf.errors import ParseError, WfError
 from wf.fsutil import read_bytes
 from wf.lock import project_lock
 from wf.project import Project
@@ -49,6 +49,22 @@ class DirtyMain(WfError):
         super().__init__(
             f"the main checkout {root} has uncommitted changes to files this merge changes; "
             f"nothing was changed (wf never stashes or overwrites them). Commit or revert:\n{listed}"
+        )
+
+
+class NotArchived(WfError):
+    """The merge commit is on main, but TASKS.md has errors that stop every write."""
+
+    def __init__(
+        self, project: Project, branch: str, main: str, task_id: str, commit: str | None, cause: ParseError
+    ) -> None:
+        self.task_id = task_id
+        self.commit = commit
+        self.cause = cause
+        super().__init__(
+            f"merged {branch} into {main} as {(commit or '-')[:12]}, but {task_id} is not archived: "
+            f"{project.config.tasks} has errors that stop every write:\n{cause}\n"
+            f"Fix them (wf check), then run wf merge {task_id} again (or wf doctor --fix) to archive it."
         )
 
 
@@ -248,7 +264,10 @@ def merge(
                     f"{task_id} had errors in {project.config.tasks}; archived anyway, its text kept "
                     f"under its line in {project.config.archive}"
                 )
-            archived = ops.done_task(project, task_id, commit=merge_commit, lane=lane, merged=True)
+            try:
+                archived = ops.done_task(project, task_id, commit=merge_commit, lane=lane, merged=True)
+            except ParseError as e:  # the file itself cannot be written: say what is done already
+                raise NotArchived(project, branch, main, task_id, merge_commit, e) from None
         elif archived is None:
             notes.append(f"{task_id} is neither in {project.config.tasks} nor archived; not archived")
         if archived is not None:
