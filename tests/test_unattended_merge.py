@@ -409,3 +409,16 @@ def test_a_merge_that_cannot_archive_says_the_work_is_on_main_and_doctor_finishe
         in r.out
     )
     assert json.loads(proj.ok("log", "--json"))[0]["commit"] == made
+
+
+@pytest.mark.timeout(120)
+def test_a_typo_typed_while_the_worker_works_does_not_hand_the_task_back(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x") + task("a2", "a", "write a2.txt x"))
+    prompt = o.wf.ok("orch", "pick", "a")
+    typo(o.root, "a1")  # a person, meanwhile
+    rep = o.work(prompt)
+    assert rep is not None and rep.result == "done", rep
+    out = o.wf.ok("orch", "post", "a", "--result", "done", "--commit", str(rep.commit))
+    assert out.startswith("a1: done as ") and "Task: a2" in out
+    assert o.archived() == ["a1"]
+    assert "  > Prio: high" in (o.root / "DONE.md").read_text()
