@@ -205,8 +205,11 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> int:
 
     \b
     --fix never removes work: it releases trees whose task let go, deletes the
-    merged branches of archived tasks, forgets registrations whose folder is gone
-    and removes stale git locks; what it leaves says why.
+    merged branches of archived tasks, archives a task whose branch was merged but
+    that was left unarchived (not while it is in progress), deletes backup refs
+    older than backup_days that main holds (all are counted), forgets
+    registrations whose folder is gone and removes stale git locks; what it
+    leaves says why.
     Example: wf doctor --fix
     """
     from wf import doctor as doctormod
