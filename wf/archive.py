@@ -4,6 +4,9 @@ A line reads ``- <UTC time> <id> lane=<lane> model=<model> commit=<sha> -- <titl
 (``parent=<id>`` may follow the commit). People may keep other text in the file
 (a heading, notes); lines that are not archive lines are kept and ignored, and a
 line that starts like one but does not parse is reported by ``wf check``.
+
+A task that ``wf merge`` archived while its text had errors (a person's typo) keeps that
+text under its line, each line quoted (``  > ``), so nothing a person typed is lost.
 """
 
 from __future__ import annotations
@@ -120,11 +123,36 @@ def format_line(
     return " ".join(parts) + f" -- {title}"
 
 
-def appended(archive: Archive, line: str) -> bytes:
-    """The archive's bytes with one more line at the end (the rest untouched)."""
+KEPT_PREFIX = "  > "
+
+
+def kept_text(task_text: str, problems: list[str]) -> list[str]:
+    """The quoted block kept under an archive line: why, then the task's text as it was."""
+    head = f"archived by wf merge with errors in its text ({'; '.join(problems)}); the text as it was:"
+    body = [ln.rstrip("\r\n") for ln in split_lines(task_text.rstrip("\r\n") + "\n")]
+    return [(KEPT_PREFIX + ln).rstrip() for ln in (head, *body)]
+
+
+def kept_under(archive: Archive, task_id: str) -> list[str]:
+    """The quoted lines right under ``task_id``'s archive line (none: [])."""
+    entry = archive.find(task_id)
+    if entry is None:
+        return []
+    out = []
+    for ln in split_lines(archive.text)[entry.line :]:
+        c = content_of(ln)
+        if not c.startswith(KEPT_PREFIX.rstrip()):
+            break
+        out.append(c)
+    return out
+
+
+def appended(archive: Archive, line: str, kept: list[str] | tuple[str, ...] = ()) -> bytes:
+    """The archive's bytes with one more line at the end (and the quoted lines kept
+    under it, if any); the rest untouched."""
     text = archive.text or HEADER
     lines = split_lines(text)
     eol = next((eol_of(x) for x in lines if eol_of(x)), "\n")
     if lines and not lines[-1].endswith("\n"):
         text += eol
-    return (text + line + eol).encode("utf-8")
+    return (text + "".join(x + eol for x in (line, *kept))).encode("utf-8")

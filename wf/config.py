@@ -104,7 +104,7 @@ cloud = false             # use the cloud lane (Claude Code cloud sessions; see 
 # cloud_models = []       # models sent to the cloud; empty = opus-class models only
 # cloud_pull_every = 600  # seconds between a batch's pulls of its cloud sessions
 lock_timeout = 10         # seconds to wait for the project lock before giving up
-backup_days = 14          # wf wt prune deletes merge backup refs older than this (once main holds them)
+backup_days = 14          # wf merge, doctor --fix and wt prune delete older backup refs main holds
 
 # One lane per model by default; a lane runs at most max_parallel workers.
 [lanes.haiku]

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from wf import backlog as backlogmod
 from wf import gitops, procs, treeadmin, worktrees
 from wf.backlog import Backlog
+from wf.errors import WfError
 from wf.lock import project_lock
 from wf.project import Project
 
@@ -152,6 +153,54 @@ def _free_branch(project: Project, branch: str, user: Path | None, bl: Backlog) 
     return worktrees.drop_done_branch(project, branch, bl)
 
 
+def _backups(project: Project, *, fix: bool) -> Finding:
+    """How many backup refs there are, and how many are older than ``backup_days`` with
+    their commits in main (``--fix`` deletes those, as merges do)."""
+    days = project.config.backup_days
+    total = treeadmin.backup_count(project)
+    old = treeadmin.stale_backups(project, days)
+    msg = f"{total} backup ref{'s' if total != 1 else ''}"
+    where = treeadmin.BACKUP_PREFIX
+    if not old:
+        return Finding("backups", where, f"{msg}, none older than {days:g} days", "info")
+    if fix:
+        try:
+            treeadmin.delete_backups(project, old)
+        except gitops.GitError as e:  # one moved meanwhile (compare-and-swap): none deleted
+            return Finding("backups", where, f"{msg}; {len(old)} old ones kept: {e.reason}", "info")
+        return Finding("backups", where, f"{msg}: {treeadmin.backups_said(project, len(old))}", "info", True)
+    return Finding(
+        "backups",
+        where,
+        f"{msg}, {len(old)} older than {days:g} days whose commits main holds (--fix deletes them)",
+        "info",
+    )
+
+
+def _unarchived(project: Project, bl: Backlog, task_id: str, branch: str, made: str, *, fix: bool) -> Finding:
+    """A task whose branch a merge brought onto main but that is still open (its archiving
+    was refused or interrupted); ``--fix`` finishes that merge (archive, bookkeeping
+    commit, tree parked, branch deleted), unless the task is claimed: a worker may still
+    be in its tree."""
+    from wf import merge
+
+    main = worktrees.main_branch(project)
+    msg = f"{branch} was merged into {main} as {made[:12]} but {task_id} is not archived"
+    task = bl.doc.find(task_id)
+    if task is not None and task.status.state == "progress":
+        return Finding(
+            "merge", task_id, f"{msg}; it is in progress: wf merge {task_id} finishes it", "problem"
+        )
+    if not fix:
+        return Finding("merge", task_id, f"{msg} (--fix archives it)", "problem")
+    try:
+        outcome = merge.merge(project, branch, project.root)
+    except WfError as e:
+        return Finding("merge", task_id, f"{msg}; not fixed: {str(e).splitlines()[0]}", "problem")
+    said = "".join(f"; {n}" for n in outcome.notes)
+    return Finding("merge", task_id, f"{msg}: archived{said}", "problem", True)
+
+
 def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[Finding]:
     out: list[Finding] = adapter_findings(project) if adapters else []
     if not project.is_git:
@@ -242,6 +291,8 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
                     )
                 )
 
+    out.append(_backups(project, fix=fix))
+
     held = {
         r.branch for r in worktrees.records(project) if r.branch and worktrees.holder(project, r, bl).holds
     }
@@ -276,6 +327,8 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
                         "problem",
                     )
                 )
+            elif task_id in open_ids and merged and (made := gitops.find_merge_of(root, main_sha, tip)):
+                out.append(_unarchived(project, bl, task_id, branch, made, fix=fix))
             elif task_id not in open_ids:
                 out.append(
                     Finding("branch", branch, "no task with this id in TASKS.md or the archive", "info")

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from wf import backlog as backlogmod
 from wf import gitops, ops, settle, worktrees
-from wf.errors import WfError
+from wf.errors import ParseError, WfError
 from wf.fsutil import read_bytes
 from wf.lock import project_lock
 from wf.project import Project
@@ -49,6 +49,22 @@ class DirtyMain(WfError):
         super().__init__(
             f"the main checkout {root} has uncommitted changes to files this merge changes; "
             f"nothing was changed (wf never stashes or overwrites them). Commit or revert:\n{listed}"
+        )
+
+
+class NotArchived(WfError):
+    """The merge commit is on main, but TASKS.md has errors that stop every write."""
+
+    def __init__(
+        self, project: Project, branch: str, main: str, task_id: str, commit: str | None, cause: ParseError
+    ) -> None:
+        self.task_id = task_id
+        self.commit = commit
+        self.cause = cause
+        super().__init__(
+            f"merged {branch} into {main} as {(commit or '-')[:12]}, but {task_id} is not archived: "
+            f"{project.config.tasks} has errors that stop every write:\n{cause}\n"
+            f"Fix them (wf check), then run wf merge {task_id} again (or wf doctor --fix) to archive it."
         )
 
 
@@ -238,10 +254,20 @@ def merge(
             )
 
         # Archive the task (naming the merge commit) unless an earlier run finished that;
-        # done_task also completes an archiving that was interrupted half-way.
+        # done_task also completes an archiving that was interrupted half-way. The work is
+        # on main: a person's typo in the task's text does not stop it (the text is kept
+        # under the archive line).
         archived = entry.raw if entry is not None else None
         if bl.doc.find(task_id) is not None:
-            archived = ops.done_task(project, task_id, commit=merge_commit, lane=lane)
+            if bl.task_errors(task_id):
+                notes.append(
+                    f"{task_id} had errors in {project.config.tasks}; archived anyway, its text kept "
+                    f"under its line in {project.config.archive}"
+                )
+            try:
+                archived = ops.done_task(project, task_id, commit=merge_commit, lane=lane, merged=True)
+            except ParseError as e:  # the file itself cannot be written: say what is done already
+                raise NotArchived(project, branch, main, task_id, merge_commit, e) from None
         elif archived is None:
             notes.append(f"{task_id} is neither in {project.config.tasks} nor archived; not archived")
         if archived is not None:
@@ -257,7 +283,20 @@ def merge(
         if tree is not None and parked is Parked.DETACHED:
             with project_lock(project.wf_dir, worktrees.WT_LOCK_TIMEOUT, on_wait, name="wt.lock"):
                 worktrees.release(project, tree.name)
+        notes.extend(_prune_backups(project))
         return Outcome(task_id, branch, merge_commit, already, archived, notes)
+
+
+def _prune_backups(project: Project) -> list[str]:
+    """Each merge writes two backup refs; the ones older than ``backup_days`` whose
+    commits main holds go (a night of merges must not pile them up)."""
+    from wf import treeadmin
+
+    try:
+        n = treeadmin.prune_backups(project)
+    except gitops.GitError as e:  # a backup ref moved meanwhile: kept, next time
+        return [f"kept the old backup refs: {e.reason}"]
+    return [treeadmin.backups_said(project, n)] if n else []
 
 
 def _tree_head(project: Project, tree: worktrees.Record, branch: str) -> str | None:
@@ -333,7 +372,8 @@ def _commit_bookkeeping(project: Project, main: str, task_id: str, line: str) ->
             files[project.tasks_in_git] = edits.remove_task(doc, task_id).text
     arch = archivemod.parse(archive_at.encode() if archive_at is not None else None, project.archive_in_git)
     if arch.find(task_id) is None:
-        files[project.archive_in_git] = archivemod.appended(arch, line).decode("utf-8")
+        kept = archivemod.kept_under(archivemod.parse(read_bytes(project.archive_path)), task_id)
+        files[project.archive_in_git] = archivemod.appended(arch, line, kept).decode("utf-8")
     if files:
         gitops.commit_files(root, main, files, f"wf: archive {task_id}\n")
 

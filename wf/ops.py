@@ -366,9 +366,14 @@ def done_task(
     lane: str | None = None,
     now: datetime | None = None,
     on_wait: Callable[[str], None] | None = None,
+    merged: bool = False,
 ) -> str:
     """Archive a task: append its line to the archive, then remove it from TASKS.md.
-    A task already archived (an earlier ``done`` was interrupted) is just removed."""
+    A task already archived (an earlier ``done`` was interrupted) is just removed.
+
+    ``merged``: the task's commits are on main already (``wf merge``), so errors in its
+    text (a person's typo) do not stop the archiving; that text is kept, quoted, under
+    its archive line instead of being lost with the task."""
     if commit is not None and not re.fullmatch(r"[0-9a-f]{4,64}", commit):
         raise WfError(f"bad commit {commit!r}: expected a hexadecimal sha")
     line: list[str] = []
@@ -392,12 +397,15 @@ def done_task(
             now=now,
         )
         line[:] = [text]
+        problems = [f"{i.path}:{i.line}: {i.message}" for i in bl.task_errors(task_id)] if merged else []
+        kept = archivemod.kept_text(bl.doc.text_of(task), problems) if problems else []
         return Change(
             tasks=edits.remove_task(bl.doc, task_id),
-            archive=archivemod.appended(bl.archive, text),
+            archive=archivemod.appended(bl.archive, text, kept),
         )
 
-    transact(project, change, on_wait=on_wait, finishing=task_id)
+    # a merged task's own errors do not stop its archiving (its text is kept above)
+    transact(project, change, on_wait=on_wait, finishing=task_id, fixing=task_id if merged else None)
     return line[0]
 
 

@@ -237,15 +237,37 @@ def prune(project: Project, *, dry_run: bool = False, now: float | None = None) 
                 _delete_tree(project, name, path)
         old = stale_backups(project, project.config.backup_days, now)
         if old:
-            done.append(
-                f"delete {len(old)} backup ref{'s' if len(old) != 1 else ''} older than "
-                f"{project.config.backup_days:g} days whose commits are in {main}"
-            )
+            done.append(backups_said(project, len(old), "delete"))
             if not dry_run:
-                gitops.run(
-                    project.root,
-                    "update-ref",
-                    "--stdin",
-                    stdin="".join(f"delete {b.ref} {b.sha}\n" for b in old),
-                )
+                delete_backups(project, old)
     return done
+
+
+def backups_said(project: Project, n: int, verb: str = "deleted") -> str:
+    """``<verb> N backup refs older than D days whose commits are in <main>``."""
+    return (
+        f"{verb} {n} backup ref{'s' if n != 1 else ''} older than {project.config.backup_days:g} "
+        f"days whose commits are in {main_branch(project)}"
+    )
+
+
+def delete_backups(project: Project, old: list[Backup]) -> None:
+    """Delete these backup refs, each only if it still names the commit it named when
+    it was found (a compare-and-swap: a ref moved meanwhile makes git refuse them all)."""
+    if old:
+        gitops.run(
+            project.root, "update-ref", "--stdin", stdin="".join(f"delete {b.ref} {b.sha}\n" for b in old)
+        )
+
+
+def prune_backups(project: Project, now: float | None = None) -> int:
+    """Delete the backup refs older than ``backup_days`` whose commits main holds (after
+    a merge, by ``wf doctor --fix``); how many were deleted."""
+    old = stale_backups(project, project.config.backup_days, now)
+    delete_backups(project, old)
+    return len(old)
+
+
+def backup_count(project: Project) -> int:
+    """How many backup refs there are, old or new."""
+    return len(gitops.out(project.root, "for-each-ref", "--format=%(refname)", BACKUP_PREFIX).splitlines())

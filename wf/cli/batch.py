@@ -301,6 +301,8 @@ def _status_lines(st: dict[str, Any]) -> list[str]:
     lines += [f"  {x}" for x in st["tail"] if x.strip()]
     for r in st["lanes"]:
         lines.append(f"lane {r['lane']}: {r['id']} {r['state']}")
+    if st.get("gate") and st["gate"]["red"]:  # the newest gate result is red
+        lines += st["gate"]["red"]
     if st["needs_person"]:
         lines.append("needs a person:")
         lines += [f"  {x['kind']} {x['id']}: {x['text']}" for x in st["needs_person"]]

@@ -143,9 +143,12 @@ def wt_prune(ctx: click.Context, dry_run: bool) -> None:
 
 @cli.command("merge")
 @click.argument("target", metavar="[ID|BRANCH]", required=False)
+@click.option(
+    "--no-gate", is_flag=True, help="Do not start the gate (wf.toml's gate command) after the merge."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @click.pass_context
-def merge_cmd(ctx: click.Context, target: str | None, as_json: bool) -> None:
+def merge_cmd(ctx: click.Context, target: str | None, no_gate: bool, as_json: bool) -> None:
     """Merge task branch LANE/ID into the main branch in the main checkout.
 
     \b
@@ -156,23 +159,39 @@ def merge_cmd(ctx: click.Context, target: str | None, as_json: bool) -> None:
     - backup refs under refs/wf/backup/ before anything moves;
     - the task archived and TASKS.md + the archive committed (nothing else);
     - the worktree left detached at the new main commit, the branch deleted
-      (git branch -d: never unmerged work).
+      (git branch -d: never unmerged work);
+    - a task whose text has errors (a person's typo) is archived all the same,
+      its text kept under its line in the archive;
+    - backup refs older than backup_days (wf.toml) that main holds deleted;
+    - the gate (wf.toml's gate) started in the background at the new main
+      commit, as wf orch post does (--no-gate: not started, and said so).
     Running it again after success, failure or a kill finishes what is left.
     Examples:
       wf merge fetch-retry
       cd .worktrees/sonnet && wf merge
     """
     from wf import merge
+    from wf.orch import gate
 
-    outcome = merge.merge(_project(ctx), target, Path(ctx.obj.get("dir") or "."), on_wait=_on_wait)
+    proj = _project(ctx)
+    outcome = merge.merge(proj, target, Path(ctx.obj.get("dir") or "."), on_wait=_on_wait)
+    started, at = gate.after_merge(proj, skip=no_gate)
     if as_json:
-        _echo_json(outcome.as_dict())
+        _echo_json({**outcome.as_dict(), "gate": started.value, "gate_commit": at})
         return
     sha = (outcome.merge_commit or "-")[:12]
     verb = "already merged" if outcome.already else "merged"
     click.echo(f"{verb} {outcome.branch} as {sha}")
     for n in outcome.notes:
         click.echo(safe(f"note: {n}"))
+    said = {
+        gate.Started.STARTED: f"gate: `{proj.config.gate}` started at {(at or '-')[:12]} in the background "
+        "(wf orch status shows its result)",
+        gate.Started.ALREADY: f"gate: {(at or '-')[:12]} has a result or a run under way (wf orch status)",
+        gate.Started.SKIPPED: f"gate: not run (--no-gate); `{proj.config.gate}` was not started",
+    }.get(started)
+    if said:
+        click.echo(safe(said))
 
 
 @cli.command()
@@ -186,8 +205,11 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> int:
 
     \b
     --fix never removes work: it releases trees whose task let go, deletes the
-    merged branches of archived tasks, forgets registrations whose folder is gone
-    and removes stale git locks; what it leaves says why.
+    merged branches of archived tasks, archives a task whose branch was merged but
+    that was left unarchived (not while it is in progress), deletes backup refs
+    older than backup_days that main holds (all are counted), forgets
+    registrations whose folder is gone and removes stale git locks; what it
+    leaves says why.
     Example: wf doctor --fix
     """
     from wf import doctor as doctormod

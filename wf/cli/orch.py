@@ -222,7 +222,9 @@ def _post_cloud(
 @click.option("--json", "as_json", is_flag=True, help="Print the active records as JSON.")
 @click.pass_context
 def orch_status(ctx: click.Context, as_json: bool) -> None:
-    """Active lanes: task, age, tree, and whether a headless worker still lives.
+    """Active lanes: task, age, tree, and whether a headless worker still lives;
+    first, when the newest gate result is red, its command, exit and output's tail
+    (the text only: --json lists the lanes, wf batch --status --json has the gate).
 
     \b
     Example:
@@ -237,6 +239,12 @@ def orch_status(ctx: click.Context, as_json: bool) -> None:
         return
     if state.stop_file(proj).exists():
         click.echo("stop file out/wf-batch.stop is set: picks stop")
+    from wf.orch import gate
+
+    last = gate.latest(proj)
+    if last is not None and last.ok is False:  # the newest gate result is red: say so first
+        for line in gate.red_lines(proj, last):
+            click.echo(safe_line(line))
     if not recs:
         click.echo("no active lanes")
     for r in recs:

@@ -432,8 +432,20 @@ def status(project: Project) -> dict[str, Any]:
         "tail": tail,
         "lanes": state.status(project),
         "needs_person": needs_person(project, rec),
+        "gate": _gate(project),
         "usage": _usage(rec),
     }
+
+
+def _gate(project: Project) -> dict[str, Any] | None:
+    """The newest gate result (None: none yet), and for a red one the lines that say it."""
+    from wf.orch import gate
+
+    last = gate.latest(project)
+    if last is None:
+        return None
+    red = gate.red_lines(project, last) if last.ok is False else []
+    return {"sha": last.sha, "cmd": last.cmd, "ok": last.ok, "exit": last.exit, "red": red}
 
 
 def _usage(rec: Record) -> dict[str, Any] | None:

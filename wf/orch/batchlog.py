@@ -100,6 +100,9 @@ class Follower:
         self.offsets.setdefault("events", 0)
         self.known_ids = rec.known_ids or tuple(sorted(task_ids(project)))
         self.costs: dict[str, float] = {}
+        from wf.orch import gate
+
+        self.gates = gate.Watch(project)  # a red gate is a summary line as soon as it is recorded
 
     @property
     def posted(self) -> int:
@@ -132,6 +135,13 @@ class Follower:
             m = _STOP.search(line)
             if m and m.group(1) in self.lanes:
                 self._add(f"- {time.strftime('%H:%M', time.gmtime())} stop lane {m.group(1)}: {m.group(2)}")
+        from wf.orch import gate
+
+        for r in self.gates.red():
+            head, *tail = gate.red_lines(self.project, r)
+            self._add(f"- {time.strftime('%H:%M', time.gmtime())} {head}")
+            for line in tail:
+                self._add(f"  {line}")
 
     def _add(self, line: str) -> None:
         append_line(self.summary, line)

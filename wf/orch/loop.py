@@ -38,7 +38,7 @@ from wf.adapters import Failure, Spec
 from wf.cloud import batchlane
 from wf.errors import WfError
 from wf.fsutil import append_line
-from wf.orch import state
+from wf.orch import gate, state
 from wf.orch.pick import Pick, live_holder, pick, worker_instructions
 from wf.orch.post import Posted, post, release
 from wf.orch.report import captured_report, read_report, run_outcomes
@@ -92,6 +92,7 @@ class Loop:
         self.batch = batchlane.loop_stamp()  # the batch this run belongs to (WF_BATCH), or None
         self.me = os.getpid()
         self.events = project.out_dir / "wf-orch-run.log"
+        self.gates = gate.Watch(project)  # a red gate is said as soon as it is recorded
         self.began = time.monotonic()
         try:
             self.log_start = (project.out_dir / "wf-orch.log").stat().st_size
@@ -404,22 +405,26 @@ class Loop:
         """Every lane stopped: wait for a gate still running on the last merge; if it is
         red, the lane that merged last gets its P0 fix task (through a post would be too
         late: nothing is left to post)."""
-        from wf.orch import gate
-
         sha = gate.pending(self.project)
         if sha is not None:
             self.emit(f"waiting for the gate at {sha[:12]}")
             gate.wait(self.project, sha, gate.TIMEOUT)
+            self._say_red_gates()
         red = gate.unhandled_red(self.project)
         if not red or self.last_done_lane is None:
             return False
         lane = self.last_done_lane
         cfg = self.project.config.lane(lane)
         fix = gate.add_fix_task(self.project, red[0], lane, cfg.model if cfg else None)
-        self.emit(f"{lane}: gate red at {red[0][:12]}: added P0 task {fix}")
+        self.emit(f"{lane}: {fix.said(red[0])}")
         self.stopped.pop(lane, None)
         self._pick(lane)
         return lane in self.units
+
+    def _say_red_gates(self) -> None:
+        for r in self.gates.red():
+            for line in gate.red_lines(self.project, r):
+                self.emit(line)
 
     # ---------------------------------------------------------------- the loop
     def status_line(self) -> str:
@@ -484,6 +489,7 @@ class Loop:
             last_seen = _stamp(self.project.tasks_path)
             while not interrupted.is_set():
                 self._poll_all(then_pick=True)
+                self._say_red_gates()
                 procs.reap_orphans()
                 now = time.monotonic()
                 if not self.units:

@@ -205,7 +205,7 @@ def decide(
         for sha in gate.unhandled_red(project):
             fix = gate.add_fix_task(project, sha, rec.lane, rec.model, on_wait=on_wait)
             outcome = Outcome.DONE_GATE_RED
-            lines.append(f"gate red at {sha[:12]}: added P0 task {fix}")
+            lines.append(fix.said(sha))
         gate.start(project)
         return Decision(outcome, None, None, merge_commit, tuple(lines))
     if res is Result.SLICED:
