@@ -188,9 +188,16 @@ def res_stop(job_id: str, as_json: bool) -> None:
 @click.argument("n", type=click.IntRange(min=1), required=False)
 @click.option("--lanes", metavar="A,B", help="Lanes to run (default: every lane with runner-ready work).")
 @click.option(
-    "--for", "for_", metavar="DURATION", help="Start nothing new after this long (default 6h or history)."
+    "--for",
+    "for_",
+    metavar="DURATION",
+    help="Start nothing new after this long (default: from this project's batches, at least 1h; else 6h).",
 )
-@click.option("--mem", metavar="SIZE", help="Memory cap of the whole batch (default 4G or history).")
+@click.option(
+    "--mem",
+    metavar="SIZE",
+    help="Memory cap of the whole batch (default: from this project's batches, at least 2G; else 4G).",
+)
 @click.option("--agent", is_flag=True, help="A headless Claude Code orchestrator (claude -p) runs the batch.")
 @click.option("--model", metavar="M", help="With --agent: the orchestrator's model (default sonnet).")
 @click.option("--prep", is_flag=True, help="Make up to N tasks runner-ready (Done, Model); never implement.")

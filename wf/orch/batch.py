@@ -293,6 +293,9 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
             job_state=job.state.value,
             exit=job.exit,
             reason=reason.value,
+            tasks=len(prepared[1]) if prepared is not None else follower.posted,
+            peak_rss=job.peak_rss,
+            dur_s=job.dur_s,
         ),
     )
     return 0
