@@ -308,10 +308,38 @@ def _status_lines(st: dict[str, Any]) -> list[str]:
     lines += [f"  {x}" for x in st["tail"] if x.strip()]
     for r in st["lanes"]:
         lines.append(f"lane {r['lane']}: {r['id']} {r['state']}")
+    tail = st.get("cloud_tail")
+    if tail is not None:
+        sessions = ", ".join(tail["sessions"]) or "none"
+        lines.append(
+            f"cloud tail of batch {tail['batch']}: pulling (job {tail['job']}, pid {tail['pid']}, since "
+            f"{tail['started']}); sessions left: {sessions}; end it: wf res stop {tail['job']}"
+            if tail["alive"]
+            else f"cloud tail of batch {tail['batch']}: ended {tail['state'] or 'lost'} at "
+            f"{tail['ended'] or '?'} (job {tail['job']}); sessions left: {sessions}"
+        )
     if st["needs_person"]:
         lines.append("needs a person:")
         lines += [f"  {x['kind']} {x['id']}: {x['text']}" for x in st["needs_person"]]
     return lines
+
+
+@cli.command("batch-tail", hidden=True)
+@click.argument("stamp")
+@click.option("--ready-fd", type=int)
+@click.option("--pull", is_flag=True)
+@click.pass_context
+def batch_tail(ctx: click.Context, stamp: str, ready_fd: int | None, pull: bool) -> int:
+    """The cloud tail of a batch (started by the batch job when its loop ends)."""
+    import re
+
+    from wf.orch import batch as batchmod
+
+    if not re.fullmatch(r"\d{8}T\d{6}Z", stamp):
+        raise click.UsageError(f"stamp {stamp!r}: expected YYYYMMDDTHHMMSSZ")
+    if pull:
+        return batchmod.tail_pull(_project(ctx), stamp)
+    return batchmod.tail_main(_project(ctx), stamp, ready_fd)
 
 
 @cli.command("batch-job", hidden=True)

@@ -32,6 +32,11 @@ TAIL = 600.0  # the wall limit is --for x 1.5 + this: running workers finish the
 FLOOR_MEM = 2 << 30  # what history may suggest at the least: a real worker needs more
 FLOOR_FOR = 3600.0
 HISTORY = 10  # the newest batches of this project (and title) a suggestion reads
+# the cloud tail: after its loop, a batch leaves the cloud sessions still running to a job of
+# their own (its own record and limits), so that it ends and the next batch may start
+TAIL_TITLE = "wf-batch-cloud"
+TAIL_MEM = 2 << 30
+TAIL_LINGER = 24 * 3600.0  # it pulls until no session is left, the stop file, or this
 
 
 class End(enum.StrEnum):
@@ -351,6 +356,7 @@ class Record:
     tasks: int | None = None  # tasks posted (a prep batch: its targets)
     peak_rss: int | None = None  # its res job's peak, bytes; None: not known
     dur_s: float | None = None
+    tail_job: str | None = None  # the res job of its cloud tail, if it left one
 
     @property
     def alive(self) -> bool:
