@@ -756,3 +756,24 @@ def test_the_cloud_tail_never_blocks_the_next_batch_and_has_its_own_limits(c: Cl
     assert st2["cloud_tail"]["state"] == "killed" and not st2["cloud_tail"]["alive"], st2
     assert "- cloud tail: ended killed at " in Path(st2["summary"]).read_text()
     assert f"cloud tail of batch {st2['stamp']}: ended killed at " in c.proc("batch", "--status").stdout
+
+
+@pytest.mark.timeout(240)
+def test_a_batch_that_ends_at_the_stop_file_leaves_no_cloud_tail(c: Cloud, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    (tmp_path / "wait.py").write_text(WAIT)
+    c.setup(
+        task("slow", "opus", "cloud: polls 100000")
+        + f"\n## l1: Task l1\nModel: msonnet\nDone: `{sys.executable} {tmp_path / 'wait.py'} {go}`\n\n"
+        "script: write l1.txt x\n"
+    )
+    c.wf.ok("config", "cloud_pull_every", "0.3")
+    assert "to cloud session" in c.wf.ok("cloud", "send", "slow")
+    assert c.proc("batch", "1", "--lanes", "sonnet").returncode == 0
+    wait_for("l1 at work", lambda: c.status("l1").startswith("in progress"))
+    assert c.proc("batch", "--stop").returncode == 0
+    go.write_text("")
+    st = wait_batch_ended(c)
+    assert st["reason"] == "stop file" and st["cloud_tail"] is None, st
+    assert "- cloud: the stop file is set; sessions left: slow" in Path(st["summary"]).read_text()
+    assert not [j for j in json.loads(c.proc("res", "ls", "--json").stdout) if j["title"] == "wf-batch-cloud"]

@@ -205,7 +205,10 @@ def res_stop(job_id: str, as_json: bool) -> None:
     "--dry-run", is_flag=True, help="Print what would run, with limits and their sources; start nothing."
 )
 @click.option(
-    "--status", "show_status", is_flag=True, help="The newest batch: alive or ended, summary tail, needs."
+    "--status",
+    "show_status",
+    is_flag=True,
+    help="The newest batch: alive or ended, summary tail, needs, its cloud tail.",
 )
 @click.option(
     "--stop", "stop_", is_flag=True, help="Write the stop file: running tasks finish, nothing new starts."
