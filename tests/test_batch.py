@@ -146,8 +146,8 @@ def test_dry_run_prints_everything_and_starts_nothing(b: Batch) -> None:
     out = r.stdout
     assert "lanes: a\n" in out and "tasks: at most 2" in out
     assert "orch run a --max-tasks 2 --for 21600s" in out
-    assert "memory: 4.0G (default, no history)" in out
-    assert "for: 6h00m, nothing new starts after it (default, no history)" in out
+    assert "memory: 4.0G (default, no batch of this project to learn from)" in out
+    assert "for: 6h00m, nothing new starts after it (default, no batch of this project to learn from)" in out
     assert "backend: " in out and "WF_RES_TOKEN=" in out
     made = {
         p.relative_to(b.root).parts[:2] for p in b.root.rglob("*") if p.is_file() and ".git" not in p.parts
@@ -159,21 +159,78 @@ def test_dry_run_prints_everything_and_starts_nothing(b: Batch) -> None:
     assert "memory: 1.0G (--mem)" in r.stdout and "for: 1h30m" in r.stdout
 
 
-def test_dry_run_takes_limits_from_history(b: Batch) -> None:
+def past_batch(b: Batch, stamp: str, reason: str, tasks: int, peak: int, dur: float, lanes: int = 1) -> None:
+    """An ended batch of this project, as its record says (what the next batches learn from)."""
+    rec = {
+        "stamp": stamp, "started": "2026-01-01T00:00:00Z", "summary": f"out/wf-batch-{stamp}.md",
+        "log": f"out/wf-batch-{stamp}.log", "plan": {"title": "wf-batch", "lanes": ["a", "b", "c"][:lanes]},
+        "state": "ended", "reason": reason, "tasks": tasks, "peak_rss": peak, "dur_s": dur,
+    }  # fmt: skip
+    folder = b.root / ".wf" / "batch"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stamp}.json").write_text(json.dumps(rec))
+
+
+@pytest.mark.timeout(180)
+def test_a_quick_batch_never_teaches_limits_below_the_floor(b: Batch) -> None:
+    """After wf batch 1 on a task of seconds, the next batch's limits are the floor (2G,
+    1h), and --dry-run says what its own history would have given, per task and for N."""
+    three_ready(b)
+    assert b.batch("1").returncode == 0
+    assert b.wait_ended()["reason"] == "N reached"
+    out = b.batch("3", "--dry-run").stdout
+    mem = next(x for x in out.splitlines() if x.startswith("memory: "))
+    assert mem.startswith("memory: 2.0G (floor 2.0G; history gives 256M: 1.25 x ") and mem.endswith(
+        " per task x 1 at once, from 1 batch(es) of this project)"
+    ), mem
+    for_ = next(x for x in out.splitlines() if x.startswith("for: "))
+    assert for_.startswith("for: 1h00m, nothing new starts after it (floor 1h00m; history gives ") and (
+        for_.endswith(" per task x 3 task(s), from 1 batch(es) of this project)")
+    ), for_
+    assert "--max-tasks 3 --for 3600s" in out
+    r = b.batch("3", "--dry-run", "--mem", "512M", "--for", "10m")  # the flags may go below it
+    assert (
+        "memory: 512M (--mem)" in r.stdout and "for: 10m00s, nothing new starts after it (--for)" in r.stdout
+    )
+
+
+def test_batch_limits_scale_this_projects_figures_per_task_by_n(b: Batch) -> None:
+    """Per task: a past batch's peak over the tasks it ran at once (one per lane), its
+    time over the tasks it posted; then x the tasks the next runs at once, and x its N."""
+    b.setup(lanes_toml("a", "b"), task("a1", "a", "write a1.txt x") + task("b1", "b", "write b1.txt x"))
+    g = 1 << 30
+    past_batch(b, "20260101T000000Z", "N reached", tasks=2, peak=3 * g, dur=4 * 3600)  # 3G, 2h a task
+    past_batch(b, "20260102T000000Z", "all lanes stopped", tasks=4, peak=4 * g, dur=3600, lanes=2)  # 2G each
+    past_batch(b, "20260103T000000Z", "oom", tasks=1, peak=20 * g, dur=9 * 3600)  # ended by its cap: not
+    past_batch(b, "20260104T000000Z", "N reached", tasks=0, peak=9 * g, dur=9 * 3600)  # posted nothing: not
+    out = b.batch("3", "--dry-run", "--lanes", "a").stdout
+    assert (
+        "memory: 3.8G (history: 1.25 x 3.0G per task x 1 at once, from 2 batch(es) of this project)" in out
+    ), out
+    assert (
+        "for: 9h00m, nothing new starts after it (history: 1.5 x 2h00m per task x 3 task(s), "
+        "from 2 batch(es) of this project)" in out
+    ), out
+    out = b.batch("3", "--dry-run", "--lanes", "a").stdout
+    assert "memory: 3.8G (history: 1.25 x 3.0G per task x 1 at once, " in out, out
+    assert "memory: 7.5G (history: 1.25 x 3.0G per task x 2 at once, " in b.batch("3", "--dry-run").stdout
+    out = b.batch("1", "--dry-run").stdout  # one task: one at once, whatever the lanes
+    assert "memory: 3.8G (history: 1.25 x 3.0G per task x 1 at once, " in out, out
+    assert "for: 3h00m, nothing new starts after it (history: 1.5 x 2h00m per task x 1 task(s)" in out, out
+
+
+def test_another_projects_batches_never_set_this_ones_limits(b: Batch) -> None:
+    """The res history is the machine's: a quick wf-batch of another project there says
+    nothing about this one."""
     three_ready(b)
     hist = Path(os.environ["XDG_STATE_HOME"]) / "wf" / "res" / "hist.jsonl"
     hist.parent.mkdir(parents=True)
-    row = {
-        "id": "20260101-000000-1",
-        "title": "wf-batch",
-        "state": "done",
-        "peak_rss": 600 << 20,
-        "dur_s": 3600,
-    }
+    row = {"id": "20260101-000000-1", "title": "wf-batch", "state": "done", "peak_rss": 60 << 20, "dur_s": 3,
+           "cwd": "/elsewhere"}  # fmt: skip
     hist.write_text(json.dumps(row) + "\n")
     out = b.batch("2", "--dry-run").stdout
-    assert "memory: 768M (history: 1.25 x the peak of 1 done batch(es))" in out
-    assert "for: 1h30m" in out
+    assert "memory: 4.0G (default, no batch of this project to learn from)" in out, out
+    assert "for: 6h00m, nothing new starts after it (default, no batch of this project to learn from)" in out
 
 
 @pytest.mark.parametrize(

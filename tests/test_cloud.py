@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -693,14 +694,7 @@ def test_a_batch_on_a_cloud_project_pulls_its_sessions_into_the_summary(c: Cloud
     assert "to cloud session" in c.wf.ok("cloud", "send")
     r = c.proc("batch", "1", "--lanes", "sonnet")
     assert r.returncode == 0, r.stdout + r.stderr
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        st = json.loads(c.proc("batch", "--status", "--json").stdout)
-        if st.get("job") is not None and not st.get("alive"):
-            break
-        time.sleep(0.5)
-    else:
-        raise AssertionError("the batch did not end")
+    st = wait_batch_ended(c, tail=True)  # a session its loop did not see end: its tail pulls it
     summary = Path(st["summary"]).read_text()
     assert "c-done done" in summary and "cloud: no session left" in summary, summary
     archived = c.archived()
@@ -748,3 +742,84 @@ def test_a_ledger_file_that_cannot_be_read_stops_the_lane(c: Cloud, kind: str) -
     assert r.code == 1, r.err
     led = json.loads(r.out)
     assert led["bad"] and "cannot be trusted" in led["stop"]
+
+
+def batch_status(c: Cloud) -> dict[str, Any]:
+    return dict(json.loads(c.proc("batch", "--status", "--json").stdout))
+
+
+def wait_batch_ended(c: Cloud, tail: bool = False) -> dict[str, Any]:
+    """The newest batch has ended (``tail``: and its cloud tail too, if it left one)."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        st = batch_status(c)
+        tail_alive = tail and (st.get("cloud_tail") or {}).get("alive")
+        if st.get("job") is not None and not st.get("alive") and not tail_alive:
+            return st
+        time.sleep(0.5)
+    raise AssertionError(f"the batch did not end: {batch_status(c)}")
+
+
+@pytest.mark.timeout(300)
+def test_the_cloud_tail_never_blocks_the_next_batch_and_has_its_own_limits(c: Cloud) -> None:
+    """A session that outlives the batch's loop goes to the cloud tail: a res job of its own
+    (title wf-batch-cloud, its own memory cap and wall time), shown by wf batch --status;
+    the batch itself ends at once, so the next night's batch starts."""
+    c.setup(
+        task("slow", "opus", "cloud: polls 100000")
+        + task("l1", "sonnet", "script: write l1.txt x")
+        + task("l2", "sonnet", "script: write l2.txt x")
+    )
+    c.wf.ok("config", "cloud_pull_every", "0.3")
+    assert "to cloud session" in c.wf.ok("cloud", "send", "slow")
+    assert c.proc("batch", "1", "--lanes", "sonnet").returncode == 0
+    st = wait_batch_ended(c)
+    assert st["reason"] == "N reached", st
+    tail = st["cloud_tail"]
+    assert tail["alive"] and tail["batch"] == st["stamp"] and tail["sessions"] == ["slow"], tail
+    [job] = [j for j in json.loads(c.proc("res", "ls", "--json").stdout) if j["id"] == tail["job"]]
+    assert job["title"] == "wf-batch-cloud" and job["limits"]["mem"] == 2 << 30 and job["limits"]["for"], job
+    assert job["id"] != st["job"]  # not the batch's own job: its own record and limits
+    text = c.proc("batch", "--status").stdout
+    assert f"cloud tail of batch {st['stamp']}: pulling (job {tail['job']}" in text, text
+    summary = Path(st["summary"]).read_text()
+    assert f"the cloud tail (job {tail['job']}, wf-batch-cloud under its own limits) pulls them" in summary
+    # the next batch is not refused while the tail pulls
+    second = c.proc("batch", "1", "--lanes", "sonnet")
+    assert second.returncode == 0, second.stdout + second.stderr
+    st2 = wait_batch_ended(c)
+    assert st2["stamp"] != st["stamp"] and st2["reason"] == "N reached", st2
+    assert "l1" in c.archived() and "l2" in c.archived()
+    # one tail pulls at a time: the second batch's took over, the first's ended by itself
+    tail2 = st2["cloud_tail"]
+    assert tail2["batch"] == st2["stamp"] and tail2["job"] != tail["job"] and tail2["alive"], tail2
+    first = Path(st["summary"])
+    wait_for("the first tail's end", lambda: "- cloud tail: ended done at " in first.read_text())
+    took = f"cloud: the cloud tail of batch {st2['stamp']} took over; sessions left: slow"
+    assert took in first.read_text()
+    assert c.proc("res", "stop", tail2["job"]).returncode == 0
+    st2 = batch_status(c)
+    assert st2["cloud_tail"]["state"] == "killed" and not st2["cloud_tail"]["alive"], st2
+    assert "- cloud tail: ended killed at " in Path(st2["summary"]).read_text()
+    assert f"cloud tail of batch {st2['stamp']}: ended killed at " in c.proc("batch", "--status").stdout
+
+
+@pytest.mark.timeout(240)
+def test_a_batch_that_ends_at_the_stop_file_leaves_no_cloud_tail(c: Cloud, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    (tmp_path / "wait.py").write_text(WAIT)
+    c.setup(
+        task("slow", "opus", "cloud: polls 100000")
+        + f"\n## l1: Task l1\nModel: msonnet\nDone: `{sys.executable} {tmp_path / 'wait.py'} {go}`\n\n"
+        "script: write l1.txt x\n"
+    )
+    c.wf.ok("config", "cloud_pull_every", "0.3")
+    assert "to cloud session" in c.wf.ok("cloud", "send", "slow")
+    assert c.proc("batch", "1", "--lanes", "sonnet").returncode == 0
+    wait_for("l1 at work", lambda: c.status("l1").startswith("in progress"))
+    assert c.proc("batch", "--stop").returncode == 0
+    go.write_text("")
+    st = wait_batch_ended(c)
+    assert st["reason"] == "stop file" and st["cloud_tail"] is None, st
+    assert "- cloud: the stop file is set; sessions left: slow" in Path(st["summary"]).read_text()
+    assert not [j for j in json.loads(c.proc("res", "ls", "--json").stdout) if j["title"] == "wf-batch-cloud"]

@@ -305,6 +305,34 @@ def test_monitor_and_gather_find_a_lost_unit_themselves(w: Workers, tmp_path: Pa
 
 
 @pytest.mark.timeout(120)
+def test_monitor_started_before_its_run_waits_for_it_to_appear(w: Workers, tmp_path: Path) -> None:
+    """wf monitor RUN right after wf run (whose folder is not made yet) waits for the run
+    within its --timeout, saying so, instead of failing with 'no run'."""
+    m = manifest(tmp_path / "m.json", [{"id": "a", "prompt": "x", "cmd": py("print('a')")}], adapter="cmd")
+    mon = w.start("monitor", "late", "--timeout", "60")
+    assert mon.stdout is not None
+    first = mon.stdout.readline()  # printed before it waits
+    assert first == "monitor late: waiting for run late to start (wf run, wf dispatch)\n", first
+    sup = w.start("run", str(m), "--run", "late")
+    out, _ = mon.communicate(timeout=60)
+    assert mon.returncode == 0 and "monitor late: watching every unit" in out and "a: done" in out, (
+        first + out
+    )
+    sup.communicate(timeout=60)
+
+
+def test_monitor_of_a_run_that_never_appears_gives_up_with_5(w: Workers) -> None:
+    r = w.run("monitor", "never", "--timeout", "0.3")
+    assert r.returncode == 5 and r.stdout.splitlines()[-1] == (
+        "monitor never: gave up after 0.3s; run never has not started"
+    ), r.stdout + r.stderr
+    r = w.run("monitor", "never", "--timeout", "0.3", "--json")
+    data = json.loads(r.stdout)
+    assert r.returncode == 5 and data == {"run": "never", "code": 5, "watching": [], "lost": [], "units": []}
+    assert w.run("monitor", "../x", "--timeout", "0.3").returncode == 1  # a bad id is not waited for
+
+
+@pytest.mark.timeout(120)
 def test_monitor_names_the_units_the_supervisor_has_yet_to_queue(w: Workers, tmp_path: Path) -> None:
     """The supervisor writes its units' first status one at a time: a monitor started in
     between names the whole manifest, not the units queued so far; once no supervisor

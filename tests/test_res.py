@@ -397,6 +397,28 @@ def test_a_job_gives_its_reservation_back_when_it_ends() -> None:
     assert r.stdout.strip() == "done []"
 
 
+def test_a_job_of_100ms_has_a_peak_and_unknown_reads_as_unknown() -> None:
+    """A short job is sampled early enough to have a peak of its own; a job whose peak is
+    not known (a command that never started, a line from an older wf with 0) shows '-' in
+    text and null in --json, never 0B or 0."""
+    r = wf_res("run", "--json", "--", sys.executable, "-c", "import time; time.sleep(0.1)")
+    short = json.loads(r.stdout)
+    assert r.returncode == 0 and short["state"] == "done" and short["peak_rss"] > 1 << 20, short
+    r = wf_res("run", "--json", "--", "/nonexistent/cmd")
+    never = json.loads(r.stdout)
+    assert r.returncode == 127 and never["peak_rss"] is None, never
+    assert " peak=- " in wf_res("run", "--", "/nonexistent/cmd").stderr
+    old = "20260101-000000-9"  # an older wf wrote 0 for a peak it did not know
+    with open(state() / "hist.jsonl", "a") as f:
+        f.write(json.dumps({"id": old, "title": "old", "state": "done", "peak_rss": 0, "dur_s": 1}) + "\n")
+    rows = {j["id"]: j for j in json.loads(wf_res("hist", "--json").stdout)["jobs"]}
+    assert rows[old]["peak_rss"] is None and rows[never["id"]]["peak_rss"] is None
+    assert rows[short["id"]]["peak_rss"] == short["peak_rss"]
+    lines = {ln.split()[0]: ln for ln in wf_res("hist").stdout.splitlines() if ln[:1].isdigit()}
+    assert " peak=- " in lines[old] and " peak=- " in lines[never["id"]], lines
+    assert " peak=- " not in lines[short["id"]] and "0B" not in "".join(lines.values()), lines
+
+
 # ------------------------------------------------------------------ history and suggestions
 
 

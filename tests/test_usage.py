@@ -1157,6 +1157,25 @@ def test_report_after_cli_logs(wf: WfRunner, tmp_path: Path) -> None:
     }  # fmt: skip
 
 
+@pytest.mark.parametrize("by", ["lane", "model", "run"])
+def test_report_of_sessions_on_several_models_works_by_every_grouping(
+    wf: WfRunner, tmp_path: Path, sealed_env: Path, by: str
+) -> None:
+    """A run whose sessions used several models (a subagent on haiku): every grouping prints
+    its $ by model under the row's own key, never a crash on a field it does not have."""
+    proj = tmp_path / "gamma"
+    son, hai = "claude-sonnet-4-5", "claude-haiku-4-5"
+    base = log_line("2026-05-01T10:00:00Z", "gamma", "sonnet", son, "2", 1, 10, 100, 0, 3.0)
+    write(proj / "out" / "wf-cost.log", f"{base} run=r1 unit=u1 models={son}:2.5000,{hai}:0.5000")
+    costlog.remember(proj)
+    r = wf("usage", "--report", "--by", by)
+    assert r.code == 0, r.err
+    key = {"lane": "sonnet claude-sonnet-4-5 2", "model": son, "run": "r1"}[by]
+    assert f"{key}: $ by model: {son} 2.50, {hai} 0.50" in r.out.splitlines(), r.out
+    [row] = json.loads(wf.ok("usage", "--report", "--by", by, "--json"))
+    assert row["models"] == {son: 2.5, hai: 0.5}
+
+
 # ---------------------------------------------------------------- the corpus
 
 

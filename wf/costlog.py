@@ -281,7 +281,8 @@ def report_text(rows: list[dict[str, Any]], by: str = "lane") -> list[str]:
     for r in rows:
         if len(r.get("models") or ()) > 1:
             parts = ", ".join(f"{m} {money(v, r['estimated'])}" for m, v in r["models"].items())
-            lines.append(f"{r['lane']} {r['model']} {r['effort']}: $ by model: {parts}")
+            key = " ".join(str(r[f]) for f in fields)  # the row's own grouping: lane, model or run
+            lines.append(f"{key}: $ by model: {parts}")
     unpriced = sorted({m for r in rows for m in r["unpriced"]})
     if unpriced:
         lines.append(f"unpriced (counted as $0): {', '.join(unpriced)}")

@@ -188,9 +188,16 @@ def res_stop(job_id: str, as_json: bool) -> None:
 @click.argument("n", type=click.IntRange(min=1), required=False)
 @click.option("--lanes", metavar="A,B", help="Lanes to run (default: every lane with runner-ready work).")
 @click.option(
-    "--for", "for_", metavar="DURATION", help="Start nothing new after this long (default 6h or history)."
+    "--for",
+    "for_",
+    metavar="DURATION",
+    help="Start nothing new after this long (default: from this project's batches, at least 1h; else 6h).",
 )
-@click.option("--mem", metavar="SIZE", help="Memory cap of the whole batch (default 4G or history).")
+@click.option(
+    "--mem",
+    metavar="SIZE",
+    help="Memory cap of the whole batch (default: from this project's batches, at least 2G; else 4G).",
+)
 @click.option("--agent", is_flag=True, help="A headless Claude Code orchestrator (claude -p) runs the batch.")
 @click.option("--model", metavar="M", help="With --agent: the orchestrator's model (default sonnet).")
 @click.option("--prep", is_flag=True, help="Make up to N tasks runner-ready (Done, Model); never implement.")
@@ -198,7 +205,10 @@ def res_stop(job_id: str, as_json: bool) -> None:
     "--dry-run", is_flag=True, help="Print what would run, with limits and their sources; start nothing."
 )
 @click.option(
-    "--status", "show_status", is_flag=True, help="The newest batch: alive or ended, summary tail, needs."
+    "--status",
+    "show_status",
+    is_flag=True,
+    help="The newest batch: alive or ended, summary tail, needs, its cloud tail.",
 )
 @click.option(
     "--stop", "stop_", is_flag=True, help="Write the stop file: running tasks finish, nothing new starts."
@@ -303,10 +313,38 @@ def _status_lines(st: dict[str, Any]) -> list[str]:
         lines.append(f"lane {r['lane']}: {r['id']} {r['state']}")
     if st.get("gate") and st["gate"]["red"]:  # the newest gate result is red
         lines += st["gate"]["red"]
+    tail = st.get("cloud_tail")
+    if tail is not None:
+        sessions = ", ".join(tail["sessions"]) or "none"
+        lines.append(
+            f"cloud tail of batch {tail['batch']}: pulling (job {tail['job']}, pid {tail['pid']}, since "
+            f"{tail['started']}); sessions left: {sessions}; end it: wf res stop {tail['job']}"
+            if tail["alive"]
+            else f"cloud tail of batch {tail['batch']}: ended {tail['state'] or 'lost'} at "
+            f"{tail['ended'] or '?'} (job {tail['job']}); sessions left: {sessions}"
+        )
     if st["needs_person"]:
         lines.append("needs a person:")
         lines += [f"  {x['kind']} {x['id']}: {x['text']}" for x in st["needs_person"]]
     return lines
+
+
+@cli.command("batch-tail", hidden=True)
+@click.argument("stamp")
+@click.option("--ready-fd", type=int)
+@click.option("--pull", is_flag=True)
+@click.pass_context
+def batch_tail(ctx: click.Context, stamp: str, ready_fd: int | None, pull: bool) -> int:
+    """The cloud tail of a batch (started by the batch job when its loop ends)."""
+    import re
+
+    from wf.orch import batch as batchmod
+
+    if not re.fullmatch(r"\d{8}T\d{6}Z", stamp):
+        raise click.UsageError(f"stamp {stamp!r}: expected YYYYMMDDTHHMMSSZ")
+    if pull:
+        return batchmod.tail_pull(_project(ctx), stamp)
+    return batchmod.tail_main(_project(ctx), stamp, ready_fd)
 
 
 @cli.command("batch-job", hidden=True)

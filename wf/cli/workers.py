@@ -506,6 +506,9 @@ def monitor(
     the UNITs named, or with --running those still running), then print one line per
     unit (running ones: growing, or quiet for how long).
 
+    A run that has not started yet (a monitor called right after 'wf run') is waited
+    for, within the same --timeout.
+
     Exit 0: every watched unit is done. 4: one failed, stalled, timed out, was
     interrupted or lost its supervisor. 5: --timeout passed first.
 
@@ -517,6 +520,17 @@ def monitor(
     from wf.workers import report, watch
 
     proj = _project(ctx)
+    began = time.monotonic()
+    if not runsmod.run_dir(proj, run).is_dir():
+        if not as_json:
+            click.echo(f"monitor {run}: waiting for run {run} to start (wf run, wf dispatch)")
+        if not watch.wait_for_run(proj, run, timeout):
+            if as_json:
+                _echo_json({"run": run, "code": watch.GAVE_UP, "watching": [], "lost": [], "units": []})
+            else:
+                click.echo(f"monitor {run}: gave up after {timeout:g}s; run {run} has not started")
+            return watch.GAVE_UP
+    left = max(0.0, timeout - (time.monotonic() - began))  # one --timeout for both waits
     watched = watch.watch_set(proj, run, list(units), running)
     live = _Live(as_json)
     if not as_json:
@@ -527,7 +541,7 @@ def monitor(
             what = ", ".join(watched) if watched else "nothing (no unit is running)"
         click.echo(f"monitor {run}: watching {what}")
     result = watch.monitor(
-        proj, run, watched, timeout=timeout, on_tick=lambda sts: live.tick_statuses(proj, run, sts)
+        proj, run, watched, timeout=left, on_tick=lambda sts: live.tick_statuses(proj, run, sts)
     )
     live.done()
     if as_json:

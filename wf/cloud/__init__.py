@@ -30,12 +30,24 @@ def sidecar(
     linger: float = 24 * 3600.0,
     on_line: Callable[[str], None] | None = None,
     batch: Open | None = None,
+    linger_here: bool = True,
+    give_up: Callable[[], str | None] | None = None,
 ) -> int:
     """Pull (and post, ``--no-pick``) every ``interval`` seconds while ``stop`` is unset,
     and with ``batch`` (a batch's open cloud lane) send on each round until the cloud lane
     stops; once ``stop`` is set, only pull, until no cloud record is left, the stop file
-    appears or ``linger`` seconds passed. Each pull, send and stop is one line through
-    ``on_line``. See ``wf.cloud.pull.sidecar``."""
+    appears or ``linger`` seconds passed (``linger_here`` False: it returns once ``stop``
+    is set). Each pull, send and stop is one line through ``on_line``. See
+    ``wf.cloud.pull.sidecar``."""
     from wf.cloud.pull import sidecar as run
 
-    return run(project, stop, interval=interval, linger=linger, on_line=on_line, batch=batch)
+    return run(
+        project,
+        stop,
+        interval=interval,
+        linger=linger,
+        on_line=on_line,
+        batch=batch,
+        linger_here=linger_here,
+        give_up=give_up,
+    )

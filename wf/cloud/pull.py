@@ -200,13 +200,17 @@ def sidecar(
     on_line: Callable[[str], None] | None = None,
     backend: Backend | None = None,
     batch: batchlane.Open | None = None,
+    linger_here: bool = True,
+    give_up: Callable[[], str | None] | None = None,
 ) -> int:
     """Pull every ``interval`` seconds and post what ended (``--no-pick``), reporting each
     pull as one line through ``on_line``. Until ``stop`` is set (the batch ended) this
     goes on for good, and with ``batch`` (the batch's open mark) each round also sends
     (as ``wf orch pick cloud``) until the cloud lane stops for the batch; after ``stop``,
     only pulls, until no record is left, the stop file appears, or ``linger`` seconds
-    passed. Returns the number of pulls."""
+    passed. With ``linger_here`` False it returns as soon as ``stop`` is set (a batch's
+    tail, a job of its own, pulls what is left); after ``stop`` it also ends when
+    ``give_up`` gives a reason (another tail took over). Returns the number of pulls."""
     from wf.orch import state
 
     say = on_line or (lambda _line: None)
@@ -220,6 +224,8 @@ def sidecar(
                     stopped_at = time.monotonic()
                     if lane is not None:
                         lane.close(None)
+                    if not linger_here:
+                        return pulls
                 if stopped_at is not None:
                     left = ", ".join(r.id for r in records.all_records(project))
                     if not left:
@@ -227,6 +233,10 @@ def sidecar(
                         return pulls
                     if state.stop_file(project).exists():
                         say(f"cloud: the stop file is set; sessions left: {left}")
+                        return pulls
+                    why = give_up() if give_up is not None else None
+                    if why:
+                        say(f"cloud: {why}; sessions left: {left}")
                         return pulls
                     if time.monotonic() - stopped_at > linger:
                         say(f"cloud: gave up after {_dur(linger)}; sessions left: {left}")

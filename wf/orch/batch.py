@@ -30,6 +30,10 @@ from wf.lock import project_lock
 from wf.orch import res
 from wf.orch.batchlog import Follower, summary_header
 from wf.orch.batchplan import (
+    TAIL,
+    TAIL_LINGER,
+    TAIL_MEM,
+    TAIL_TITLE,
     End,
     Plan,
     Record,
@@ -41,6 +45,7 @@ from wf.orch.batchplan import (
 )
 from wf.orch.batchplan import folder as _dir
 from wf.project import Project
+from wf.quantity import fmt_duration
 
 
 def finish_dead(project: Project, found_by: str) -> list[Record]:
@@ -105,8 +110,21 @@ def start(project: Project, p: Plan) -> Started:
     stamp, log = _new_stamp(project)
     _dir(project).mkdir(parents=True, exist_ok=True)
     atomic_write_text(_dir(project) / f"{stamp}.plan.json", json.dumps(p.as_dict()) + "\n")
+    answer = _detach(project, "batch-job", stamp, log)
+    word, _, rest = answer.strip().partition(" ")
+    if word == "ok":
+        job, job_pid, *waiting = rest.split(" ", 2)
+        return Started(stamp, job, int(job_pid or 0), f"out/wf-batch-{stamp}.md", p, " ".join(waiting))
+    if word == "refused":
+        raise WfError(rest)
+    raise WfError(f"the batch job did not start (its output: {log.relative_to(project.root)})")
+
+
+def _detach(project: Project, command: str, stamp: str, log: Path) -> str:
+    """Start ``wf COMMAND STAMP`` detached (double fork, ``setsid``; stdin /dev/null,
+    output appended to ``log``) and return what it said on its ready pipe."""
     r, w = os.pipe()
-    argv = [sys.executable, "-m", "wf", "-C", str(project.root), "batch-job", stamp, "--ready-fd", str(w)]
+    argv = [sys.executable, "-m", "wf", "-C", str(project.root), command, stamp, "--ready-fd", str(w)]
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child execs at once
         try:
@@ -126,14 +144,7 @@ def start(project: Project, p: Plan) -> Started:
             os._exit(127)
     os.close(w)
     os.waitpid(pid, 0)
-    answer = _read_all(r, timeout=60.0)
-    word, _, rest = answer.strip().partition(" ")
-    if word == "ok":
-        job, job_pid, *waiting = rest.split(" ", 2)
-        return Started(stamp, job, int(job_pid or 0), f"out/wf-batch-{stamp}.md", p, " ".join(waiting))
-    if word == "refused":
-        raise WfError(rest)
-    raise WfError(f"the batch job did not start (its output: {log.relative_to(project.root)})")
+    return _read_all(r, timeout=60.0)
 
 
 def _new_stamp(project: Project) -> tuple[str, Path]:
@@ -266,16 +277,17 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
     except WfError as e:
         if not said:
             say(f"refused {e}")
-        if cloud is not None:
-            cloud.finish()
+        tail_job = cloud.finish() if cloud is not None else None
         follower.footer(End.FAILED.value, note=str(e))
-        save(project, replace(rec, state="ended", ended=res.now_iso(), reason=End.FAILED.value))
+        rec = replace(rec, state="ended", ended=res.now_iso(), reason=End.FAILED.value, tail_job=tail_job)
+        save(project, rec)
         return 1
     if not said:
         say(f"ok {job.id} {os.getpid()}")
     follower.poll()
+    tail_job = None
     if cloud is not None:
-        cloud.finish()
+        tail_job = cloud.finish()
         follower.poll()
     reason = _why_ended(project, p, job, follower)
     if prepared is not None:
@@ -293,6 +305,10 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
             job_state=job.state.value,
             exit=job.exit,
             reason=reason.value,
+            tasks=len(prepared[1]) if prepared is not None else follower.posted,
+            peak_rss=job.peak_rss,
+            dur_s=job.dur_s,
+            tail_job=tail_job,
         ),
     )
     return 0
@@ -300,11 +316,13 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
 
 class _CloudSidecar:
     """On a ``cloud = true`` project a batch pulls its cloud sessions every
-    ``cloud_pull_every`` seconds while it lives, posting what ended; a loop batch also
-    sends on each round (as ``wf orch pick cloud``) until the cloud lane stops for the
-    batch, each send counting toward N. After its loop it keeps pulling (never sending)
-    until no cloud record is left, the stop file appears or 24 h pass. Each pull, send and
-    stop of the cloud lane is a line of the batch summary (``wf.cloud.batchlane``)."""
+    ``cloud_pull_every`` seconds while its loop runs, posting what ended; a loop batch
+    also sends on each round (as ``wf orch pick cloud``) until the cloud lane stops for
+    the batch, each send counting toward N. When its loop ends, the sessions still
+    running go to the batch's cloud tail (``wf batch-tail``): a detached job under its
+    own ``wf res`` record and limits, so that the batch ends (and frees the batch lock)
+    at once. Each pull, send and stop of the cloud lane is a line of the batch summary
+    (``wf.cloud.batchlane``)."""
 
     def __init__(self, project: Project, rec: Record, p: Plan) -> None:
         import threading
@@ -322,18 +340,117 @@ class _CloudSidecar:
                 "interval": project.config.cloud_pull_every,
                 "on_line": lambda line: append_line(summary, f"- {line}"),
                 "batch": self.batch,
+                "linger_here": False,
             },
             daemon=True,
         )
+        self.project = project
+        self.rec = rec
         self.summary = summary
         self.thread.start()
 
-    def finish(self) -> None:
-        append_line(
-            self.summary, "- cloud: the loop ended; pulling until no cloud session is left (24 h at most)"
-        )
+    def finish(self) -> str | None:
+        """Stop pulling here; hand what is left to a cloud tail. Its res job id, or None."""
+        from wf.cloud import records
+
         self.stop.set()
         self.thread.join()
+        left = ", ".join(r.id for r in records.all_records(self.project))
+        if not left:
+            append_line(self.summary, "- cloud: no session left")
+            return None
+        if stop_file(self.project).exists():
+            append_line(self.summary, f"- cloud: the stop file is set; sessions left: {left}")
+            return None
+        answer = _detach(self.project, "batch-tail", self.rec.stamp, self.project.root / self.rec.log)
+        word, _, rest = answer.strip().partition(" ")
+        if word != "ok":
+            why = rest if word == "refused" else f"no answer (its output: {self.rec.log})"
+            append_line(self.summary, f"- cloud: the tail did not start: {why}; sessions left: {left}")
+            return None
+        job = rest.split(" ", 1)[0]
+        append_line(
+            self.summary,
+            f"- cloud: the loop ended; sessions left: {left}: the cloud tail (job {job}, "
+            f"{TAIL_TITLE} under its own limits) pulls them, {fmt_duration(TAIL_LINGER)} at most",
+        )
+        return job
+
+
+def tail_main(project: Project, stamp: str, ready_fd: int | None) -> int:
+    """The cloud tail of batch ``stamp`` (detached by its batch job): ``wf batch-tail
+    STAMP --pull`` under ``wf res`` (title wf-batch-cloud, its own memory cap and wall
+    time). Its last line in the batch summary says how it ended."""
+    from wf.cloud import records
+
+    def say(text: str) -> None:
+        nonlocal ready_fd
+        if ready_fd is not None:
+            try:
+                os.write(ready_fd, text.encode() + b"\n")
+                os.close(ready_fd)
+            except OSError:
+                pass
+            ready_fd = None
+
+    summary = project.root / f"out/wf-batch-{stamp}.md"
+    argv = [sys.executable, "-m", "wf", "-C", str(project.root), "batch-tail", stamp, "--pull"]
+    limits = res.Limits(mem=TAIL_MEM, cpus=None, for_s=TAIL_LINGER + TAIL)
+
+    def on_wait(line: str) -> None:
+        append_line(summary, f"- cloud tail: {line}")
+
+    try:
+        job = res.run(
+            argv,
+            title=TAIL_TITLE,
+            limits=limits,
+            cwd=project.root,
+            on_wait=on_wait,
+            on_start=lambda job: say(f"ok {job.id} {os.getpid()}"),
+        )
+    except WfError as e:
+        say(f"refused {e}")
+        return 1
+    left = ", ".join(r.id for r in records.all_records(project))
+    append_line(
+        summary,
+        f"- cloud tail: ended {job.state.value} at {res.now_iso()} (job {job.id})"
+        + (f"; sessions left: {left} (wf cloud pull --watch)" if left else ""),
+    )
+    return 0
+
+
+def tail_pull(project: Project, stamp: str) -> int:
+    """Inside the tail's res job: pull and post until no cloud session is left, the stop
+    file appears, TAIL_LINGER passed or a newer batch's tail took over (one tail pulls
+    at a time: the newest, whose 24 h started last); each pull a line of the summary."""
+    import threading
+
+    from wf.cloud import sidecar
+
+    summary = project.root / f"out/wf-batch-{stamp}.md"
+    mark = _dir(project) / "cloud-tail"  # the stamp of the newest tail: the one that pulls
+    atomic_write_text(mark, stamp + "\n")
+
+    def taken_over() -> str | None:
+        try:
+            newer = mark.read_text("utf-8").strip()
+        except OSError:
+            return None
+        return f"the cloud tail of batch {newer} took over" if newer != stamp else None
+
+    ended = threading.Event()
+    ended.set()  # the batch's loop ended: pull only, never send
+    sidecar(
+        project,
+        ended,
+        interval=project.config.cloud_pull_every,
+        linger=TAIL_LINGER,
+        on_line=lambda line: append_line(summary, f"- {line}"),
+        give_up=taken_over,
+    )
+    return 0
 
 
 def _prep_begin(project: Project, stamp: str, p: Plan) -> tuple[bytes, list[Any]]:
@@ -434,6 +551,33 @@ def status(project: Project) -> dict[str, Any]:
         "needs_person": needs_person(project, rec),
         "gate": _gate(project),
         "usage": _usage(rec),
+        "cloud_tail": cloud_tail(project),
+    }
+
+
+def cloud_tail(project: Project) -> dict[str, Any] | None:
+    """The cloud tail of the newest batch that left one: its res job, whether it still
+    pulls, and the cloud sessions left; None if no batch left one."""
+    rec = next((r for r in reversed(records(project)) if r.tail_job), None)
+    if rec is None or rec.tail_job is None:
+        return None
+    from wf.cloud import records as cloud_records
+
+    try:
+        job = res.load(rec.tail_job)
+    except WfError:
+        job = None
+    alive = job is not None and job.state is res.State.RUNNING and procs.same_process(job.pid, job.pid_start)
+    return {
+        "batch": rec.stamp,
+        "job": rec.tail_job,
+        "alive": alive,
+        "state": job.state.value if job else None,
+        "pid": job.pid if job else None,
+        "started": job.start if job else None,
+        "ended": job.end if job else None,
+        "limits": job.limits.as_dict() if job else None,
+        "sessions": [r.id for r in cloud_records.all_records(project)],
     }
 
 
@@ -475,6 +619,12 @@ def stop(project: Project) -> list[str]:
         )
     else:
         lines.append(f"batch {rec.stamp} ({_describe(rec)}) ends when its running tasks end")
+    tail = cloud_tail(project)
+    if tail is not None and tail["alive"]:
+        lines.append(
+            f"the cloud tail of batch {tail['batch']} (job {tail['job']}) stops at its next pull; "
+            f"end it now: wf res stop {tail['job']}"
+        )
     for r in state.status(project):
         lines.append(f"still running: {r['lane']}: {r['id']}")
     return lines

@@ -16,6 +16,7 @@ from wf.errors import UsageError, WfError
 from wf.fsutil import atomic_write_text
 from wf.orch import res, resbackend
 from wf.orch.resbackend import Limits
+from wf.orch.resjobs import ROUND
 from wf.project import Project
 from wf.quantity import fmt_duration, fmt_size, parse_duration, parse_size
 
@@ -28,6 +29,14 @@ AGENT_TOOLS = "Bash(wf:*),Task,Read,Grep,Glob"
 BG_WAIT_VAR = "CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS"
 BATCH_PROMPT = "batch-prompt.md"
 TAIL = 600.0  # the wall limit is --for x 1.5 + this: running workers finish their task
+FLOOR_MEM = 2 << 30  # what history may suggest at the least: a real worker needs more
+FLOOR_FOR = 3600.0
+HISTORY = 10  # the newest batches of this project (and title) a suggestion reads
+# the cloud tail: after its loop, a batch leaves the cloud sessions still running to a job of
+# their own (its own record and limits), so that it ends and the next batch may start
+TAIL_TITLE = "wf-batch-cloud"
+TAIL_MEM = 2 << 30
+TAIL_LINGER = 24 * 3600.0  # it pulls until no session is left, the stop file, or this
 
 
 class End(enum.StrEnum):
@@ -153,20 +162,16 @@ def plan(
             + ")",
         )
     title = PREP_TITLE if prep else TITLE
-    sugg = res.suggest(title)
+    sugg = suggest(project, title, n, len(names))
     sources: dict[str, str] = {}
     if mem:
         mem_b, sources["mem"] = parse_size(mem, "--mem"), "--mem"
-    elif sugg.mem:
-        mem_b, sources["mem"] = sugg.mem, f"history: 1.25 x the peak of {sugg.based_on} done batch(es)"
     else:
-        mem_b, sources["mem"] = DEFAULT_MEM, "default, no history"
+        mem_b, sources["mem"] = sugg.mem, sugg.mem_source
     if for_:
         for_s, sources["for"] = parse_duration(for_, "--for"), "--for"
-    elif sugg.for_s:
-        for_s, sources["for"] = sugg.for_s, f"history: 1.5 x the longest of {sugg.based_on} done batch(es)"
     else:
-        for_s, sources["for"] = DEFAULT_FOR, "default, no history"
+        for_s, sources["for"] = sugg.for_s, sugg.for_source
     wall = round(for_s * 1.5 + TAIL)
     sources["wall"] = f"--for x 1.5 + {fmt_duration(TAIL)}: running workers finish their task"
     env = {res.TOKEN_VAR: "<per job>", res.JOB_VAR: "<job id>"}
@@ -210,6 +215,90 @@ def plan(
         title,
         notes,
     )
+
+
+# ------------------------------------------------------------------ limits from this project's batches
+
+
+COUNTS = frozenset({End.N_REACHED, End.ALL_STOPPED, End.FOR, End.STOP_FILE, End.PREP_DONE})
+
+
+@dataclass(frozen=True)
+class Past:
+    """One ended batch of this project whose figures say what a task needs."""
+
+    stamp: str
+    tasks: int  # posted (a prep batch: its targets)
+    lanes: int
+    peak_rss: int
+    dur_s: float
+
+    @property
+    def mem_per_task(self) -> float:
+        return self.peak_rss / max(1, min(self.tasks, self.lanes))  # its tasks ran one per lane at once
+
+    @property
+    def for_per_task(self) -> float:
+        return self.dur_s / self.tasks
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    mem: int
+    mem_source: str
+    for_s: float
+    for_source: str
+    based_on: tuple[str, ...] = ()  # the stamps of the batches it read
+
+
+def history(project: Project, title: str) -> list[Past]:
+    """This project's own ended batches of ``title``, newest first (at most HISTORY), that
+    ran normally (an oom, a timeout, a kill or a lost batch says nothing of what a task
+    needs) and posted a task, with a peak and a duration known."""
+    out: list[Past] = []
+    for rec in reversed(records(project)):
+        if rec.state != "ended" or rec.plan.get("title", TITLE) != title or rec.reason not in COUNTS:
+            continue
+        if not rec.tasks or not rec.peak_rss or not rec.dur_s:
+            continue
+        ran_on = rec.plan.get("lanes")
+        lanes = max(1, len(ran_on) if isinstance(ran_on, list) else 0)
+        out.append(Past(rec.stamp, rec.tasks, lanes, rec.peak_rss, rec.dur_s))
+        if len(out) >= HISTORY:
+            break
+    return out
+
+
+def suggest(project: Project, title: str, n: int, lanes: int) -> Suggestion:
+    """The limits for a batch of ``n`` tasks on ``lanes`` lanes: memory 1.25 x the largest
+    peak per task of this project's past batches x the tasks it runs at once (one per
+    lane, at most n), rounded up to 256M; time 1.5 x the longest time per task x n; never
+    below FLOOR_MEM and FLOOR_FOR. With no past batch, DEFAULT_MEM and DEFAULT_FOR."""
+    past = history(project, title)
+    if not past:
+        none = "default, no batch of this project to learn from"
+        return Suggestion(DEFAULT_MEM, none, DEFAULT_FOR, none)
+    from math import ceil
+
+    at_once = max(1, min(n, lanes))
+    per_mem = max(x.mem_per_task for x in past)
+    per_for = max(x.for_per_task for x in past)
+    mem = ceil(per_mem * 1.25 * at_once / ROUND) * ROUND
+    for_s = float(ceil(per_for * 1.5 * n))
+    of = f"from {len(past)} batch(es) of this project"
+    mem_how = f"1.25 x {fmt_size(round(per_mem))} per task x {at_once} at once, {of}"
+    for_how = f"1.5 x {fmt_duration(per_for)} per task x {n} task(s), {of}"
+    if mem < FLOOR_MEM:
+        mem_src = f"floor {fmt_size(FLOOR_MEM)}; history gives {fmt_size(mem)}: {mem_how}"
+        mem = FLOOR_MEM
+    else:
+        mem_src = f"history: {mem_how}"
+    if for_s < FLOOR_FOR:
+        for_src = f"floor {fmt_duration(FLOOR_FOR)}; history gives {fmt_duration(for_s)}: {for_how}"
+        for_s = FLOOR_FOR
+    else:
+        for_src = f"history: {for_how}"
+    return Suggestion(mem, mem_src, for_s, for_src, tuple(x.stamp for x in past))
 
 
 def prompt_text(p: Plan, summary: str) -> str:
@@ -263,6 +352,11 @@ class Record:
     reason: str | None = None
     offsets: dict[str, int] = field(default_factory=dict)
     known_ids: tuple[str, ...] = ()
+    # what the next batches learn their limits from (set when it ends)
+    tasks: int | None = None  # tasks posted (a prep batch: its targets)
+    peak_rss: int | None = None  # its res job's peak, bytes; None: not known
+    dur_s: float | None = None
+    tail_job: str | None = None  # the res job of its cloud tail, if it left one
 
     @property
     def alive(self) -> bool:

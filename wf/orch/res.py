@@ -73,6 +73,8 @@ EXIT_OOM = 137  # 128 + SIGKILL
 EXIT_NOT_FOUND = 127
 EXIT_CANNOT_RUN = 126
 SAVE_EVERY = 5.0  # seconds between record writes while a job runs
+# the first samples come soon after the start, then every SAMPLE: a job of 100 ms has a peak
+EARLY_SAMPLES = (0.0, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3, 0.6)
 
 
 # ------------------------------------------------------------------ running a job
@@ -194,12 +196,14 @@ def _supervise(
         last_save = time.monotonic()
         cpu_live = 0.0
         exited = _ExitWaiter(proc)
+        waits = iter(EARLY_SAMPLES)
         while True:
-            if exited(SAMPLE):
+            if exited(next(waits, SAMPLE)):
                 break
             now = time.monotonic()
             rss, cpu_live = procs.tree_usage(procs.tree(os.getpid())[1:])
-            job = replace(job, peak_rss=max(job.peak_rss, rss))
+            if rss > 0:
+                job = replace(job, peak_rss=max(job.peak_rss or 0, rss))
             procs.reap_orphans()
             if stop_sig:
                 ended_by = State.KILLED
@@ -241,7 +245,7 @@ def _supervise(
         # the fork until its exec): only a max above wf's own is the job's
         maxrss = exited.maxrss if exited.maxrss is not None else _children_maxrss()
         counts = (exited.maxrss is not None or maxrss > maxrss0) and maxrss > _self_maxrss()
-        peak = max(job.peak_rss, peak_cg, maxrss if counts else 0)
+        peak = max(job.peak_rss or 0, peak_cg, maxrss if counts else 0) or None  # None: no figure seen
         job = replace(
             job,
             state=state,

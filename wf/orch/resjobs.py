@@ -87,7 +87,7 @@ class Job:
     end: str | None = None
     dur_s: float | None = None
     exit: int | None = None
-    peak_rss: int = 0
+    peak_rss: int | None = None  # bytes, the whole tree at its largest; None: not known
     cpu_s: float = 0.0
     pid: int = 0  # the supervisor
     pid_start: float | None = None
@@ -145,7 +145,7 @@ class Job:
             end=text("end"),
             dur_s=num("dur_s"),
             exit=None if exit_ is None else int(exit_),
-            peak_rss=int(num("peak_rss") or 0),
+            peak_rss=known_peak(d.get("peak_rss")),
             cpu_s=num("cpu_s") or 0.0,
             pid=int(num("pid") or 0),
             pid_start=num("pid_start"),
@@ -252,10 +252,18 @@ def history(title: str | None = None, limit: int | None = None) -> list[dict[str
         if not _sane(d):
             continue  # a line written by hand or cut short: not a job
         if title is None or d.get("title") == title:
-            out.append(d)
+            out.append({**d, "peak_rss": known_peak(d.get("peak_rss"))})
             if limit is not None and len(out) >= limit:
                 break
     return out
+
+
+def known_peak(v: Any) -> int | None:
+    """A peak as a number of bytes, or None when it is not known: a job that ran had
+    some memory, so a 0 (what an older wf wrote for a job no sample saw) is unknown too."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+        return None
+    return int(v)
 
 
 def _sane(d: Any) -> bool:
@@ -283,9 +291,9 @@ def suggest(title: str) -> Suggestion:
     done = [d for d in history(title) if d.get("state") == State.DONE.value][:10]
     if not done:
         return Suggestion(title, None, None, 0)
-    peak = max(int(d.get("peak_rss") or 0) for d in done)
+    peaks = [int(d["peak_rss"]) for d in done if d.get("peak_rss")]  # unknown peaks say nothing
     longest = max(float(d.get("dur_s") or 0) for d in done)
-    mem = max(1, math.ceil(peak * 1.25 / ROUND)) * ROUND
+    mem = max(1, math.ceil(max(peaks) * 1.25 / ROUND)) * ROUND if peaks else None
     return Suggestion(title, mem, round(longest * 1.5, 1) or None, len(done))
 
 

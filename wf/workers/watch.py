@@ -125,6 +125,19 @@ def watch_set(project: Project, run: str, units: list[str] | None, running: bool
     return None
 
 
+def wait_for_run(project: Project, run: str, timeout: float | None, interval: float = 0.2) -> bool:
+    """Wait (up to ``timeout``) for the folder of ``run`` to appear: a monitor started
+    just after ``wf run`` must not fail before that run has made it. Whether it exists;
+    a bad run id is an error at once."""
+    folder = runs.run_dir(project, run)
+    start = time.monotonic()
+    while not folder.is_dir():
+        if timeout is not None and time.monotonic() - start >= timeout:
+            return False
+        time.sleep(interval)
+    return True
+
+
 def monitor(
     project: Project,
     run: str,
