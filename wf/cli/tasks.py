@@ -190,8 +190,8 @@ def check(ctx: click.Context, as_json: bool) -> int:
 @click.option(
     "--status",
     "status",
-    type=click.Choice(["ready", "pending", "progress", "awaiting", "blocked", "wip"]),
-    help="Only tasks in this state (pending includes ready).",
+    type=click.Choice(["ready", "pending", "handback", "progress", "awaiting", "blocked", "wip"]),
+    help="Only tasks in this state (pending includes ready and handback: handed back, waiting for a person).",
 )
 @click.option(
     "--limit",

@@ -1,0 +1,109 @@
+"""One readiness, everywhere: a held task (handed back, awaiting, wip, blocked, picked)
+is ready in no view and no plan; ``wf status ID pending`` releases a handback hold; the
+pilot ends or waits, and never starts a batch with no task to run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.conftest import WfRunner
+from tests.test_batch import Batch
+from tests.test_orch import Orch, lanes_toml, task
+
+
+@pytest.fixture
+def o(wf: WfRunner) -> Orch:
+    return Orch(wf)
+
+
+@pytest.fixture
+def b(wf: WfRunner) -> Iterator[Batch]:
+    batch = Batch(wf)
+    yield batch
+    batch.end_live()
+
+
+def handed_back(o: Orch, *more: str) -> None:
+    """Lane a: a1 handed back by its worker (through the CLI, as an orchestrator does);
+    ``more`` tasks after it."""
+    o.setup(lanes_toml("a", "b"), task("a1", "a", "write a1.txt x") + "".join(more))
+    assert "Task: a1 " in o.wf.ok("orch", "pick", "a", "--id", "a1")
+    out = o.wf.ok("orch", "post", "a", "--result", "handback", "--note", "the spec is unclear", "--no-pick")
+    assert "a1 handed back: the spec is unclear" in out
+
+
+def record(o: Orch, tid: str) -> dict[str, Any]:
+    recs = [r for r in json.loads(o.wf.ok("list", "--json")) if r["id"] == tid]
+    assert len(recs) == 1
+    return dict(recs[0])
+
+
+def runner_ids(o: Orch, *args: str) -> list[str]:
+    return [r["id"] for r in json.loads(o.wf.ok("list", "--runner", "--json", *args))]
+
+
+# ------------------------------------------------------------------ one readiness
+
+
+def test_a_handed_back_task_is_ready_in_no_view_and_no_plan(b: Batch) -> None:
+    handed_back(b)
+    shown = b.wf.ok("show", "a1")
+    assert "state=handback" in shown and "runner-ready: no" in shown
+    assert "runner-ready: yes" not in shown
+    assert "held (handback): handed back by its worker" in shown
+    assert "release: change the task (wf edit a1, wf set, an editor) or wf status a1 pending" in shown
+    rec = record(b, "a1")
+    assert rec["ready"] is False and rec["state"] == "handback"
+    assert rec["hold"]["kind"] == "handback" and "wf status a1 pending" in rec["hold"]["release"]
+    assert runner_ids(b) == [] and "a1" not in b.wf.ok("list", "--runner")
+    assert [r["id"] for r in json.loads(b.wf.ok("list", "--status", "handback", "--json"))] == ["a1"]
+    assert [r["id"] for r in json.loads(b.wf.ok("list", "--status", "pending", "--json"))] == ["a1"]
+    assert json.loads(b.wf.ok("list", "--status", "ready", "--json")) == []
+    lane = next(r for r in json.loads(b.wf.ok("lanes", "--json")) if r["lane"] == "a")
+    assert lane["ready"] == 0 and lane["handback"] == 1 and lane["pending"] == 0
+    assert json.loads(b.wf.ok("check", "--json"))["ready"] == 0
+    dry = b.batch("3", "--dry-run")
+    assert "lanes: - (no lane has runner-ready work)" in dry.stdout, dry.stdout + dry.stderr
+    assert "1 handed back, waiting for a person" in b.wf.ok("orch", "pick", "a")
+
+
+def test_every_other_hold_names_itself_and_what_releases_it(o: Orch) -> None:
+    o.setup(
+        lanes_toml("a", "b"),
+        task("a1", "a", extra="Status: awaiting: SQLite or files?")
+        + task("a2", "a", extra="Status: wip: half of it")
+        + task("a3", "a", extra="Status: blocked: post-check red: tree dirty")
+        + task("b1", "b", "write b1.txt x")
+        + task("b2", "b", extra="Status: in progress: ann since 2026-11-30T10:00Z"),
+    )
+    assert "Task: b1 " in o.wf.ok("orch", "pick", "b")  # an interactive orchestrator's pick
+    holds = {r["id"]: r["hold"] for r in json.loads(o.wf.ok("list", "--json"))}
+    assert {k: v["kind"] for k, v in holds.items()} == {
+        "a1": "awaiting",
+        "a2": "wip",
+        "a3": "blocked",
+        "b1": "picked",
+        "b2": "claimed",
+    }
+    assert holds["a1"]["why"] == "SQLite or files?"
+    assert holds["a1"]["release"] == "answer it in the task, then wf status a1 pending"
+    assert holds["b1"]["why"] == "picked by an interactive orchestrator in lane b"
+    assert holds["b1"]["release"].startswith("wf orch post b ")
+    assert holds["b2"]["why"] == "claimed by ann" and holds["b2"]["since"] == "2026-11-30T10:00Z"
+    shown = o.wf.ok("show", "b1")
+    assert "held (picked since " in shown and "release: wf orch post b --result R" in shown
+
+
+def test_a_hold_record_that_cannot_be_trusted_holds_its_task_in_every_view(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x") + task("a2", "a"))
+    held = o.root / ".wf" / "orch" / "held" / "a1.json"
+    held.parent.mkdir(parents=True)
+    held.write_text("{not json")
+    assert runner_ids(o) == ["a2"]
+    rec = record(o, "a1")
+    assert rec["ready"] is False and rec["hold"]["kind"] == "corrupt"
+    assert "wf doctor --fix" in o.wf.ok("show", "a1")
