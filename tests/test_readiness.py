@@ -107,3 +107,39 @@ def test_a_hold_record_that_cannot_be_trusted_holds_its_task_in_every_view(o: Or
     rec = record(o, "a1")
     assert rec["ready"] is False and rec["hold"]["kind"] == "corrupt"
     assert "wf doctor --fix" in o.wf.ok("show", "a1")
+
+
+# ------------------------------------------------------------------ releasing holds
+
+
+def test_the_list_cache_follows_the_holds(o: Orch) -> None:
+    """``wf list`` answers from a cache keyed by what it depends on: a hold released
+    without a change of TASKS.md (``wf status ID pending`` on a pending task) is seen."""
+    handed_back(o)
+    assert runner_ids(o) == [] and runner_ids(o) == []  # the second answer is the cached one
+    assert o.wf.ok("status", "a1", "pending") == "a1: pending\n"
+    assert runner_ids(o) == ["a1"]
+
+
+def test_status_pending_releases_a_handback_hold(o: Orch) -> None:
+    handed_back(o)
+    claim = o.wf("status", "a1", "progress", "me")
+    assert claim.code == 1 and "handed back, waiting for a person" in claim.err
+    assert "wf status a1 pending" in claim.err
+    assert o.wf.ok("status", "a1", "pending") == "a1: pending\n"
+    assert not (o.root / ".wf" / "orch" / "held" / "a1.json").exists()
+    assert "runner-ready: yes" in o.wf.ok("show", "a1")
+    assert "Task: a1 " in o.wf.ok("orch", "pick", "a")
+
+
+def test_editing_the_task_releases_its_hold_in_every_view(o: Orch) -> None:
+    handed_back(o)
+    o.wf.ok("set", "a1", "--prio", "1")
+    assert runner_ids(o) == ["a1"] and record(o, "a1")["hold"] is None
+    assert "Task: a1 " in o.wf.ok("orch", "pick", "a")
+
+
+def test_naming_a_handed_back_task_picks_it_and_releases_the_hold(o: Orch) -> None:
+    handed_back(o)
+    assert "Task: a1 " in o.wf.ok("orch", "pick", "a", "--id", "a1")
+    assert not (o.root / ".wf" / "orch" / "held" / "a1.json").exists()

@@ -448,7 +448,8 @@ def status(
     wf status ID awaiting 'Q'    needs a ruling from the owner
     wf status ID blocked 'WHY'   cannot go on until something outside changes
     wf status ID wip 'NOTE'      unfinished work was wrapped up
-    wf status ID pending         back to the queue (removes the Status line)
+    wf status ID pending         back to the queue (removes the Status line and
+                                 releases a handback hold)
 
     \b
     Example:
