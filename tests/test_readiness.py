@@ -5,11 +5,14 @@ pilot ends or waits, and never starts a batch with no task to run."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from tests import wfproc
 from tests.conftest import WfRunner
 from tests.test_batch import Batch
 from tests.test_orch import Orch, lanes_toml, task
@@ -143,3 +146,48 @@ def test_naming_a_handed_back_task_picks_it_and_releases_the_hold(o: Orch) -> No
     handed_back(o)
     assert "Task: a1 " in o.wf.ok("orch", "pick", "a", "--id", "a1")
     assert not (o.root / ".wf" / "orch" / "held" / "a1.json").exists()
+
+
+# ------------------------------------------------------------------ the pilot
+
+
+def pilot(b: Batch, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return wfproc.run(
+        [sys.executable, "-m", "wf", "pilot", "--poll", "0.3", *args], cwd=b.root, capture_output=True,
+        text=True, env=b.env, timeout=timeout, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_the_pilot_with_only_handed_back_work_ends_at_once_saying_what_waits(b: Batch) -> None:
+    handed_back(b, task("q1", "a", extra="Status: awaiting: Which colour?"))
+    r = pilot(b, "--for", "10m", "--no-prep")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "started" not in r.stdout and not list((b.root / ".wf" / "batch").glob("*.json"))
+    assert "waiting for a person: 1 handed back (a1), 1 awaiting (q1)" in r.stdout
+    assert "question q1: Which colour?" in r.stdout
+    assert "pilot ended: nothing left to run or prepare" in r.stdout
+
+
+@pytest.mark.timeout(120)
+def test_the_pilot_waits_while_a_lane_is_held_by_an_interactive_pick(b: Batch) -> None:
+    b.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x") + task("a2", "a", "write a2.txt x"))
+    assert "Task: a1 " in b.wf.ok("orch", "pick", "a")
+    dry = b.batch("3", "--dry-run")
+    assert "lanes: - (no lane has runner-ready work)" in dry.stdout, dry.stdout
+    r = pilot(b, "--for", "3s")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "started" not in r.stdout and not list((b.root / ".wf" / "batch").glob("*.json"))
+    assert r.stdout.count("waiting: lane a is held: a1 was picked by an interactive orchestrator") == 1
+    assert "pilot ended: --for" in r.stdout
+
+
+def test_a_batch_leaves_out_a_lane_someone_holds(b: Batch) -> None:
+    b.setup(
+        lanes_toml("a", "b"),
+        task("a1", "a", "write a1.txt x")
+        + task("a2", "a", "write a2.txt x")
+        + task("b1", "b", "write b1.txt x"),
+    )
+    assert "lanes: a, b\n" in b.batch("3", "--dry-run").stdout
+    assert "Task: a1 " in b.wf.ok("orch", "pick", "a")  # an interactive orchestrator holds lane a
+    assert "lanes: b\n" in b.batch("3", "--dry-run").stdout

@@ -97,13 +97,17 @@ class Plan:
 
 def ready_lanes(project: Project) -> list[str]:
     """Lanes (in wf.toml's order) with runner-ready work, or with a record that a run
-    which died left behind (a killed batch): the loop recovers its task in place."""
+    which died left behind (a killed batch): the loop recovers its task in place. A lane
+    someone still holds (``held_lanes``) is not one: a batch's loop would stop it at once."""
     from wf import backlog
     from wf.orch import pick, state
 
     bl = backlog.load(project)
+    held = held_lanes(project)
     out = []
     for ln in project.config.lanes:
+        if ln.name in held:
+            continue
         try:
             rec = state.load(project, ln.name)
         except WfError:
@@ -111,6 +115,28 @@ def ready_lanes(project: Project) -> list[str]:
         orphan = rec is not None and rec.owner is not None and pick.live_holder(rec) is None
         if orphan or bl.runner_ready(ln.name):
             out.append(ln.name)
+    return out
+
+
+def held_lanes(project: Project) -> dict[str, str]:
+    """Lanes whose record someone still holds, with who: an interactive orchestrator's
+    pick (until it posts), or a live ``wf orch run``, worker or pick."""
+    from wf.orch import pick, state
+
+    out: dict[str, str] = {}
+    for ln in project.config.lanes:
+        try:
+            rec = state.load(project, ln.name)
+        except WfError:
+            continue
+        if rec is None:
+            continue
+        if rec.owner is None and rec.pid is None:
+            out[ln.name] = f"{rec.id} was picked by an interactive orchestrator (wf orch post {ln.name} ...)"
+            continue
+        holder = pick.live_holder(rec)
+        if holder:
+            out[ln.name] = f"{rec.id} is held by {holder}"
     return out
 
 
