@@ -142,6 +142,16 @@ def test_editing_the_task_releases_its_hold_in_every_view(o: Orch) -> None:
     assert "Task: a1 " in o.wf.ok("orch", "pick", "a")
 
 
+def test_a_release_by_an_edit_is_for_good_once_a_pick_saw_it(o: Orch) -> None:
+    """A pick drops the record of a hold an edit released: changing the text back later
+    does not hold the task again."""
+    handed_back(o, task("b1", "b", "write b1.txt x"))
+    o.wf.ok("set", "a1", "--effort", "3")
+    assert "Task: b1 " in o.wf.ok("orch", "pick", "b")
+    o.wf.ok("set", "a1", "--effort", "")
+    assert runner_ids(o) == ["a1"]
+
+
 def test_naming_a_handed_back_task_picks_it_and_releases_the_hold(o: Orch) -> None:
     handed_back(o)
     assert "Task: a1 " in o.wf.ok("orch", "pick", "a", "--id", "a1")
