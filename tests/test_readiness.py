@@ -184,6 +184,11 @@ def test_the_pilot_waits_while_a_lane_is_held_by_an_interactive_pick(b: Batch) -
     assert "Task: a1 " in b.wf.ok("orch", "pick", "a")
     dry = b.batch("3", "--dry-run")
     assert "lanes: - (no lane has runner-ready work)" in dry.stdout, dry.stdout
+    refused = b.batch("3")
+    assert (
+        refused.returncode == 1
+        and "lane a is held: a1 was picked by an interactive orchestrator" in refused.stderr
+    )
     r = pilot(b, "--for", "3s")
     assert r.returncode == 0, r.stderr + r.stdout
     assert "started" not in r.stdout and not list((b.root / ".wf" / "batch").glob("*.json"))
