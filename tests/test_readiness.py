@@ -152,6 +152,13 @@ def test_a_release_by_an_edit_is_for_good_once_a_pick_saw_it(o: Orch) -> None:
     assert runner_ids(o) == ["a1"]
 
 
+def test_the_hold_record_of_a_task_done_since_is_dropped_by_the_next_pick(o: Orch) -> None:
+    handed_back(o, task("b1", "b", "write b1.txt x"))
+    o.wf.ok("done", "a1")
+    assert "Task: b1 " in o.wf.ok("orch", "pick", "b")
+    assert not (o.root / ".wf" / "orch" / "held" / "a1.json").exists()
+
+
 def test_naming_a_handed_back_task_picks_it_and_releases_the_hold(o: Orch) -> None:
     handed_back(o)
     assert "Task: a1 " in o.wf.ok("orch", "pick", "a", "--id", "a1")

@@ -207,20 +207,6 @@ def hold(project: Project, task_id: str, text: str, since: str, why: str) -> Non
     store.save(holds.held_path(project.wf_dir, task_id), Held(task_id, task_digest(text), since, why))
 
 
-def held(project: Project, task_id: str, text: str) -> Held | None:
-    """The hold on a task if its text is still what the loop left; a hold whose task a
-    person changed since is dropped (None). Readiness reads holds through the backlog
-    (``Backlog.handback``); this is for a caller under the project lock."""
-    path = holds.held_path(project.wf_dir, task_id)
-    rec = store.load(Held, path)
-    if rec is None:
-        return None
-    if rec.digest != task_digest(text):
-        path.unlink(missing_ok=True)
-        return None
-    return rec
-
-
 def held_files(project: Project) -> list[Path]:
     folder = holds.held_dir(project.wf_dir)
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
