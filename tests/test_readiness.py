@@ -213,3 +213,27 @@ def test_a_batch_leaves_out_a_lane_someone_holds(b: Batch) -> None:
     assert "lanes: a, b\n" in b.batch("3", "--dry-run").stdout
     assert "Task: a1 " in b.wf.ok("orch", "pick", "a")  # an interactive orchestrator holds lane a
     assert "lanes: b\n" in b.batch("3", "--dry-run").stdout
+
+
+@pytest.mark.timeout(120)
+def test_the_pilot_waits_while_a_solo_task_waits_for_a_held_lane(b: Batch) -> None:
+    """A batch on lane b would stop at once (its next task runs alone, and lane a is
+    held): no batch takes it, and the pilot waits instead of starting one every poll."""
+    b.setup(lanes_toml("a", "b"), task("a1", "a", "write a1.txt x") + task("b1", "b", extra="Sessions: solo"))
+    assert "Task: a1 " in b.wf.ok("orch", "pick", "a")
+    assert "lanes: - (no lane has runner-ready work)" in b.batch("3", "--dry-run").stdout
+    r = pilot(b, "--for", "3s")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "started" not in r.stdout and not list((b.root / ".wf" / "batch").glob("*.json"))
+    assert "waiting: lane b waits: its solo task b1 runs alone, and lane a is held: a1 was picked" in r.stdout
+    assert "pilot ended: --for" in r.stdout
+
+
+def test_no_batch_takes_a_lane_while_a_held_lane_works_a_solo_task(b: Batch) -> None:
+    b.setup(lanes_toml("a", "b"), task("a1", "a", extra="Sessions: solo") + task("b1", "b", "write b1.txt x"))
+    assert "lanes: a, b\n" in b.batch("3", "--dry-run").stdout
+    assert "Task: a1 " in b.wf.ok("orch", "pick", "a")
+    assert "lanes: - (no lane has runner-ready work)" in b.batch("3", "--dry-run").stdout
+    refused = b.batch("3")
+    assert refused.returncode == 1
+    assert "lane b waits for lane a, whose solo task runs alone: a1 was picked" in refused.stderr

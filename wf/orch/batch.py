@@ -101,9 +101,9 @@ def start(project: Project, p: Plan) -> Started:
     if stop_file(project).exists():
         raise WfError(f"{stop_file(project).relative_to(project.root)} exists: remove it to start a batch")
     if not p.lanes:
-        from wf.orch.batchplan import held_lanes
+        from wf.orch.batchplan import lane_work
 
-        held = "".join(f"; lane {lane} is held: {who}" for lane, who in held_lanes(project).items())
+        held = "".join(f"; lane {lane} {why}" for lane, why in lane_work(project).waiting.items())
         raise WfError(
             f"no lane has runner-ready work that a batch may take{held} (wf list --runner; wf batch K --prep)"
         )

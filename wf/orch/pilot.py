@@ -61,17 +61,10 @@ def _has_work(project: Project, plan: batchplan.Plan) -> bool:
 
 
 def _held_work(project: Project, lanes: list[str] | None) -> dict[str, str]:
-    """Lanes (of ``lanes``, or all) that someone holds while runner-ready work waits
-    behind the task they hold: the pilot waits for them instead of ending."""
-    from wf import backlog
-
-    held = batchplan.held_lanes(project)
-    if not held:
-        return {}
-    bl = backlog.load(project)
-    return {
-        lane: who for lane, who in held.items() if (lanes is None or lane in lanes) and bl.runner_ready(lane)
-    }
+    """Lanes (of ``lanes``, or all) whose runner-ready work waits for a lane someone
+    holds: the pilot waits for them instead of ending."""
+    waiting = batchplan.lane_work(project).waiting
+    return {lane: why for lane, why in waiting.items() if lanes is None or lane in lanes}
 
 
 def waiting_lines(project: Project, lanes: list[str] | None) -> list[str]:
@@ -158,8 +151,8 @@ def run(
                 held = _held_work(project, lanes)
                 if held:  # ready work waits behind a lane someone holds: wait, start nothing
                     if held != waits:
-                        for lane, who in held.items():
-                            emit(f"waiting: lane {lane} is held: {who}")
+                        for lane, why in held.items():
+                            emit(f"waiting: lane {lane} {why}")
                         waits = held
                     time.sleep(min(poll, max(0.0, left)))
                     continue
