@@ -206,10 +206,10 @@ def test_wf_lanes_shows_the_cloud_lane(c: Cloud) -> None:
     c.setup(task("big", "opus", "cloud: polls 5") + task("other", "opus") + task("s", "sonnet"), parallel=2)
     c.wf.ok("cloud", "send", "big")
     assert c.wf.ok("lanes") == (
-        "lane    model       adapter  ready  progress  awaiting  blocked  active\n"
-        "sonnet  msonnet     cmd      1      0         0         0        -\n"
-        "opus    mopus       cmd      1      1         0         0        -\n"
-        "cloud   opus-class  cloudx2  1      1         0         0        big\n"
+        "lane    model       adapter  ready  progress  awaiting  handback  blocked  active\n"
+        "sonnet  msonnet     cmd      1      0         0         0         0        -\n"
+        "opus    mopus       cmd      1      1         0         0         0        -\n"
+        "cloud   opus-class  cloudx2  1      1         0         0         0        big\n"
     )
     rows = {r["lane"]: r for r in json.loads(c.wf.ok("lanes", "--json"))}
     cloud = rows["cloud"]

@@ -409,6 +409,7 @@ def test_demo_runs_the_real_loop(tmp_path: Path) -> None:
     for tid in ("greet", "greet-test", "cli-args", "cli-main", "cli", "document-greet-in-the-readme"):
         assert f" {tid} lane=" in out, tid
     assert "storage  haiku   p2  awaiting" in out and "release  sonnet  p2  pending" in out
+    assert "clock    haiku   p3  handback" in out  # handed back: not ready in the demo's views either
 
 
 # ------------------------------------------------------------------ from the review

@@ -1,19 +1,25 @@
-"""The backlog as a whole: TASKS.md, the archive and the lanes, read together.
+"""The backlog as a whole: TASKS.md, the archive, the lanes and the holds, read together.
 
 One function decides runner-readiness (``blockers``), and every command that needs it
-(``wf list --runner``, ``wf show``, ``wf check``, claims, ``wf orch pick``) calls it.
+(``wf list``, ``wf show``, ``wf lanes``, ``wf check``, claims, ``wf orch pick``, batch
+planning, the pilot, the cloud lane) calls it. Beyond TASKS.md it reads the handback
+records (``wf.holds``): a task the loop handed back is not ready until a person changes
+it or runs ``wf status ID pending``.
 """
 
 from __future__ import annotations
 
 import bisect
 from pathlib import Path
+from typing import Any
 
 from wf import archive as archivemod
+from wf import holds as holdsmod
 from wf import taskfile
 from wf.config import Config
 from wf.errors import ParseError, ParseIssue, WfError
 from wf.fsutil import read_bytes
+from wf.holds import Hold, HoldKind
 from wf.project import Project
 from wf.taskfile import Task, TasksFile
 
@@ -29,8 +35,11 @@ class Backlog:
         archive: archivemod.Archive,
         data: bytes,
         archive_data: bytes | None = None,
+        held: holdsmod.HeldRecords | None = None,
     ) -> None:
         self.project = project
+        self._held = held  # the handback records: read on first need, once
+        self._lane_recs: dict[str, dict[str, Any] | None] = {}
         self.doc = doc
         self.archive = archive
         self.data = data
@@ -70,8 +79,72 @@ class Backlog:
             self._children = children
         return self._children
 
-    def blockers(self, task: Task) -> list[str]:
-        """Why the task is not runner-ready; an empty list means it is."""
+    @property
+    def held(self) -> holdsmod.HeldRecords:
+        if self._held is None:
+            self._held = holdsmod.load_held(self.project.wf_dir)
+        return self._held
+
+    def handback(self, task: Task) -> Hold | None:
+        """The hold of a handback record on the task; None without a record, or when a
+        person changed the task's text since the loop left it. A record that cannot be
+        trusted holds the task (never read as "no hold")."""
+        held = self.held
+        if held.empty:
+            return None
+        bad = held.corrupt.get(task.id)
+        if bad is not None:
+            return Hold(
+                HoldKind.CORRUPT,
+                f"its handback record cannot be trusted ({bad.why})",
+                "wf doctor --fix moves the record aside",
+            )
+        rec = held.records.get(task.id)
+        if rec is None or rec.digest != holdsmod.task_digest(self.doc.text[task.span[0] : task.span[1]]):
+            return None
+        return Hold(
+            HoldKind.HANDBACK,
+            "handed back by its worker (its last Note says why), waiting for a person",
+            f"change the task (wf edit {task.id}, wf set, an editor) or wf status {task.id} pending",
+        )
+
+    def hold(self, task: Task) -> Hold | None:
+        """What holds the task for a person or for whoever picked it, and what releases it."""
+        st = task.status if "status" in task.kv else taskfile.PENDING
+        tid = task.id
+        if st.state == "pending":
+            return self.handback(task)
+        if st.state == "awaiting":
+            return Hold(HoldKind.AWAITING, st.text, f"answer it in the task, then wf status {tid} pending")
+        if st.state == "wip":
+            return Hold(
+                HoldKind.WIP, st.text, f"wf status {tid} pending (the next pick goes on from its kept branch)"
+            )
+        if st.state == "blocked":
+            return Hold(HoldKind.BLOCKED, st.text, f"fix what it names, then wf status {tid} pending")
+        lane = self.lane_of(task)
+        if lane and lane not in self._lane_recs:
+            self._lane_recs[lane] = holdsmod.lane_record(self.project.wf_dir, lane)
+        rec = self._lane_recs.get(lane) if lane else None
+        if rec is not None and rec.get("id") == tid:
+            owner = rec.get("owner")
+            who = f"wf orch run pid {owner}" if owner else "an interactive orchestrator"
+            return Hold(
+                HoldKind.PICKED,
+                f"picked by {who} in lane {lane}",
+                f"wf orch post {lane} --result R (its report)",
+                str(rec.get("started") or "") or None,
+            )
+        return Hold(
+            HoldKind.CLAIMED,
+            f"claimed by {st.who or '?'}",
+            f"wf done {tid}, or wf status {tid} pending",
+            st.since or None,
+        )
+
+    def blockers(self, task: Task, *, handback: bool = True) -> list[str]:
+        """Why the task is not runner-ready; an empty list means it is. ``handback=False``
+        leaves a handback hold out (a person named the task: ``wf orch pick --id``)."""
         why: list[str] = []
         kv = task.kv
         if "status" in kv:
@@ -102,6 +175,15 @@ class Backlog:
             at = bisect.bisect_right(self._error_lines, task.start)
             if at < len(self._error_lines) and self._error_lines[at] <= task.end:
                 why.append("has errors (wf check)")
+        if handback:
+            held = self.handback(task)
+            if held is not None:
+                if held.kind is HoldKind.CORRUPT:
+                    why.append(held.why)
+                else:
+                    why.append(
+                        f"handed back, waiting for a person (change it, or wf status {task.id} pending)"
+                    )
         return why
 
     def is_slice_job(self, task: Task) -> bool:

@@ -1,7 +1,8 @@
 """A cache of ``wf list`` answers, keyed by the exact bytes they depend on.
 
 An orchestrator asks ``wf list --runner`` again and again while nothing changed. The
-answer depends only on TASKS.md, the archive, wf.toml and the options, so it is stored
+answer depends only on TASKS.md, the archive, wf.toml, the holds (``.wf/orch/held/``
+and the lane records, ``wf.holds``) and the options, so it is stored
 under a BLAKE2b digest of all of them: a cached answer can never be stale, and a hit
 needs no parse and no readiness pass (nor their imports). Best effort: any problem with
 the cache only means computing the answer.
@@ -15,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from wf import __version__
+from wf import __version__, holds
 from wf.fsutil import read_bytes
 from wf.project import Project
 
@@ -32,6 +33,7 @@ def key(project: Project, options: tuple[Any, ...]) -> bytes | None:
         else:
             h.update(len(data).to_bytes(8, "little"))
             h.update(data)
+    h.update(holds.state_digest(project.wf_dir))
     return h.digest()
 
 

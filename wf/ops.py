@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from wf import archive as archivemod
 from wf import backlog as backlogmod
-from wf import edits, parsecache, settle, taskfile
+from wf import edits, holds, parsecache, settle, taskfile
 from wf.backlog import Backlog
 from wf.errors import ClaimError, ParseError, TaskHasErrors, WfError
 from wf.lock import project_lock
@@ -337,6 +337,8 @@ def set_status(
                 raise ClaimError(task_id, "not runner-ready: " + "; ".join(why))
         doc = edits.set_field(bl.doc, task_id, "status", value or None)
         result[:] = [parse_status(value) if value else taskfile.PENDING]  # type: ignore[list-item]
+        if state == "pending":  # back to the queue: a handback hold is released too (under the lock)
+            holds.release(project.wf_dir, task_id)
         return Change(tasks=doc)
 
     transact(project, change, on_wait=on_wait)

@@ -21,15 +21,21 @@ RUNNER_LIMIT = 20
 
 
 def state_of(bl: Backlog, task: Task, blockers: list[str]) -> str:
+    """ready, handback (pending, but handed back: a person must change it), or the
+    task's Status state."""
     st = task.status.state
-    if st == "pending" and not blockers:
-        return "ready"
+    if st == "pending":
+        if not blockers:
+            return "ready"
+        if bl.handback(task) is not None:
+            return "handback"
     return st
 
 
 def task_record(bl: Backlog, task: Task, blockers: list[str] | None = None) -> dict[str, Any]:
     why = bl.blockers(task) if blockers is None else blockers
     st = task.status
+    hold = bl.hold(task)
     return {
         "id": task.id,
         "title": task.title,
@@ -49,6 +55,7 @@ def task_record(bl: Backlog, task: Task, blockers: list[str] | None = None) -> d
         "ready": not why,
         "slice": not why and bl.is_slice_job(task),
         "blockers": why,
+        "hold": hold.as_dict() if hold is not None else None,
         "line": task.line,
     }
 
@@ -78,7 +85,7 @@ def list_rows(
         if (
             status is not None
             and rec["state"] != status
-            and not (status == "pending" and rec["state"] == "ready")
+            and not (status == "pending" and rec["state"] in ("ready", "handback"))
         ):
             continue
         records.append(rec)
@@ -130,7 +137,15 @@ def orch_record(bl: Backlog, lane: str) -> dict[str, Any] | None:
 
 def lanes(bl: Backlog) -> list[dict[str, Any]]:
     counts = {
-        ln.name: {"ready": 0, "progress": 0, "awaiting": 0, "blocked": 0, "wip": 0, "pending": 0}
+        ln.name: {
+            "ready": 0,
+            "progress": 0,
+            "awaiting": 0,
+            "handback": 0,
+            "blocked": 0,
+            "wip": 0,
+            "pending": 0,
+        }
         for ln in bl.config.lanes
     }
     unknown: dict[str, int] = {}
@@ -165,7 +180,7 @@ def lanes(bl: Backlog) -> list[dict[str, Any]]:
                 "model": None,
                 "adapter": None,
                 "max_parallel": 0,
-                **{k: 0 for k in ("ready", "progress", "awaiting", "blocked", "wip", "pending")},
+                **{k: 0 for k in ("ready", "progress", "awaiting", "handback", "blocked", "wip", "pending")},
                 "active": None,
                 "tasks": n,
                 "missing": True,
@@ -175,7 +190,7 @@ def lanes(bl: Backlog) -> list[dict[str, Any]]:
 
 
 def lanes_text(records: list[dict[str, Any]]) -> list[str]:
-    rows = [["lane", "model", "adapter", "ready", "progress", "awaiting", "blocked", "active"]]
+    rows = [["lane", "model", "adapter", "ready", "progress", "awaiting", "handback", "blocked", "active"]]
     notes = []
     for r in records:
         if r.get("missing"):
@@ -192,6 +207,7 @@ def lanes_text(records: list[dict[str, Any]]) -> list[str]:
                 str(r["ready"]),
                 str(r["progress"]),
                 str(r["awaiting"]),
+                str(r["handback"]),
                 str(r["blocked"]),
                 r["active"] or "-",
             ]
@@ -227,6 +243,11 @@ def show_text(rec: dict[str, Any]) -> list[str]:
         lines.append("runner-ready: no")
         lines.extend(f"  - {why}" for why in rec["blockers"])
         lines.extend(f"      {e}" for e in rec.get("errors", ()))
+    hold = rec.get("hold")
+    if hold:
+        since = f" since {hold['since']}" if hold["since"] else ""
+        lines.append(f"held ({hold['kind']}{since}): {hold['why']}")
+        lines.append(f"  release: {hold['release']}")
     lines.append("")
     lines.extend(x.removesuffix("\r") for x in rec["text"].rstrip("\r\n").split("\n"))
     return lines  # made safe for the terminal where they are printed

@@ -128,7 +128,7 @@ def cli(ctx: click.Context, directory: str | None) -> None:
     A task is a '## <id>: <title>' heading with 'Key: value' fields under it
     (Model, Done, Prio, Effort, After, Lane, Sessions, Parent, Status, Note).
     Runner-ready = pending, Model and Done set, its lane exists, every After
-    id archived, not 'Sessions: owner', no open slices.
+    id archived, not 'Sessions: owner', no open slices, not handed back.
 
     \b
     First:     wf demo (the whole loop on a made-up project, no API key)

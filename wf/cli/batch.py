@@ -378,10 +378,13 @@ def batch_job(ctx: click.Context, stamp: str, ready_fd: int | None) -> int:
 @click.pass_context
 def pilot(ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: bool, poll: float) -> int:
     """Batches back to back, in the foreground (a terminal multiplexer, a timer): when no
-    batch is alive and there is runner-ready work, start 'wf batch K'; when there is
-    none, one prep batch per idle spell; after each batch its stop lines and the
-    questions a person must answer. Ends at --for, at the stop file, or when nothing is
-    left to run or prepare, with the cost report for the time it ran.
+    batch is alive and a free lane has runner-ready work, start 'wf batch K'; when there
+    is none, one prep batch per idle spell; after each batch its stop lines and the
+    questions a person must answer. While the only ready work is on a lane someone
+    holds (an interactive pick, a live wf orch run), it waits; it never starts a batch
+    without a task to run. Ends at --for, at the stop file, or when nothing is left to
+    run or prepare (saying what waits for a person), with the cost report for the time
+    it ran.
 
     \b
     Example:

@@ -194,8 +194,8 @@ def check(ctx: click.Context, as_json: bool) -> int:
 @click.option(
     "--status",
     "status",
-    type=click.Choice(["ready", "pending", "progress", "awaiting", "blocked", "wip"]),
-    help="Only tasks in this state (pending includes ready).",
+    type=click.Choice(["ready", "pending", "handback", "progress", "awaiting", "blocked", "wip"]),
+    help="Only tasks in this state (pending includes ready and handback: handed back, waiting for a person).",
 )
 @click.option(
     "--limit",
@@ -452,7 +452,8 @@ def status(
     wf status ID awaiting 'Q'    needs a ruling from the owner
     wf status ID blocked 'WHY'   cannot go on until something outside changes
     wf status ID wip 'NOTE'      unfinished work was wrapped up
-    wf status ID pending         back to the queue (removes the Status line)
+    wf status ID pending         back to the queue (removes the Status line and
+                                 releases a handback hold)
 
     \b
     Example:

@@ -91,6 +91,7 @@ def lane_row(bl: backlogmod.Backlog) -> dict[str, object]:
         "ready": len(fitting(project, bl)),
         "progress": len(running),
         "awaiting": 0,
+        "handback": 0,
         "blocked": 0,
         "wip": 0,
         "pending": 0,

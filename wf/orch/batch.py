@@ -106,7 +106,12 @@ def start(project: Project, p: Plan) -> Started:
     if stop_file(project).exists():
         raise WfError(f"{stop_file(project).relative_to(project.root)} exists: remove it to start a batch")
     if not p.lanes:
-        raise WfError("no lane has runner-ready work (wf list --runner; wf batch K --prep)")
+        from wf.orch.batchplan import lane_work
+
+        held = "".join(f"; lane {lane} {why}" for lane, why in lane_work(project).waiting.items())
+        raise WfError(
+            f"no lane has runner-ready work that a batch may take{held} (wf list --runner; wf batch K --prep)"
+        )
     stamp, log = _new_stamp(project)
     _dir(project).mkdir(parents=True, exist_ok=True)
     atomic_write_text(_dir(project) / f"{stamp}.plan.json", json.dumps(p.as_dict()) + "\n")

@@ -105,22 +105,70 @@ class Plan:
 
 
 def ready_lanes(project: Project) -> list[str]:
-    """Lanes (in wf.toml's order) with runner-ready work, or with a record that a run
-    which died left behind (a killed batch): the loop recovers its task in place."""
+    """Lanes (in wf.toml's order) a batch may take: see ``lane_work``."""
+    return lane_work(project).ready
+
+
+@dataclass(frozen=True)
+class LaneWork:
+    """Which lanes a batch may take now (``ready``, in wf.toml's order), and which have
+    runner-ready work it must not take yet, with why (``waiting``: lane -> a clause
+    after "lane <name>")."""
+
+    ready: list[str]
+    waiting: dict[str, str]
+
+
+def lane_work(project: Project) -> LaneWork:
+    """A lane is ready with runner-ready work, or with a record that a run which died left
+    behind (a killed batch: the loop recovers its task in place). A lane whose record
+    someone still holds (an interactive orchestrator's pick, until it posts; a live ``wf
+    orch run``, worker or pick) is not: a batch's loop would stop it at once. Nor is a lane
+    whose next task is ``Sessions: solo`` while another lane is held, or any lane while a
+    held lane works a solo task (the pick's own rule): the work there waits."""
     from wf import backlog
     from wf.orch import pick, state
 
     bl = backlog.load(project)
-    out = []
+    recs: dict[str, state.LaneRecord | None] = {}
+    held: dict[str, str] = {}
     for ln in project.config.lanes:
         try:
             rec = state.load(project, ln.name)
         except WfError:
             rec = None  # a corrupt record: wf doctor's, not a batch's
-        orphan = rec is not None and rec.owner is not None and pick.live_holder(rec) is None
-        if orphan or bl.runner_ready(ln.name):
-            out.append(ln.name)
-    return out
+        recs[ln.name] = rec
+        if rec is None:
+            continue
+        if rec.owner is None and rec.pid is None:
+            held[ln.name] = f"{rec.id} was picked by an interactive orchestrator (wf orch post {ln.name} ...)"
+        elif holder := pick.live_holder(rec):
+            held[ln.name] = f"{rec.id} is held by {holder}"
+    solo = next((name for name in held if (r := recs[name]) is not None and r.solo), None)
+    ready: list[str] = []
+    waiting: dict[str, str] = {}
+    for ln in project.config.lanes:
+        rec = recs[ln.name]
+        tasks = bl.runner_ready(ln.name)
+        if ln.name in held:
+            if tasks:
+                waiting[ln.name] = f"is held: {held[ln.name]}"
+            continue
+        if rec is not None and rec.owner is not None:  # held by nobody (above): orphaned
+            ready.append(ln.name)
+            continue
+        if not tasks:
+            continue
+        if solo is not None:
+            waiting[ln.name] = f"waits for lane {solo}, whose solo task runs alone: {held[solo]}"
+        elif tasks[0].sessions == "solo" and held:
+            other = next(iter(held))
+            waiting[ln.name] = (
+                f"waits: its solo task {tasks[0].id} runs alone, and lane {other} is held: {held[other]}"
+            )
+        else:
+            ready.append(ln.name)
+    return LaneWork(ready, waiting)
 
 
 def plan(

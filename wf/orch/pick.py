@@ -1,7 +1,7 @@
 """``wf orch pick``: choose, claim and ready a lane's next task.
 
 One call: stop file check; refuse a lane that already has an active record (unless
-recovering it); choose the lane's first runner-ready task that no hold keeps back;
+recovering it); choose the lane's first runner-ready task (a handed-back task is not);
 claim it; ready the lane's tree and branch; write the record; return the prompt.
 The record is written before the claim, so a claim never exists without one, and a
 pick that died half-way is finished by the next pick, never doubled.
@@ -222,18 +222,21 @@ def _choose(project: Project, bl: backlogmod.Backlog, lane: str, task_id: str | 
         task = bl.doc.task(task_id)
         if bl.lane_of(task) != lane:
             raise WfError(f"task {task_id} is in lane {bl.lane_of(task)}, not {lane}")
-        why = bl.blockers(task)
+        why = bl.blockers(task, handback=False)  # naming a task overrides a hold: a person asked for it
         if why:
             raise WfError(f"task {task_id} is not runner-ready: {'; '.join(why)}")
-        head = task  # naming a task overrides a hold: a person asked for it
+        if bl.handback(task) is not None:
+            state.unhold(project, task_id)  # a person named it: its handback hold is released
+        head = task
     else:
-        left = {t.id for t in bl.runner_ready(lane) if _left_to_cloud(project, bl, t)}
-        ready = [t for t in bl.runner_ready(lane) if not _held(project, bl, t) and t.id not in left]
+        _check_holds(project, bl, lane)
+        ready_all = bl.runner_ready(lane)  # a handed-back task is not ready: one rule, the backlog's
+        left = {t.id for t in ready_all if _left_to_cloud(project, bl, t)}
+        ready = [t for t in ready_all if t.id not in left]
         if not ready:
-            held = len(bl.runner_ready(lane)) - len(left)
-            counts = _lane_counts(bl, lane)
-            if held:
-                counts = ", ".join(x for x in (counts, f"{held} handed back, waiting for a person") if x)
+            counts, handed = _lane_counts(bl, lane)
+            if handed:
+                counts = ", ".join(x for x in (counts, f"{handed} handed back, waiting for a person") if x)
             if left:
                 counts = ", ".join(x for x in (counts, f"{len(left)} left to the cloud lane") if x)
             text = f"no runner-ready task ({counts})" if counts else "no runner-ready task"
@@ -244,8 +247,21 @@ def _choose(project: Project, bl: backlogmod.Backlog, lane: str, task_id: str | 
     return head
 
 
-def _held(project: Project, bl: backlogmod.Backlog, task: Task) -> bool:
-    return state.held(project, task.id, bl.doc.text[task.span[0] : task.span[1]]) is not None
+def _check_holds(project: Project, bl: backlogmod.Backlog, lane: str) -> None:
+    """Under the lock: a hold record that cannot be trusted on a task of the lane stops the
+    pick (CorruptRecord: never read as "no hold"); a record whose task a person changed
+    since, or that was archived, is dropped (the change released it for good)."""
+    held = bl.held
+    for tid, err in sorted(held.corrupt.items()):
+        task = bl.doc.find(tid)
+        if task is not None and bl.lane_of(task) == lane and not bl.blockers(task, handback=False):
+            raise err
+    for tid in sorted(held.records):
+        task = bl.doc.find(tid)
+        if (task is None and bl.archive.find(tid) is not None) or (
+            task is not None and bl.handback(task) is None
+        ):
+            state.unhold(project, tid)
 
 
 def _left_to_cloud(project: Project, bl: backlogmod.Backlog, task: Task) -> bool:
@@ -255,10 +271,15 @@ def _left_to_cloud(project: Project, bl: backlogmod.Backlog, task: Task) -> bool
     return batchlane.leaves(project, bl, task)
 
 
-def _lane_counts(bl: backlogmod.Backlog, lane: str) -> str:
+def _lane_counts(bl: backlogmod.Backlog, lane: str) -> tuple[str, int]:
+    """The lane's tasks by status (handed-back ones aside), and how many were handed back."""
     counts: dict[str, int] = {}
+    handed = 0
     for t in bl.doc.tasks:
         if bl.lane_of(t) == lane:
             st = t.status.state
+            if st == "pending" and bl.handback(t) is not None:
+                handed += 1
+                continue
             counts[st] = counts.get(st, 0) + 1
-    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), handed

@@ -1,10 +1,14 @@
 """``wf pilot``: batches back to back for hours, in the foreground.
 
-When no batch is alive and there is runner-ready work, start ``wf batch K``; when there
-is none but some tasks are not runner-ready, run one prep batch per idle spell (a spell
-ends when a batch runs again); after each batch print its stop lines and the questions a
-person must answer; end at ``--for``, at the stop file (or a batch that ended for it), or
-when nothing is left to run or prepare; end with the cost report for the time it ran.
+When no batch is alive and a free lane has runner-ready work, start ``wf batch K``; when
+there is none but some tasks are not runner-ready, run one prep batch per idle spell (a
+spell ends when a batch runs again); after each batch print its stop lines and the
+questions a person must answer. While the only ready work is on lanes someone holds (an
+interactive pick, a live ``wf orch run``), wait: a batch there would stop at once. End at
+``--for``, at the stop file (or a batch that ended for it), or when nothing is left to
+run or prepare, saying what waits for a person; end with the cost report for the time it
+ran. A batch is started only for a lane with a task to run (one readiness rule, the
+backlog's: a handed-back task is not one).
 """
 
 from __future__ import annotations
@@ -56,6 +60,45 @@ def _has_work(project: Project, plan: batchplan.Plan) -> bool:
     return any(lane in ready for lane in plan.lanes)
 
 
+def _held_work(project: Project, lanes: list[str] | None) -> dict[str, str]:
+    """Lanes (of ``lanes``, or all) whose runner-ready work waits for a lane someone
+    holds: the pilot waits for them instead of ending."""
+    waiting = batchplan.lane_work(project).waiting
+    return {lane: why for lane, why in waiting.items() if lanes is None or lane in lanes}
+
+
+def waiting_lines(project: Project, lanes: list[str] | None) -> list[str]:
+    """What waits for a person (on ``lanes``, or all; a task without a lane always):
+    ``waiting for a person: 1 handed back (a1), 1 awaiting (q1)``, then the questions."""
+    from wf import backlog
+    from wf.holds import HoldKind
+
+    words = {
+        HoldKind.HANDBACK: "handed back",
+        HoldKind.AWAITING: "awaiting",
+        HoldKind.WIP: "wip",
+        HoldKind.BLOCKED: "blocked",
+        HoldKind.CORRUPT: "with a hold record that cannot be trusted",
+    }
+    bl = backlog.load(project)
+    ids: dict[HoldKind, list[str]] = {}
+    questions = []
+    for t in bl.doc.tasks:
+        lane = bl.lane_of(t)
+        if lanes is not None and lane is not None and lane not in lanes:
+            continue
+        hold = bl.hold(t)
+        if hold is None or hold.kind not in words:
+            continue
+        ids.setdefault(hold.kind, []).append(t.id)
+        if hold.kind is HoldKind.AWAITING:
+            questions.append(f"  question {t.id}: {hold.why}")
+    if not ids:
+        return []
+    parts = [f"{len(ids[k])} {w} ({', '.join(ids[k])})" for k, w in words.items() if k in ids]
+    return ["waiting for a person: " + ", ".join(parts), *questions]
+
+
 def run(
     project: Project,
     *,
@@ -73,6 +116,7 @@ def run(
     deadline = time.monotonic() + for_s
     watched: str | None = None
     prepped = False  # a prep batch ran in this idle spell
+    waits: dict[str, str] = {}  # the held lanes last said to be waited for
     end: PilotEnd
     while True:
         live = batch.live(project)
@@ -98,14 +142,26 @@ def run(
         plan = batchplan.plan(project, k, lanes=lanes, for_=for_)
         kind = "batch"
         if not _has_work(project, plan):
-            if not prep or prepped:
+            prep_plan = (
+                batchplan.plan(project, k, lanes=lanes, for_=for_, prep=True)
+                if prep and not prepped
+                else None
+            )
+            if prep_plan is None or not prep_plan.lanes:
+                held = _held_work(project, lanes)
+                if held:  # ready work waits behind a lane someone holds: wait, start nothing
+                    if held != waits:
+                        for lane, why in held.items():
+                            emit(f"waiting: lane {lane} {why}")
+                        waits = held
+                    time.sleep(min(poll, max(0.0, left)))
+                    continue
+                for line in waiting_lines(project, lanes):
+                    emit(line)
                 end = PilotEnd.NOTHING_LEFT
                 break
-            plan = batchplan.plan(project, k, lanes=lanes, for_=for_, prep=True)
-            kind = "prep batch"
-            if not plan.lanes:
-                end = PilotEnd.NOTHING_LEFT
-                break
+            plan, kind = prep_plan, "prep batch"
+        waits = {}
         try:
             started = batch.start(project, plan)
         except WfError as e:

@@ -15,12 +15,13 @@ record is reported, never read as "none".
 from __future__ import annotations
 
 import enum
-import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from wf import holds
 from wf import records as store
+from wf.holds import Held, task_digest
 from wf.project import Project
 from wf.taskfile import check_id
 
@@ -159,16 +160,6 @@ class LaneRecord:
         return procs.alive_as(self.owner, self.owner_since)
 
 
-@dataclass(frozen=True)
-class Held:
-    """A task the loop handed back: not picked again until a person changes its text."""
-
-    id: str
-    digest: str
-    since: str
-    why: str
-
-
 def _dir(project: Project) -> Path:
     return project.wf_dir / "orch"
 
@@ -212,34 +203,12 @@ def stop_file(project: Project) -> Path:
 # ------------------------------------------------------------------ held tasks
 
 
-def task_digest(text: str) -> str:
-    """A task's text, blank lines at its end aside (a task appended after it moves them)."""
-    return hashlib.blake2b(text.rstrip().encode("utf-8"), digest_size=16).hexdigest()
-
-
-def _held_path(project: Project, task_id: str) -> Path:
-    return _dir(project) / "held" / f"{check_id(task_id, 'task id')}.json"
-
-
 def hold(project: Project, task_id: str, text: str, since: str, why: str) -> None:
-    store.save(_held_path(project, task_id), Held(task_id, task_digest(text), since, why))
-
-
-def held(project: Project, task_id: str, text: str) -> Held | None:
-    """The hold on a task if its text is still what the loop left; a hold whose task a
-    person changed since is dropped (None)."""
-    path = _held_path(project, task_id)
-    rec = store.load(Held, path)
-    if rec is None:
-        return None
-    if rec.digest != task_digest(text):
-        path.unlink(missing_ok=True)
-        return None
-    return rec
+    store.save(holds.held_path(project.wf_dir, task_id), Held(task_id, task_digest(text), since, why))
 
 
 def held_files(project: Project) -> list[Path]:
-    folder = _dir(project) / "held"
+    folder = holds.held_dir(project.wf_dir)
     return sorted(folder.glob("*.json")) if folder.is_dir() else []
 
 
@@ -249,7 +218,7 @@ def corrupt_held(project: Project) -> list[store.CorruptRecord]:
 
 
 def unhold(project: Project, task_id: str) -> None:
-    _held_path(project, task_id).unlink(missing_ok=True)
+    holds.release(project.wf_dir, task_id)
 
 
 def status(project: Project) -> list[dict[str, Any]]:

@@ -1,0 +1,142 @@
+"""Holds: what keeps an open task from the runners until a person (or whoever picked it)
+acts, and the command that releases it.
+
+A task is held when the loop handed it back (a record ``.wf/orch/held/<id>.json``, valid
+while the task's text is what the loop left), when its Status says awaiting, wip or
+blocked, or when it is in progress (picked by an orchestrator, or claimed by someone).
+``Backlog.blockers`` decides readiness with the handback records as an input (read once
+per command from the small ``held/`` folder; a task's text is digested only when it has
+a record), so every view and plan agrees; ``Backlog.hold`` names the hold for ``wf show``
+and ``wf list --json``.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # wf.records is imported where records are read: a cached wf list needs none
+    from wf.records import CorruptRecord
+
+
+class HoldKind(enum.StrEnum):
+    HANDBACK = "handback"  # the loop handed it back: a person reads its Note and changes it
+    AWAITING = "awaiting"  # a question for a person
+    WIP = "wip"  # unfinished work was wrapped up
+    BLOCKED = "blocked"  # something outside must change (a red post-check, a crash)
+    PICKED = "picked"  # an orchestrator works it (its lane record names it)
+    CLAIMED = "claimed"  # in progress, claimed by someone without a lane record
+    CORRUPT = "corrupt"  # its handback record cannot be trusted: never read as "no hold"
+
+
+@dataclass(frozen=True)
+class Hold:
+    kind: HoldKind
+    why: str  # what holds it, in a person's words
+    release: str  # the command (or act) that releases it
+    since: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "why": self.why, "release": self.release, "since": self.since}
+
+
+@dataclass(frozen=True)
+class Held:
+    """A task the loop handed back: not picked again until a person changes its text."""
+
+    id: str
+    digest: str
+    since: str
+    why: str
+
+
+def task_digest(text: str) -> str:
+    """A task's text, blank lines at its end aside (a task appended after it moves them)."""
+    return hashlib.blake2b(text.rstrip().encode("utf-8"), digest_size=16).hexdigest()
+
+
+def held_dir(wf_dir: Path) -> Path:
+    return wf_dir / "orch" / "held"
+
+
+def held_path(wf_dir: Path, task_id: str) -> Path:
+    from wf.taskfile import check_id
+
+    return held_dir(wf_dir) / f"{check_id(task_id, 'task id')}.json"
+
+
+@dataclass(frozen=True)
+class HeldRecords:
+    """The handback records of a project, read once: by task id, those that load and
+    those that cannot be trusted."""
+
+    records: dict[str, Held]
+    corrupt: dict[str, CorruptRecord]
+
+    @property
+    def empty(self) -> bool:
+        return not self.records and not self.corrupt
+
+
+def load_held(wf_dir: Path) -> HeldRecords:
+    from wf import records as store
+
+    recs: dict[str, Held] = {}
+    bad: dict[str, CorruptRecord] = {}
+    try:
+        entries = [e for e in os.scandir(held_dir(wf_dir)) if e.name.endswith(".json")]
+    except OSError:
+        return HeldRecords(recs, bad)
+    for e in entries:
+        task_id = e.name.removesuffix(".json")
+        try:
+            rec = store.load(Held, Path(e.path))
+        except store.CorruptRecord as err:
+            bad[task_id] = err
+            continue
+        if rec is not None:
+            recs[task_id] = rec
+    return HeldRecords(recs, bad)
+
+
+def release(wf_dir: Path, task_id: str) -> bool:
+    """Drop a task's handback record; True if there was one."""
+    try:
+        held_path(wf_dir, task_id).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def lane_record(wf_dir: Path, lane: str) -> dict[str, Any] | None:
+    """A lane's orchestration record as plain data (who picked what), None if it has none
+    or it cannot be read (``wf orch status`` and ``wf doctor`` report such a record)."""
+    try:
+        data = json.loads((wf_dir / "orch" / f"{lane}.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def state_digest(wf_dir: Path) -> bytes:
+    """The bytes the holds of every task depend on beyond TASKS.md (the handback records
+    and the lane records), for a cache key."""
+    h = hashlib.blake2b(digest_size=16)
+    for folder in (held_dir(wf_dir), wf_dir / "orch"):
+        try:
+            names = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".json") and e.is_file())
+        except OSError:
+            h.update(b"\1")
+            continue
+        for name in names:
+            try:
+                data = (folder / name).read_bytes()
+            except OSError:
+                data = b"\2"
+            h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    return h.digest()
