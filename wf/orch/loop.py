@@ -13,6 +13,9 @@ What can go wrong, and what becomes of it:
   fault. The claim is released (the task is exactly as before), the lane, or every lane
   on that tool, stops with the tool's own words, and the run exits 1;
 - the worker ended without a report: crashed, one recovery pick in place;
+- a stop that belongs to one task (awaiting, handback, wip, its red post-check, crashed
+  twice): the task is held for a person and the lane goes on with its next task; two
+  such stops in a row stop the lane. The run exits 4 and names each held task at its end;
 - the loop itself died (killed, a reboot): its records name it as owner; the next run
   takes them over once that owner is gone, posting a report that was captured rather
   than working the task again.
@@ -48,6 +51,7 @@ from wf.supervise import POLL, Unit
 
 # every lane on that tool stops: the next worker would meet the same wall
 TOOL_WIDE = frozenset({Failure.auth, Failure.quota, Failure.rate_limit, Failure.network})
+IN_A_ROW = 2  # task-owned stops in a row that stop a lane: a lane failing every task must not burn the night
 WAKE_EVERY = 10.0  # --until-stop: seconds between looks for new work (and at once when TASKS.md changes)
 
 
@@ -86,6 +90,9 @@ class Loop:
         self.stopped: dict[str, StopReason] = {}
         self.seen: list[StopReason] = []  # every stop of this run: the exit code is made from them
         self.broken_tools: dict[str, StopReason] = {}
+        self.in_a_row: dict[str, int] = {}  # per lane: task-owned stops since its last task that went on
+        self.tired: dict[str, frozenset[str]] = {}  # lanes stopped for stops in a row: their ready ids then
+        self.held: list[StopReason] = []  # the task-owned stops of this run: a person is needed
         self.last_done_lane: str | None = None
         self.count = 0
         self.started_tasks = 0
@@ -152,7 +159,32 @@ class Loop:
         if not quiet:
             self.emit(f"stop lane {lane}: {reason.text}")
 
+    def _hold(self, lane: str, reason: StopReason) -> bool:
+        """A stop that belongs to one task: the task waits for a person (its status or a
+        hold says so) and the lane goes on (True), unless it is the lane's IN_A_ROW-th
+        such stop in a row: then the lane stops (False)."""
+        self.held.append(reason)
+        self.seen.append(reason)
+        run = self.in_a_row.get(lane, 0) + 1
+        self.in_a_row[lane] = run
+        if run >= IN_A_ROW:
+            try:
+                ready = frozenset(t.id for t in backlogmod.load(self.project).runner_ready(lane))
+            except WfError:
+                ready = frozenset()
+            self.tired[lane] = ready
+            self._stop(
+                lane, StopReason(reason.kind, f"{run} tasks in a row need a person; the last: {reason.text}")
+            )
+            return False
+        self.emit(f"{lane}: {reason.text} (held for a person; the lane goes on)")
+        return True
+
     def _start(self, lane: str, p: Pick) -> None:
+        if p.stop is not None and p.stop.kind.task_owned:
+            if self._hold(lane, p.stop):
+                self._pick(lane)
+            return
         if p.stop is not None or p.record is None:
             self._stop(lane, p.stop or StopReason(Stop.ERROR, "stopped"))
             return
@@ -283,8 +315,14 @@ class Loop:
                 continue
             if bl is None:
                 bl = backlogmod.load(self.project)
-            if not bl.runner_ready(lane) and state.load(self.project, lane) is None:
+            ready = {t.id for t in bl.runner_ready(lane)}
+            if not ready and state.load(self.project, lane) is None:
                 continue
+            if lane in self.tired:
+                if not ready - self.tired[lane]:
+                    continue  # stopped for tasks in a row that need a person: only new work wakes it
+                del self.tired[lane]
+                self.in_a_row.pop(lane, None)
             try:
                 p = pick(self.project, lane, owner=self.me)
             except WfError as e:
@@ -369,11 +407,17 @@ class Loop:
         if posted.outcome.done:
             self.last_done_lane = lane
         if posted.next is not None:  # a stop line, or the recovery pick after a crash
-            if posted.next.stop is not None:
-                self._stop(lane, posted.next.stop)
+            stop = posted.next.stop
+            if stop is not None and stop.kind.task_owned:
+                if self._hold(lane, stop):
+                    self._pick(lane)
+                return
+            if stop is not None:
+                self._stop(lane, stop)
                 return
             self._start(lane, posted.next)
             return
+        self.in_a_row.pop(lane, None)  # a task that went on: the lane works
         self._pick(lane)
 
     def _post(
@@ -506,6 +550,8 @@ class Loop:
             if interrupted.is_set():
                 self._poll_all(then_pick=False)  # a worker that already reported is posted
                 return 130
+            for reason in self.held:
+                self.emit(f"needs a person: {reason.text}")
             return self.exit_code()
         finally:
             for lane, (unit, rec) in list(self.units.items()):

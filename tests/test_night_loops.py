@@ -1,0 +1,110 @@
+"""Nights with nobody watching: a stop that belongs to one task holds that task and the
+lane goes on (two in a row stop it)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import WfRunner
+from tests.test_night import _events, _popen, _wait_for
+from tests.test_orch import Orch, lanes_toml, task
+
+FAILS = '`python3 -c "raise SystemExit(1)"`'  # a Done check that fails: the worker hands back
+
+
+@pytest.fixture
+def o(wf: WfRunner) -> Orch:
+    return Orch(wf)
+
+
+def cmd_lane(lane: str, argv: list[str]) -> str:
+    return f'[lanes.{lane}]\nmodel = "m{lane}"\nadapter = "cmd"\ncmd = {json.dumps(argv)}\n'
+
+
+# ------------------------------------------------------------------ the lane goes on
+
+
+@pytest.mark.timeout(180)
+def test_a_handback_holds_its_task_and_the_lane_goes_on(o: Orch) -> None:
+    """a1 is handed back, a2 works, a3 awaits, a4 works: each stop holds its own task,
+    the lane goes on (a done in between starts the count again), and the run still
+    exits 4 naming what needs a person."""
+    o.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x", done=FAILS, extra="Prio: 1")
+        + task("a2", "a", "write a2.txt x", extra="Prio: 2")
+        + task("a3", "a", "awaiting Blue or green?", extra="Prio: 3")
+        + task("a4", "a", "write a4.txt x", extra="Prio: 3"),
+    )
+    r = o.proc("orch", "run", "a", timeout=170)
+    assert r.returncode == 4, r.stdout + r.stderr  # a person is needed
+    assert sorted(o.archived()) == ["a2", "a4"], r.stdout
+    assert "a: a1 handed back: Done check failed" in r.stdout
+    assert "(held for a person; the lane goes on)" in r.stdout
+    assert "stop lane a: a1 handed back" not in r.stdout
+    assert o.status("a1") == "pending" and o.status("a3") == "awaiting: Blue or green?"
+    assert "needs a person: a1 handed back: Done check failed" in r.stdout
+    assert "needs a person: a3 awaits an answer: Blue or green?" in r.stdout
+    assert [(e["id"], e["outcome"]) for e in o.orch_log()] == [
+        ("a1", "handback"),
+        ("a2", "done"),
+        ("a3", "awaiting"),
+        ("a4", "done"),
+    ]
+    # the handed-back task stays held: the next run does not pick it
+    again = o.proc("orch", "run", "a")
+    assert "start a1" not in again.stdout and "handed back, waiting for a person" in again.stdout
+
+
+@pytest.mark.timeout(180)
+def test_two_task_owned_stops_in_a_row_stop_the_lane(o: Orch) -> None:
+    """A lane that fails every task does not burn the night: after two stops in a row
+    that each belong to one task, the lane stops and its next task is not started."""
+    o.setup(
+        lanes_toml("a"),
+        task("a1", "a", "awaiting Which colour?", extra="Prio: 1")
+        + task("a2", "a", "write a2.txt x", done=FAILS, extra="Prio: 2")
+        + task("a3", "a", "write a3.txt x", extra="Prio: 3"),
+    )
+    r = o.proc("orch", "run", "a")
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "stop lane a: 2 tasks in a row need a person; the last: a2 handed back" in r.stdout
+    assert "start a3" not in r.stdout and o.status("a3") == "pending"
+    assert o.archived() == []
+    assert "needs a person: a1 awaits an answer: Which colour?" in r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_until_stop_wakes_a_lane_stopped_for_stops_in_a_row_only_for_new_work(o: Orch) -> None:
+    """With --until-stop, a lane stopped for two task-owned stops in a row does not wake
+    for the ready task it stopped before; a task a person adds wakes it."""
+    o.setup(
+        lanes_toml("a"),
+        task("a1", "a", "awaiting Which colour?", extra="Prio: 1")
+        + task("a2", "a", "write a2.txt x", done=FAILS, extra="Prio: 2")
+        + task("a3", "a", "write a3.txt x", extra="Prio: 3"),
+    )
+    p = _popen(o, "orch", "run", "a", "--until-stop")
+    _wait_for(lambda: "stop lane a: 2 tasks in a row" in _events(o), what="the stop")
+    o.wf.ok(
+        "add",
+        "New",
+        "--id",
+        "a4",
+        "--model",
+        "ma",
+        "--prio",
+        "1",
+        "--done",
+        "true",
+        "--body",
+        "script: write a4.txt y",
+    )
+    _wait_for(lambda: "a3: done" in _events(o), what="a3 after the new work")
+    (o.root / "out" / "wf-batch.stop").touch()
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 4, out + err
+    assert out.index("start a4") < out.index("start a3"), out  # only the new task woke the lane
