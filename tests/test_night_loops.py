@@ -1,9 +1,12 @@
 """Nights with nobody watching: a stop that belongs to one task holds that task and the
-lane goes on (two in a row stop it)."""
+lane goes on (two in a row stop it); a worker that fails for want of its own program
+(it died before reading its prompt, or failed the same way on two tasks) stops the lane
+naming the error, and no task is blocked or charged a crash for it."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -108,3 +111,74 @@ def test_until_stop_wakes_a_lane_stopped_for_stops_in_a_row_only_for_new_work(o:
     out, err = p.communicate(timeout=60)
     assert p.returncode == 4, out + err
     assert out.index("start a4") < out.index("start a3"), out  # only the new task woke the lane
+
+
+# ------------------------------------------------------------------ the worker's own failure
+
+
+def test_a_worker_that_dies_before_reading_its_prompt_is_not_the_tasks_fault(o: Orch) -> None:
+    """A cmd lane whose program cannot be imported (python -m of a module that is not
+    there, run outside its venv: no traceback, and its prompt never read): the lane
+    stops naming Python's words, the task is exactly as before, no crash is charged."""
+    o.setup(cmd_lane("a", [sys.executable, "-m", "no_such_worker_wf"]), task("a1", "a", "write a1.txt x"))
+    before = (o.root / "TASKS.md").read_bytes()
+    r = o.proc("orch", "run", "a")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert (
+        "stop lane a: cmd could not run (tool): the worker ended (exit 1) before reading its prompt: "
+        in r.stdout
+    )
+    assert "No module named no_such_worker_wf" in r.stdout
+    assert "crashed" not in r.stdout
+    assert (o.root / "TASKS.md").read_bytes() == before
+    assert [e["outcome"] for e in o.orch_log()] == ["released"]
+    assert o.wf.ok("orch", "status").strip() == "no active lanes"
+
+
+def test_a_worker_that_ran_on_its_prompt_file_and_failed_is_the_tasks_crash(o: Orch) -> None:
+    """Read its prompt from WF_PROMPT_FILE, printed, failed: it ran, so it is the task's
+    crash (a recovery, then blocked), not a tool that could not start."""
+    worker = "import os, sys; print(open(os.environ['WF_PROMPT_FILE']).read()[:20]); sys.exit(3)"
+    o.setup(cmd_lane("a", [sys.executable, "-c", worker]), task("a1", "a", "write a1.txt x"))
+    r = o.proc("orch", "run", "a")
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "a1 crashed: one recovery pick" in r.stdout
+    assert o.status("a1") == "blocked: crashed twice"
+
+
+def test_a_worker_that_fails_the_same_way_on_two_tasks_stops_the_lane(o: Orch) -> None:
+    """The worker reads its prompt, then fails on its own configuration, the same way
+    every time: on the second task that is the worker's failure, not the task's: the
+    lane stops naming it and the second task is released as it was. (The first task's
+    two tries came before anything could tell: it is blocked as crashed twice.)"""
+    worker = "import sys; sys.stdin.read(); sys.exit('worker config missing: WORKER_KEY')"
+    o.setup(
+        cmd_lane("a", [sys.executable, "-c", worker]),
+        task("a1", "a", "write a1.txt x", extra="Prio: 1")
+        + task("a2", "a", "write a2.txt x", extra="Prio: 2"),
+    )
+    r = o.proc("orch", "run", "a")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert (
+        "stop lane a: cmd could not run (tool): the worker failed the same way on a1 and a2 (exit 1): "
+        "worker config missing: WORKER_KEY"
+    ) in r.stdout
+    assert o.status("a1") == "blocked: crashed twice"
+    assert o.status("a2") == "pending"
+    assert [(e["id"], e["outcome"]) for e in o.orch_log() if e["id"] == "a2"] == [("a2", "released")]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_two_tasks_that_time_out_alike_are_each_the_tasks(o: Orch) -> None:
+    """Timeouts look alike on every task ("still running after N s"): they are never a
+    crash signature; each task gets its recovery pick and the lane goes on."""
+    o.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x", "hang", extra="Prio: 1")
+        + task("a2", "a", "write a2.txt x", "hang", extra="Prio: 2"),
+    )
+    r = o.proc("orch", "run", "a", "--timeout", "4", timeout=170)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(o.archived()) == ["a1", "a2"]
+    assert "could not run" not in r.stdout

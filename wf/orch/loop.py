@@ -12,7 +12,9 @@ What can go wrong, and what becomes of it:
   model refused, the worker's own imports failed): infrastructure, not the task's
   fault. The claim is released (the task is exactly as before), the lane, or every lane
   on that tool, stops with the tool's own words, and the run exits 1;
-- the worker ended without a report: crashed, one recovery pick in place;
+- the worker ended without a report: crashed, one recovery pick in place; but a worker
+  that died before reading its prompt, or failed the same way (exit status, last error
+  line) on two tasks, is its tool's failure, as above;
 - a stop that belongs to one task (awaiting, handback, wip, its red post-check, crashed
   twice): the task is held for a person and the lane goes on with its next task; two
   such stops in a row stop the lane. The run exits 4 and names each held task at its end;
@@ -34,6 +36,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import NamedTuple
 
 from wf import adapters, procs, runs
 from wf import backlog as backlogmod
@@ -53,6 +56,15 @@ from wf.supervise import POLL, Unit
 TOOL_WIDE = frozenset({Failure.auth, Failure.quota, Failure.rate_limit, Failure.network})
 IN_A_ROW = 2  # task-owned stops in a row that stop a lane: a lane failing every task must not burn the night
 WAKE_EVERY = 10.0  # --until-stop: seconds between looks for new work (and at once when TASKS.md changes)
+
+
+class CrashSignature(NamedTuple):
+    """How a worker failed without a report: the same on two tasks is its tool's fault."""
+
+    adapter: str
+    cmd: tuple[str, ...]
+    exit_code: int | None
+    last_line: str
 
 
 def infra_failure(status: dict[str, object]) -> Failure | None:
@@ -93,6 +105,7 @@ class Loop:
         self.in_a_row: dict[str, int] = {}  # per lane: task-owned stops since its last task that went on
         self.tired: dict[str, frozenset[str]] = {}  # lanes stopped for stops in a row: their ready ids then
         self.held: list[StopReason] = []  # the task-owned stops of this run: a person is needed
+        self.crashes: dict[CrashSignature, str] = {}  # how a worker failed without a report: on which task
         self.last_done_lane: str | None = None
         self.count = 0
         self.started_tasks = 0
@@ -347,6 +360,10 @@ class Loop:
             self.emit(f"{lane}: {rec.id} ended without the four report lines")
             result, commit, note = "handback", None, f"no report: {runs.preview(answer, 80)}"
         elif rep is None:
+            tool_words = self._tool_crash(unit, rec)
+            if tool_words is not None:
+                self._infra(lane, unit, rec, Failure.tool, tool_words)
+                return
             how = f"{unit.state}, exit {unit.status.get('exit_code')}"
             self.emit(f"{lane}: {rec.id} ended without a report ({how})")
             result, commit, note = "crashed", None, how
@@ -363,8 +380,31 @@ class Loop:
             float(duration) if isinstance(duration, (int, float)) else None,
         )
 
-    def _infra(self, lane: str, unit: Unit, rec: LaneRecord, failure: Failure) -> None:
-        words = str(unit.status.get("reason") or unit.status.get("error") or failure.value)
+    def _tool_crash(self, unit: Unit, rec: LaneRecord) -> str | None:
+        """Why a worker that failed without a report is its tool's fault though its adapter
+        could not tell (None: it is the task's crash): it died before reading its prompt,
+        or it failed the same way (exit status, last error line) on another task."""
+        st = unit.status
+        if unit.state != "failed" or st.get("failure") != Failure.task.value:
+            return None  # a timeout, a stall, a stop: nothing says the tool is at fault
+        code = st.get("exit_code")
+        line = str(st.get("reason") or st.get("error") or "")
+        size = st.get("stdin_bytes")
+        unread = st.get("stdin_read") == 0 and isinstance(size, int) and size > 0
+        if unread and _nothing_printed(unit.folder):
+            return f"the worker ended (exit {code}) before reading its prompt: {line or 'nothing on stderr'}"
+        sig = CrashSignature(
+            unit.adapter.name, tuple(unit.spec.cmd), code if isinstance(code, int) else None, line
+        )
+        other = self.crashes.setdefault(sig, rec.id)
+        if other != rec.id:
+            return f"the worker failed the same way on {other} and {rec.id} (exit {code}): {line}"
+        return None
+
+    def _infra(
+        self, lane: str, unit: Unit, rec: LaneRecord, failure: Failure, words: str | None = None
+    ) -> None:
+        words = words or str(unit.status.get("reason") or unit.status.get("error") or failure.value)
         tool = unit.adapter.name
         reason = StopReason(Stop.INFRA, f"{tool} could not run ({failure.value}): {words}")
         try:
@@ -562,6 +602,15 @@ class Loop:
             procs.kill_descendants()  # nothing this run started outlives it (but a gate run)
             for s, h in old.items():
                 signal.signal(s, h)
+
+
+def _nothing_printed(folder: Path) -> bool:
+    """Whether a unit's worker printed nothing on stdout (it may have read its prompt
+    from WF_PROMPT_FILE and run: then its failure is its task's)."""
+    try:
+        return (folder / "worker.log").stat().st_size == 0
+    except OSError:
+        return False
 
 
 def _commit_missing(project: Project, commit: str) -> bool:
