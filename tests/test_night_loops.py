@@ -79,6 +79,26 @@ def test_two_task_owned_stops_in_a_row_stop_the_lane(o: Orch) -> None:
     assert "needs a person: a1 awaits an answer: Which colour?" in r.stdout
 
 
+def test_a_task_re_picked_too_often_is_blocked_and_the_lane_goes_on(o: Orch) -> None:
+    """A record a dead run left, its task re-picked too often already: the next run
+    blocks that task (a person must look) and goes on with the lane's next one."""
+    o.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x", extra="Prio: 1")
+        + task("a2", "a", "write a2.txt x", extra="Prio: 2"),
+    )
+    o.wf.ok("orch", "pick", "a")
+    rec_path = o.root / ".wf" / "orch" / "a.json"
+    rec = json.loads(rec_path.read_text())
+    rec.update(owner=1, owner_since=1.0, recoveries=3)  # pid 1, but not the run that started then
+    rec_path.write_text(json.dumps(rec))
+    r = o.proc("orch", "run", "a")
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "a: a1 was re-picked 3 times; blocked (held for a person; the lane goes on)" in r.stdout
+    assert o.status("a1") == "blocked: re-picked 3 times"
+    assert o.archived() == ["a2"]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_until_stop_wakes_a_lane_stopped_for_stops_in_a_row_only_for_new_work(o: Orch) -> None:
