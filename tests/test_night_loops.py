@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from tests.conftest import WfRunner
+from tests.test_batch import Batch
 from tests.test_night import _events, _popen, _wait_for
 from tests.test_orch import Orch, lanes_toml, task
 
@@ -131,6 +132,28 @@ def test_until_stop_wakes_a_lane_stopped_for_stops_in_a_row_only_for_new_work(o:
     out, err = p.communicate(timeout=60)
     assert p.returncode == 4, out + err
     assert out.index("start a4") < out.index("start a3"), out  # only the new task woke the lane
+
+
+@pytest.mark.timeout(180)
+def test_a_batch_goes_on_past_a_handback_and_its_summary_lists_it(wf: WfRunner) -> None:
+    """wf batch over the loop: the handed-back task is a line of the summary with its
+    outcome and is what needs a person; the lane's next task was done that night."""
+    b = Batch(wf)
+    try:
+        b.setup(
+            lanes_toml("a"),
+            task("h1", "a", "write h1.txt x", done=FAILS, extra="Prio: 1")
+            + task("a2", "a", "write a2.txt x", extra="Prio: 2"),
+        )
+        assert b.batch("3").returncode == 0
+        st = b.wait_ended()
+    finally:
+        b.end_live()
+    assert st["exit"] == 4, st  # a person is needed
+    assert b.archived() == ["a2"]
+    tasks = [x.split()[2:5] for x in b.summary(st) if " commit=" in x]
+    assert tasks == [["a", "h1", "handback"], ["a", "a2", "done"]]
+    assert [(x["id"], x["kind"]) for x in st["needs_person"]] == [("h1", "handback")]
 
 
 # ------------------------------------------------------------------ the worker's own failure
