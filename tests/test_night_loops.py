@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import WfRunner
+from tests.conftest import WfRunner, git
 from tests.test_batch import Batch
 from tests.test_night import _events, _popen, _wait_for
 from tests.test_orch import Orch, lanes_toml, task
@@ -225,3 +226,23 @@ def test_two_tasks_that_time_out_alike_are_each_the_tasks(o: Orch) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(o.archived()) == ["a1", "a2"]
     assert "could not run" not in r.stdout
+
+
+def test_a_failure_the_tool_named_itself_is_never_a_crash_signature(wf: WfRunner, tmp_path: Path) -> None:
+    """The fake claude fails every prompt with the word ERROR in it (here: the project's
+    path) with claude's own words for a failed task: the same on both tasks, but the
+    tool said why, so each is its task's crash (blocked), never 'claude could not run'."""
+    fakes = Path(__file__).parent / "fakes"
+    o = Orch(wf)
+    o.root = tmp_path / "ERROR" / "proj"
+    o.root.mkdir(parents=True)
+    git(o.root, "init", "-q", "-b", "main")
+    o.env["PATH"] = f"{fakes}:{o.env['PATH']}"
+    two = "".join(f"\n## c{i}: Task {i}\nModel: sonnet\nDone: true\n" for i in (1, 2))
+    o.setup('[lanes.sonnet]\nmodel = "sonnet"\nadapter = "claude"\n', two)
+    r = o.proc("orch", "run", "sonnet")
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "could not run" not in r.stdout
+    assert "stop lane sonnet: 2 tasks in a row need a person; the last: c2 crashed twice" in r.stdout
+    for tid in ("c1", "c2"):
+        assert json.loads(o.wf.ok("show", tid, "--json", cwd=o.root))["status"] == "blocked: crashed twice"

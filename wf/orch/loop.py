@@ -383,7 +383,8 @@ class Loop:
     def _tool_crash(self, unit: Unit, rec: LaneRecord) -> str | None:
         """Why a worker that failed without a report is its tool's fault though its adapter
         could not tell (None: it is the task's crash): it died before reading its prompt,
-        or it failed the same way (exit status, last error line) on another task."""
+        or it failed the same way (exit status, last error line) on another task while
+        its tool said nothing of why."""
         st = unit.status
         if unit.state != "failed" or st.get("failure") != Failure.task.value:
             return None  # a timeout, a stall, a stop: nothing says the tool is at fault
@@ -393,6 +394,8 @@ class Loop:
         unread = st.get("stdin_read") == 0 and isinstance(size, int) and size > 0
         if unread and _nothing_printed(unit.folder):
             return f"the worker ended (exit {code}) before reading its prompt: {line or 'nothing on stderr'}"
+        if unit.parsed.error is not None:
+            return None  # the tool named the failure itself (claude's max turns): its adapter's call
         sig = CrashSignature(
             unit.adapter.name, tuple(unit.spec.cmd), code if isinstance(code, int) else None, line
         )
