@@ -225,7 +225,7 @@ def test_a_killed_loops_captured_report_is_posted_not_worked_again(o: Orch) -> N
     assert r.returncode == 4, r.stdout + r.stderr
     assert "taking over a finished worker" in r.stdout
     assert "start a1" not in r.stdout
-    assert "stop lane a: a1 awaits an answer: Which colour?" in r.stdout
+    assert "a: a1 awaits an answer: Which colour? (held" in r.stdout
     assert o.status("a1") == "awaiting: Which colour?"
     assert [e["outcome"] for e in o.orch_log()] == ["awaiting"]
 
@@ -292,7 +292,7 @@ def test_a_closed_stdout_never_stops_the_loop(o: Orch) -> None:
 def test_a_handed_back_task_waits_for_a_person(o: Orch) -> None:
     o.setup(lanes_toml("a"), task("a2", "a", "raise ma"))
     r = o.proc("orch", "run", "a")
-    assert r.returncode == 4 and "stop lane a: a2 handed back" in r.stdout
+    assert r.returncode == 4 and "a: a2 handed back" in r.stdout
     # not picked again by the next run
     r = o.proc("orch", "run", "a")
     assert "start a2" not in r.stdout and "handed back, waiting for a person" in r.stdout
@@ -307,7 +307,7 @@ def test_a_handed_back_task_waits_for_a_person(o: Orch) -> None:
 def test_until_stop_wakes_a_lane_stopped_by_a_handback(o: Orch) -> None:
     o.setup(lanes_toml("a"), task("a1", "a", "raise ma"))
     p = _popen(o, "orch", "run", "a", "--until-stop")
-    _wait_for(lambda: "stop lane a: a1 handed back" in _events(o), what="the handback")
+    _wait_for(lambda: "a: a1 handed back" in _events(o), what="the handback")
     o.wf.ok(
         "add", "New work", "--id", "a2", "--model", "ma", "--done", "true", "--body", "script: write a2.txt x"
     )

@@ -129,8 +129,8 @@ def test_orch_run_three_lanes(o: Orch) -> None:
         ("c2", "wip"),
         ("b1", "done"),
     } <= outcomes
-    assert "stop lane a: a2 awaits an answer: Which colour?" in out
-    assert "stop lane c: c2 is wip: half way" in out
+    assert "a: a2 awaits an answer: Which colour? (held for a person; the lane goes on)" in out
+    assert "c: c2 is wip: half way (held" in out
     # every lane stopped, no record left, the main checkout clean apart from nothing
     assert o.wf.ok("orch", "status").strip() == "no active lanes"
     # status changes are never committed: only TASKS.md differs, by status and note lines
@@ -405,7 +405,7 @@ def test_demo_runs_the_real_loop(tmp_path: Path) -> None:
     # its temporary folder is gone when it is done, and it says so
     assert list(tmp.iterdir()) == [] and f"removed {tmp.resolve()}/wf-demo-" in out
     assert "sonnet: start cli with cmd model=sonnet [slice]" in out
-    assert "stop lane haiku: clock handed back: Done check failed" in out
+    assert "haiku: clock handed back: Done check failed" in out
     for tid in ("greet", "greet-test", "cli-args", "cli-main", "cli", "document-greet-in-the-readme"):
         assert f" {tid} lane=" in out, tid
     assert "storage  haiku   p2  awaiting" in out and "release  sonnet  p2  pending" in out
@@ -467,7 +467,7 @@ def test_orch_run_exits_4_when_a_post_check_is_red(o: Orch) -> None:
     o.setup(lanes_toml("a"), task("a1", "a", "nomerge"))
     r = o.proc("orch", "run", "a")
     assert r.returncode == 4  # a person must look at a1
-    assert "stop lane a: post-check red for a1" in r.stdout
+    assert "a: post-check red for a1" in r.stdout and "needs a person: post-check red for a1" in r.stdout
 
 
 def test_doctor_flags_a_claim_without_a_record(o: Orch) -> None:
@@ -477,14 +477,14 @@ def test_doctor_flags_a_claim_without_a_record(o: Orch) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_no_report_stops_the_lane_and_a_crash_twice_blocks(o: Orch) -> None:
+def test_no_report_holds_the_task_and_a_crash_twice_blocks(o: Orch) -> None:
     o.setup(lanes_toml("a", "b"), task("a1", "a", "noreport") + task("b1", "b", "crash"))
     r = o.proc("orch", "run")
     assert r.returncode == 4, r.stdout  # b1 crashed twice and is blocked: a person must look
     assert "a: a1 ended without the four report lines" in r.stdout
-    assert "stop lane a: a1 handed back: no report: all finished, but I forgot the report lines" in r.stdout
+    assert "a: a1 handed back: no report: all finished, but I forgot the report lines" in r.stdout
     assert "b: b1 crashed: one recovery pick" in r.stdout
-    assert "stop lane b: b1 crashed twice" in r.stdout
+    assert "b: b1 crashed twice (held" in r.stdout
     assert o.status("b1") == "blocked: crashed twice"
     outcomes = [(e["id"], e["outcome"]) for e in o.orch_log()]
     assert ("b1", "crashed-recovery") in outcomes and ("b1", "crashed-twice") in outcomes

@@ -2,9 +2,11 @@
 
 A unit's worker runs in a new session with stdout and stderr going to files in its run
 folder (never pipes wf must drain: a busy wf would stall the worker, and file growth is
-what stall detection watches). The supervisor polls: it reads new complete lines,
-notes the session id as early as it shows, and stops the unit's whole process tree
-(SIGINT, SIGTERM, SIGKILL, listing the tree again before each) when the log has not
+what stall detection watches), and its prompt on stdin from a file too: how far the
+worker read it says whether it died before reading its prompt (``stdin_read``). The
+supervisor polls: it reads new complete lines, notes the session id as early as it
+shows, and stops the unit's whole process tree (SIGINT, SIGTERM, SIGKILL, listing the
+tree again before each) when the log has not
 grown for the stall window, when the timeout passes, or on Ctrl-C. It is a child
 subreaper and gives each unit a token in its environment, so grandchildren that
 detached are still found and ended when the unit ends. A unit that ends without an
@@ -23,6 +25,7 @@ import os
 import select
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 import uuid
@@ -45,7 +48,6 @@ def _result_grace() -> float:
 FALLBACK_LINES = 40
 READ_CHUNK = 1 << 20
 MAX_LINE = 64 << 20  # a claude result event carries the whole answer on one line
-INLINE_STDIN = 32 * 1024  # a prompt this small fits the fresh pipe: written without a thread
 
 _versions: dict[str, str | None] = {}
 
@@ -103,6 +105,7 @@ class Unit:
         self._partial = b""
         self._size = -1
         self._files: list[Any] = []
+        self._stdin: Any = None  # the prompt file the worker reads on stdin
         self.session_id = adapter.first_session_id(spec)
         self.status: dict[str, Any] = {
             "run": spec.run,
@@ -156,13 +159,23 @@ class Unit:
         env[procs.TOKEN_VAR] = self.token
         log = open(self.folder / "worker.log", "wb")  # noqa: SIM115 - closed in _close_files
         err = open(self.folder / "worker.err", "wb")  # noqa: SIM115
-        self._files = [log, err]
+        # The prompt from an unlinked file, not a pipe: the worker shares its offset, so
+        # how much it read is known when it ends; a file never blocks the supervisor and
+        # ends in EOF (Codex and opencode wait forever on an open stdin).
+        data = self.adapter.stdin(spec)
+        prompt = tempfile.TemporaryFile(dir=self.folder)  # noqa: SIM115 - closed in _close_files
+        prompt.write(data)
+        prompt.flush()
+        prompt.seek(0)
+        self._stdin = prompt
+        self._files = [log, err, prompt]
+        self.status["stdin_bytes"] = len(data)
         self.status["version"] = tool_version(self.adapter)
         try:
             self.proc = subprocess.Popen(
                 argv,
                 cwd=spec.cwd,
-                stdin=subprocess.PIPE,
+                stdin=prompt,
                 stdout=log,
                 stderr=err,
                 start_new_session=True,
@@ -180,26 +193,10 @@ class Unit:
             self.save(durable=True)
             return
         procs.own_child(self.proc.pid)
-        data = self.adapter.stdin(spec)
-        if len(data) <= INLINE_STDIN:
-            self._feed_stdin(self.proc, data)
-        else:
-            threading.Thread(target=self._feed_stdin, args=(self.proc, data), daemon=True).start()
         self.started = self.last_growth = time.monotonic()
         self.state = "running"
         self.status.update(state="running", started=runs.now_iso(), pid=self.proc.pid, argv=argv)
         self.save()
-
-    @staticmethod
-    def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:
-        """Write the prompt and close stdin (Codex and opencode wait forever on an open
-        stdin); in a thread, so a worker that reads slowly never blocks the supervisor."""
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write(data)
-            proc.stdin.close()
-        except (BrokenPipeError, OSError, ValueError):
-            pass
 
     def _read_new(self) -> bool:
         path = self.folder / "worker.log"
@@ -296,6 +293,13 @@ class Unit:
         self.status.update(state=why, ended=runs.now_iso(), error="not started")
         self.save(durable=True)
 
+    def _stdin_read(self) -> int | None:
+        """How many bytes of its prompt the worker (and its children) read from stdin."""
+        try:
+            return os.lseek(self._stdin.fileno(), 0, os.SEEK_CUR) if self._stdin else None
+        except (OSError, ValueError):
+            return None
+
     def _close_files(self) -> None:
         for f in self._files:
             try:
@@ -316,6 +320,7 @@ class Unit:
             except subprocess.TimeoutExpired:
                 procs.kill_tree(proc.pid, self.token, grace=0.5)
                 code = proc.wait()
+        self.status["stdin_read"] = self._stdin_read()
         self._close_files()
         self._size = -1
         self._read_new()

@@ -69,7 +69,7 @@ Model: haiku
 Prio: 3
 Done: `python3 -c "raise SystemExit('the clock test still fails')"`
 
-The worker cannot make its Done pass: it hands the task back and the lane stops.
+The worker cannot make its Done pass: it hands the task back and the lane goes on.
 script: write clock.py import time
 """
 

@@ -12,7 +12,12 @@ What can go wrong, and what becomes of it:
   model refused, the worker's own imports failed): infrastructure, not the task's
   fault. The claim is released (the task is exactly as before), the lane, or every lane
   on that tool, stops with the tool's own words, and the run exits 1;
-- the worker ended without a report: crashed, one recovery pick in place;
+- the worker ended without a report: crashed, one recovery pick in place; but a worker
+  that died before reading its prompt, or failed the same way (exit status, last error
+  line) on two tasks, is its tool's failure, as above;
+- a stop that belongs to one task (awaiting, handback, wip, its red post-check, crashed
+  twice): the task is held for a person and the lane goes on with its next task; two
+  such stops in a row stop the lane. The run exits 4 and names each held task at its end;
 - the loop itself died (killed, a reboot): its records name it as owner; the next run
   takes them over once that owner is gone, posting a report that was captured rather
   than working the task again.
@@ -31,6 +36,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
+from typing import NamedTuple
 
 from wf import adapters, procs, runs
 from wf import backlog as backlogmod
@@ -48,7 +54,17 @@ from wf.supervise import POLL, Unit
 
 # every lane on that tool stops: the next worker would meet the same wall
 TOOL_WIDE = frozenset({Failure.auth, Failure.quota, Failure.rate_limit, Failure.network})
+IN_A_ROW = 2  # task-owned stops in a row that stop a lane: a lane failing every task must not burn the night
 WAKE_EVERY = 10.0  # --until-stop: seconds between looks for new work (and at once when TASKS.md changes)
+
+
+class CrashSignature(NamedTuple):
+    """How a worker failed without a report: the same on two tasks is its tool's fault."""
+
+    adapter: str
+    cmd: tuple[str, ...]
+    exit_code: int | None
+    last_line: str
 
 
 def infra_failure(status: dict[str, object]) -> Failure | None:
@@ -86,6 +102,10 @@ class Loop:
         self.stopped: dict[str, StopReason] = {}
         self.seen: list[StopReason] = []  # every stop of this run: the exit code is made from them
         self.broken_tools: dict[str, StopReason] = {}
+        self.in_a_row: dict[str, int] = {}  # per lane: task-owned stops since its last task that went on
+        self.tired: dict[str, frozenset[str]] = {}  # lanes stopped for stops in a row: their ready ids then
+        self.held: list[StopReason] = []  # the task-owned stops of this run: a person is needed
+        self.crashes: dict[CrashSignature, str] = {}  # how a worker failed without a report: on which task
         self.last_done_lane: str | None = None
         self.count = 0
         self.started_tasks = 0
@@ -153,7 +173,32 @@ class Loop:
         if not quiet:
             self.emit(f"stop lane {lane}: {reason.text}")
 
+    def _hold(self, lane: str, reason: StopReason) -> bool:
+        """A stop that belongs to one task: the task waits for a person (its status or a
+        hold says so) and the lane goes on (True), unless it is the lane's IN_A_ROW-th
+        such stop in a row: then the lane stops (False)."""
+        self.held.append(reason)
+        self.seen.append(reason)
+        run = self.in_a_row.get(lane, 0) + 1
+        self.in_a_row[lane] = run
+        if run >= IN_A_ROW:
+            try:
+                ready = frozenset(t.id for t in backlogmod.load(self.project).runner_ready(lane))
+            except WfError:
+                ready = frozenset()
+            self.tired[lane] = ready
+            self._stop(
+                lane, StopReason(reason.kind, f"{run} tasks in a row need a person; the last: {reason.text}")
+            )
+            return False
+        self.emit(f"{lane}: {reason.text} (held for a person; the lane goes on)")
+        return True
+
     def _start(self, lane: str, p: Pick) -> None:
+        if p.stop is not None and p.stop.kind.task_owned:
+            if self._hold(lane, p.stop):
+                self._pick(lane)
+            return
         if p.stop is not None or p.record is None:
             self._stop(lane, p.stop or StopReason(Stop.ERROR, "stopped"))
             return
@@ -284,8 +329,14 @@ class Loop:
                 continue
             if bl is None:
                 bl = backlogmod.load(self.project)
-            if not bl.runner_ready(lane) and state.load(self.project, lane) is None:
+            ready = {t.id for t in bl.runner_ready(lane)}
+            if not ready and state.load(self.project, lane) is None:
                 continue
+            if lane in self.tired:
+                if not ready - self.tired[lane]:
+                    continue  # stopped for tasks in a row that need a person: only new work wakes it
+                del self.tired[lane]
+                self.in_a_row.pop(lane, None)
             try:
                 p = pick(self.project, lane, owner=self.me)
             except WfError as e:
@@ -310,6 +361,10 @@ class Loop:
             self.emit(f"{lane}: {rec.id} ended without the four report lines")
             result, commit, note = "handback", None, f"no report: {runs.preview(answer, 80)}"
         elif rep is None:
+            tool_words = self._tool_crash(unit, rec)
+            if tool_words is not None:
+                self._infra(lane, unit, rec, Failure.tool, tool_words)
+                return
             how = f"{unit.state}, exit {unit.status.get('exit_code')}"
             self.emit(f"{lane}: {rec.id} ended without a report ({how})")
             result, commit, note = "crashed", None, how
@@ -326,8 +381,34 @@ class Loop:
             float(duration) if isinstance(duration, (int, float)) else None,
         )
 
-    def _infra(self, lane: str, unit: Unit, rec: LaneRecord, failure: Failure) -> None:
-        words = str(unit.status.get("reason") or unit.status.get("error") or failure.value)
+    def _tool_crash(self, unit: Unit, rec: LaneRecord) -> str | None:
+        """Why a worker that failed without a report is its tool's fault though its adapter
+        could not tell (None: it is the task's crash): it died before reading its prompt,
+        or it failed the same way (exit status, last error line) on another task while
+        its tool said nothing of why."""
+        st = unit.status
+        if unit.state != "failed" or st.get("failure") != Failure.task.value:
+            return None  # a timeout, a stall, a stop: nothing says the tool is at fault
+        code = st.get("exit_code")
+        line = str(st.get("reason") or st.get("error") or "")
+        size = st.get("stdin_bytes")
+        unread = st.get("stdin_read") == 0 and isinstance(size, int) and size > 0
+        if unread and _nothing_printed(unit.folder):
+            return f"the worker ended (exit {code}) before reading its prompt: {line or 'nothing on stderr'}"
+        if unit.parsed.error is not None:
+            return None  # the tool named the failure itself (claude's max turns): its adapter's call
+        sig = CrashSignature(
+            unit.adapter.name, tuple(unit.spec.cmd), code if isinstance(code, int) else None, line
+        )
+        other = self.crashes.setdefault(sig, rec.id)
+        if other != rec.id:
+            return f"the worker failed the same way on {other} and {rec.id} (exit {code}): {line}"
+        return None
+
+    def _infra(
+        self, lane: str, unit: Unit, rec: LaneRecord, failure: Failure, words: str | None = None
+    ) -> None:
+        words = words or str(unit.status.get("reason") or unit.status.get("error") or failure.value)
         tool = unit.adapter.name
         reason = StopReason(Stop.INFRA, f"{tool} could not run ({failure.value}): {words}")
         try:
@@ -370,11 +451,17 @@ class Loop:
         if posted.outcome.done:
             self.last_done_lane = lane
         if posted.next is not None:  # a stop line, or the recovery pick after a crash
-            if posted.next.stop is not None:
-                self._stop(lane, posted.next.stop)
+            stop = posted.next.stop
+            if stop is not None and stop.kind.task_owned:
+                if self._hold(lane, stop):
+                    self._pick(lane)
+                return
+            if stop is not None:
+                self._stop(lane, stop)
                 return
             self._start(lane, posted.next)
             return
+        self.in_a_row.pop(lane, None)  # a task that went on: the lane works
         self._pick(lane)
 
     def _post(
@@ -512,6 +599,8 @@ class Loop:
             if interrupted.is_set():
                 self._poll_all(then_pick=False)  # a worker that already reported is posted
                 return 130
+            for reason in self.held:
+                self.emit(f"needs a person: {reason.text}")
             return self.exit_code()
         finally:
             for lane, (unit, rec) in list(self.units.items()):
@@ -522,6 +611,15 @@ class Loop:
             procs.kill_descendants()  # nothing this run started outlives it (but a gate run)
             for s, h in old.items():
                 signal.signal(s, h)
+
+
+def _nothing_printed(folder: Path) -> bool:
+    """Whether a unit's worker printed nothing on stdout (it may have read its prompt
+    from WF_PROMPT_FILE and run: then its failure is its task's)."""
+    try:
+        return (folder / "worker.log").stat().st_size == 0
+    except OSError:
+        return False
 
 
 def _commit_missing(project: Project, commit: str) -> bool:

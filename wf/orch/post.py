@@ -51,6 +51,9 @@ class Rule:
     hold: bool = False
 
 
+# Next.STOP is what an interactive orchestrator is told. A headless loop (wf orch run)
+# holds the task of a stop whose kind is ``task_owned`` and goes on with the lane's next
+# task; only two such stops in a row on one lane stop it (wf.orch.loop).
 TABLE: dict[Outcome, Rule] = {
     Outcome.DONE: Rule(None, Next.PICK, free_tree=False),
     Outcome.DONE_GATE_RED: Rule(None, Next.PICK, free_tree=False),

@@ -3,7 +3,8 @@
 A worker reports a ``Result``; ``post`` turns it into an ``Outcome`` through the outcome
 table (``wf.orch.post.TABLE``); a lane that cannot go on carries a ``StopReason`` whose
 ``Stop`` kind knows whether it is soft (the lane may have work again later in the same
-run), whether a person is needed, and whether it is an error. Code branches on these
+run), whether a person is needed, whether it is an error, and whether it belongs to one
+task (a headless loop then holds that task and goes on with the lane's next one). Code branches on these
 types; the words a person reads are made from them at the edge.
 
 A lane's active task lives in ``.wf/orch/<lane>.json`` (a ``LaneRecord``); a task the
@@ -93,6 +94,17 @@ class Stop(enum.Enum):
         self.soft = soft
         self.person = person
         self.error = error
+
+    @property
+    def task_owned(self) -> bool:
+        """A stop that belongs to one task, not to the lane or its tool: a headless loop
+        holds that task for a person and goes on with the lane's next one."""
+        return self in _TASK_OWNED
+
+
+_TASK_OWNED = frozenset(
+    {Stop.AWAITING, Stop.HANDBACK, Stop.WIP, Stop.POST_CHECK_RED, Stop.CRASHED_TWICE, Stop.REPICKED}
+)
 
 
 @dataclass(frozen=True)
