@@ -203,7 +203,9 @@ def _note(project: Project, task_id: str, r: GateResult, on_wait: Callable[[str]
     """A note on the open fix task: the gate is still red at a later commit. A hold on
     that task (handed back, waiting for a person) stays: the note is wf's, not theirs."""
     from wf import backlog as backlogmod
-    from wf import ops
+    from wf import holds, ops
+    from wf import records as store
+    from wf.holds import Held
     from wf.orch import state
 
     def text() -> str:
@@ -211,7 +213,8 @@ def _note(project: Project, task_id: str, r: GateResult, on_wait: Callable[[str]
         task = doc.find(task_id)
         return doc.text_of(task) if task is not None else ""
 
-    hold = state.held(project, task_id, text())
+    rec = store.load(Held, holds.held_path(project.wf_dir, task_id))
+    hold = rec if rec is not None and rec.digest == holds.task_digest(text()) else None
     last = next((ln.strip() for ln in reversed(r.tail.splitlines()) if ln.strip()), "")
     how = f"exit {r.exit}" if r.exit is not None else "did not finish"
     ops.add_note(
