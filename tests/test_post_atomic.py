@@ -1,0 +1,169 @@
+"""``wf orch post`` is atomic and idempotent: what can refuse it is checked before its
+first write, and a post stopped at any of its writes, then run again, writes nothing
+twice (the note, the cost line, the merge, the archive, the orch log line)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git
+from tests.test_orch import Orch, lanes_toml, task
+from tests.test_usage import claude_root, write_session
+
+AGENT = "a1b2c3"  # the subagent of tests.test_usage.write_session
+
+
+@pytest.fixture
+def o(wf: object) -> Orch:
+    return Orch(wf)  # type: ignore[arg-type]
+
+
+def _snapshot(o: Orch) -> dict[str, object]:
+    """What a post may change: the files, the lane record, main, the branches, out/."""
+    out = o.root / "out"
+    return {
+        "tasks": (o.root / "TASKS.md").read_bytes(),
+        "archive": (o.root / "DONE.md").read_bytes() if (o.root / "DONE.md").exists() else None,
+        "record": (o.root / ".wf" / "orch" / "a.json").read_bytes(),
+        "held": sorted(p.name for p in (o.root / ".wf" / "orch").glob("held/*")),
+        "main": git(o.root, "rev-parse", "main"),
+        "branches": git(o.root, "branch", "--list"),
+        "out": sorted(p.name for p in out.iterdir()) if out.exists() else [],
+    }
+
+
+def _notes(o: Orch, tid: str) -> list[str]:
+    return list(json.loads(o.wf.ok("show", tid, "--json"))["notes"])
+
+
+def _cost_lines(o: Orch) -> list[str]:
+    path = o.root / "out" / "wf-cost.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def _picked(o: Orch, *script: str) -> str | None:
+    """Lane a picks a1 and its scripted worker works it; the reported commit."""
+    o.setup(lanes_toml("a"), task("a1", "a", *script))
+    rep = o.work(o.wf.ok("orch", "pick", "a"))
+    assert rep is not None
+    return rep.commit if rep.commit and rep.commit != "-" else None
+
+
+@pytest.mark.parametrize("result", ["done", "handback"])
+def test_a_missing_transcript_refuses_the_post_before_any_write(o: Orch, result: str) -> None:
+    """--agent names a transcript that is not there: exit 1 saying so, and the merge, the
+    note, the status and every log are as before; with the transcript there, the post
+    goes through once."""
+    commit = _picked(o, "write a1.txt x", "nomerge")
+    assert commit
+    args = ["orch", "post", "a", "--result", result, "--note", "why", "--commit", commit, "--no-pick"]
+    before = _snapshot(o)
+    r = o.wf(*args, "--agent", AGENT)
+    assert r.code == 1, r.err
+    assert f"no transcript for agent {AGENT}" in r.err and "nothing was changed" in r.err
+    assert _snapshot(o) == before
+    write_session(claude_root())
+    out = o.wf.ok(*args, "--agent", AGENT)
+    assert out.startswith(f"a1: {result}"), out
+    assert len(_cost_lines(o)) == 1 and f"agent={AGENT}" in _cost_lines(o)[0]
+    assert [e["outcome"] for e in o.orch_log()] == [result]
+    if result == "done":
+        assert o.archived() == ["a1"]
+    else:
+        assert [n for n in _notes(o, "a1") if "handback: why" in n] != []
+
+
+# Where a post can be stopped after some of its writes: the next write fails (its path
+# is taken by a folder), as a kill at that point would leave things; then it runs again.
+STOPS = {
+    "hold": ".wf/orch/held",  # after the status and note
+    "cost": "out/wf-cost.log",  # after the hold and the freed tree
+    "log": "out/wf-orch.log",  # after the cost line
+}
+
+
+def _block(o: Orch, where: str) -> Path:
+    path = o.root / STOPS[where]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if where == "hold":
+        path.write_text("not a folder\n")  # the hold record cannot be made under it
+    else:
+        path.mkdir()
+    return path
+
+
+def _unblock(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("where", list(STOPS))
+def test_a_handback_stopped_at_each_write_then_posted_again_writes_nothing_twice(o: Orch, where: str) -> None:
+    _picked(o, "write a1.txt x", "nomerge")
+    write_session(claude_root())
+    args = ("orch", "post", "a", "--result", "handback", "--note", "why", "--agent", AGENT, "--no-pick")
+    blocked = _block(o, where)
+    r = o.proc(*args)
+    assert r.returncode != 0, r.stdout
+    _unblock(blocked)
+    r = o.proc(*args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len([n for n in _notes(o, "a1") if "handback: why" in n]) == 1, _notes(o, "a1")
+    assert o.status("a1") == "pending"
+    assert len(_cost_lines(o)) == 1, _cost_lines(o)
+    assert [e["outcome"] for e in o.orch_log()] == ["handback"]
+    assert (o.root / ".wf" / "orch" / "held" / "a1.json").exists()
+    assert not (o.root / ".wf" / "orch" / "a.json").exists()
+    # and once more: posted already, nothing new
+    o.proc(*args)
+    assert len(_cost_lines(o)) == 1 and len(o.orch_log()) == 1
+    assert len([n for n in _notes(o, "a1") if "handback: why" in n]) == 1
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("where", ["cost", "log"])
+def test_a_done_stopped_after_its_merge_then_posted_again_merges_and_counts_once(o: Orch, where: str) -> None:
+    """The post merged (the worker had not) and archived, then stopped before the cost
+    line, or between the cost line and the orch log line: run again, it is done with one
+    merge, one archive line, one cost line and one log line."""
+    commit = _picked(o, "write a1.txt x", "nomerge")
+    assert commit
+    write_session(claude_root())
+    args = ("orch", "post", "a", "--result", "done", "--commit", commit, "--agent", AGENT, "--no-pick")
+    blocked = _block(o, where)
+    r = o.proc(*args)
+    assert r.returncode != 0, r.stdout
+    assert o.archived() == ["a1"]  # it got as far as the merge
+    _unblock(blocked)
+    r = o.proc(*args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("a1: done as "), r.stdout
+    assert o.archived() == ["a1"]
+    assert git(o.root, "log", "--merges", "--format=%s", "main").count("a1: Task a1") == 1
+    assert len(_cost_lines(o)) == 1 and "done=1" in _cost_lines(o)[0], _cost_lines(o)
+    assert [e["outcome"] for e in o.orch_log()] == ["done"]
+    assert git(o.root, "status", "--porcelain") == ""
+
+
+def test_a_crash_logged_but_not_counted_is_finished_not_blocked(o: Orch) -> None:
+    """A post of a crash killed after its log line, before the lane record counted the
+    crash: run again, it goes on to the one recovery pick (it is not a second crash)."""
+    _picked(o, "write a1.txt x", "nomerge")
+    saved = (o.root / ".wf" / "orch" / "a.json").read_bytes()
+    out = o.wf.ok("orch", "post", "a", "--result", "crashed")
+    assert "a1 crashed: one recovery pick" in out and "Recovery:" in out
+    rec = json.loads((o.root / ".wf" / "orch" / "a.json").read_text())
+    assert rec["crashes"] == 1
+    (o.root / ".wf" / "orch" / "a.json").write_bytes(saved)  # as if killed before it was saved
+    out = o.wf.ok("orch", "post", "a", "--result", "crashed")
+    assert "posted already" in out and "Recovery:" in out, out
+    assert o.status("a1").startswith("in progress")
+    assert [e["outcome"] for e in o.orch_log()] == ["crashed-recovery"]
+    assert json.loads((o.root / ".wf" / "orch" / "a.json").read_text())["crashes"] == 1
