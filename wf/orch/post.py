@@ -218,6 +218,19 @@ def decide(
             lines.append(f"gate red at {sha[:12]}: added P0 task {fix}")
         gate.start(project)
         return Decision(outcome, None, None, merge_commit, tuple(lines))
+    if res is not Result.SLICED:
+        trouble = _file_trouble(project, rec, res)
+        if trouble is not None:
+            name = project.config.tasks
+            return Decision(
+                Outcome.RELEASED,
+                None,
+                f"{task} was not handed back: {trouble} during its run; the task is as it was "
+                f"(fix {name} if it is still so, then run again)",
+                None,
+                (*lines, f"{task}: {name} could not be read during its run ({trouble}): "
+                 "its claim is released, the task is as it was"),
+            )  # fmt: skip
     if res is Result.SLICED:
         kids = [t.id for t in backlogmod.load(project).doc.tasks if t.parent == task]
         if not kids:
@@ -265,6 +278,24 @@ def decide(
     return Decision(Outcome.CRASHED_TWICE, "crashed twice", f"{task} crashed twice", None, tuple(lines))
 
 
+def _file_trouble(project: Project, rec: LaneRecord, res: Result) -> str | None:
+    """What was wrong with TASKS.md if wf met it unreadable (not UTF-8: a person's save)
+    while this worker ran, and the worker gave up (not a done, a slice, or a model it
+    raised, which it could only make with the file readable): then its report is the
+    file's problem, never the task's. None otherwise."""
+    from wf import settle
+
+    if not rec.started_at:
+        return None
+    why = settle.unreadable_since(project.wf_dir, project.config.tasks, rec.started_at)
+    if why is None:
+        return None
+    task = backlogmod.load(project).doc.find(rec.id)
+    if res is Result.HANDBACK and task is not None and task.model and task.model != rec.model:
+        return None
+    return why
+
+
 def apply(
     project: Project,
     rec: LaneRecord,
@@ -278,6 +309,8 @@ def apply(
     rule = TABLE[d.outcome]
     task_id = rec.id
     task = backlogmod.load(project).doc.find(task_id)
+    if d.outcome is Outcome.RELEASED and task is not None and task.status.state == "progress":
+        _restore_status(project, task_id, rec.prior_status, None)  # the claim, as if never made
     if task is not None and (rule.status is not None or d.task_note):
         _mark_task(project, task_id, rule.status, d.status_note, d.task_note)
     if rule.hold:
