@@ -167,3 +167,45 @@ def test_a_crash_logged_but_not_counted_is_finished_not_blocked(o: Orch) -> None
     assert o.status("a1").startswith("in progress")
     assert [e["outcome"] for e in o.orch_log()] == ["crashed-recovery"]
     assert json.loads((o.root / ".wf" / "orch" / "a.json").read_text())["crashes"] == 1
+
+
+def test_a_corrupt_gate_result_refuses_the_post_before_its_merge(o: Orch) -> None:
+    commit = _picked(o, "write a1.txt x", "nomerge")
+    assert commit
+    gate_dir = o.root / ".wf" / "gate"
+    gate_dir.mkdir(parents=True)
+    (gate_dir / "0123abcd.json").write_text("{not json")
+    before = _snapshot(o)
+    r = o.wf("orch", "post", "a", "--result", "done", "--commit", commit, "--no-pick")
+    assert r.code == 1 and "corrupt record" in r.err and "wf doctor --fix" in r.err, r.err
+    assert _snapshot(o) == before  # not merged, not archived
+    o.wf.ok("doctor", "--fix")
+    out = o.wf.ok("orch", "post", "a", "--result", "done", "--commit", commit, "--no-pick")
+    assert out.startswith("a1: done as ") and o.archived() == ["a1"]
+
+
+def test_a_post_stopped_before_it_marked_the_red_gate_adds_one_fix_task(o: Orch) -> None:
+    """A red gate result: the post adds the P0 fix task, then (killed) never marks the
+    result handled. Run again, it finds its fix task, and adds no second one."""
+    from wf import records
+    from wf.orch.gate import GateResult
+
+    o.setup(lanes_toml("a", gate="true"), task("a1", "a", "write a1.txt x"))
+    rep = o.work(o.wf.ok("orch", "pick", "a"))
+    assert rep is not None and rep.commit and o.archived() == ["a1"]
+    main = git(o.root, "rev-parse", "main").strip()
+    result = o.root / ".wf" / "gate" / f"{main}.json"
+    red = GateResult(main, cmd="true", exit=1, ok=False, tail="boom")
+    records.save(result, red)
+    saved = (o.root / ".wf" / "orch" / "a.json").read_bytes()
+    args = ("orch", "post", "a", "--result", "done", "--commit", rep.commit, "--no-pick")
+    out = o.wf.ok(*args)
+    assert "added P0 task fix-gate-" in out, out
+    # as if killed after the fix task was added: the result unmarked, no log line, the record
+    records.save(result, red)
+    (o.root / "out" / "wf-orch.log").unlink()
+    (o.root / ".wf" / "orch" / "a.json").write_bytes(saved)
+    out = o.wf.ok(*args)
+    assert out.startswith("a1: done-gate-red"), out
+    fixes = [t for t in json.loads(o.wf.ok("list", "--json")) if t["id"].startswith("fix-gate-")]
+    assert len(fixes) == 1, fixes

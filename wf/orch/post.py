@@ -147,6 +147,7 @@ def post(
             # what can refuse the post is read before its first write: TASKS.md (a person's
             # save wf cannot read stops it here) and the worker's transcript
             backlogmod.load(project)
+            _read_records(project)
             spent = _read_cost(project, rec, agent, session, adapter)
             d = decide(project, rec, res, _one_line(note), on_wait)
             posted = apply(project, rec, d, spent=spent, duration=duration)
@@ -508,6 +509,16 @@ class Spent:
     kind: str
     agent: str
     effort: str | None
+
+
+def _read_records(project: Project) -> None:
+    """The state records a post reads after it started writing (the gate's results, the
+    trees' records): one that cannot be trusted refuses the post here (CorruptRecord,
+    ``wf doctor --fix``), before the merge or the note, not half-way."""
+    from wf.orch import gate
+
+    gate.results(project)
+    worktrees.records(project)
 
 
 def _read_cost(
