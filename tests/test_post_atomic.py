@@ -4,8 +4,14 @@ twice (the note, the cost line, the merge, the archive, the orch log line)."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -209,3 +215,64 @@ def test_a_post_stopped_before_it_marked_the_red_gate_adds_one_fix_task(o: Orch)
     assert out.startswith("a1: done-gate-red"), out
     fixes = [t for t in json.loads(o.wf.ok("list", "--json")) if t["id"].startswith("fix-gate-")]
     assert len(fixes) == 1, fixes
+
+
+def _blocked_on_a_fifo(pid: int) -> bool:
+    """Whether the process waits in open() of a FIFO nobody has opened the other end of."""
+    try:
+        return Path(f"/proc/{pid}/wchan").read_text().strip() == "wait_for_partner"
+    except OSError:
+        return False
+
+
+def _open_other_end(fifo: Path, deadline: float) -> None:
+    """Let a reader of ``fifo`` through its open: open the writing end, and close it (the
+    reader sees an empty file)."""
+    while True:
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            return
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                raise
+        assert time.monotonic() < deadline, "the post never opened it"
+        time.sleep(0.01)
+
+
+@pytest.mark.skipif(not Path("/proc/self/wchan").exists(), reason="needs /proc/PID/wchan (Linux)")
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("where", ["cost", "log"])
+def test_kill_9_of_a_handback_post_at_its_cost_or_log_line_then_posted_again(o: Orch, where: str) -> None:
+    """kill -9 of a real `wf orch post` blocked opening the cost log (its note and hold
+    written), or the orch log (its cost line written too): run again, it writes the note,
+    the cost line and the log line once each."""
+    _picked(o, "write a1.txt x", "nomerge")
+    write_session(claude_root())
+    fifo = o.root / STOPS[where]
+    fifo.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(fifo)
+    args = ("orch", "post", "a", "--result", "handback", "--note", "why", "--agent", AGENT, "--no-pick")
+    p = subprocess.Popen(
+        [sys.executable, "-m", "wf", *args], cwd=o.root, env=o.env, stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        if where == "log":  # it reads the orch log first (was it posted already?): let it
+            _open_other_end(fifo, deadline)
+        while not (_blocked_on_a_fifo(p.pid) and "handback: why" in (o.root / "TASKS.md").read_text()):
+            assert p.poll() is None, "the post ended instead of blocking"
+            assert time.monotonic() < deadline, "the post never reached the FIFO"
+            time.sleep(0.01)
+        if where == "log":
+            assert len(_cost_lines(o)) == 1  # killed between its cost line and its log line
+    finally:
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    fifo.unlink()
+    r = o.proc(*args)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert len([n for n in _notes(o, "a1") if "handback: why" in n]) == 1, _notes(o, "a1")
+    assert len(_cost_lines(o)) == 1, _cost_lines(o)
+    assert [e["outcome"] for e in o.orch_log()] == ["handback"]
+    assert not (o.root / ".wf" / "orch" / "a.json").exists()
