@@ -130,25 +130,44 @@ def test_the_loop_stops_naming_tasks_md_and_the_task_survives(o: Orch, tmp_path:
 
 WRITER = """
 import sys, time
-path = sys.argv[1]
+path, half, first, rest = sys.argv[1], sys.argv[2], bytes.fromhex(sys.argv[3]), bytes.fromhex(sys.argv[4])
 with open(path, "wb") as f:  # an editor saving in place, in two writes
-    f.write(b"# Tasks\\n\\n## a1: Caf\\xc3")  # cut inside the two bytes of 'é'
+    f.write(first)
     f.flush()
-    open(sys.argv[2], "w").close()
+    open(half, "w").close()
     time.sleep(1.5)
-    f.write(b"\\xa9 au lait\\nModel: ma\\nDone: true\\n")
+    f.write(rest)
 """
+SAVED = "# Tasks\n\n## a1: Café au lait\nModel: ma\nDone: true\n".encode()
+CUTS = {
+    "in a character": SAVED.index("é".encode()) + 1,  # between the two bytes of 'é'
+    "before the task": SAVED.index(b"## a1"),
+}
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("command", ["show", "ctx"])
-def test_a_workers_read_waits_for_a_save_cut_in_the_middle_of_a_character(
-    o: Orch, tmp_path: Path, command: str
+@pytest.mark.parametrize("cut", list(CUTS))
+def test_a_workers_read_waits_for_a_save_cut_half_way(
+    o: Orch, tmp_path: Path, command: str, cut: str
 ) -> None:
+    """An editor saving in place, half-way through (its first write done, the file open):
+    the worker's own `wf show` / `wf ctx` reads the file once the save is done, never the
+    half (not "not UTF-8", not "no task a1")."""
     o.setup(lanes_toml("a"), task("a1", "a"))
     half = tmp_path / "half"
+    at = CUTS[cut]
     writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(o.root / "TASKS.md"), str(half)], stdin=subprocess.DEVNULL
+        [
+            sys.executable,
+            "-c",
+            WRITER,
+            str(o.root / "TASKS.md"),
+            str(half),
+            SAVED[:at].hex(),
+            SAVED[at:].hex(),
+        ],
+        stdin=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 30

@@ -269,13 +269,15 @@ def _line_of(task: Task, key: str) -> int:
 
 
 def load(project: Project) -> Backlog:
-    """The backlog. A TASKS.md that is not UTF-8 is read again a few times first (a person's
-    save may be half-way); if it stays so, the ParseError names its line and byte offset."""
-    data = read_bytes(project.tasks_path)
-    if data is not None and not data.isascii():
-        from wf import settle
+    """The backlog. A TASKS.md that a program is saving is read once the save is done; one
+    that is not UTF-8 is read again a few times first (a save may be cut in a character);
+    if it stays so, the ParseError names its line and byte offset."""
+    from wf import settle
 
-        data = settle.reread_until_text(project.tasks_path, project.config.tasks, data, project.lock_timeout)
+    name = project.config.tasks
+    data = settle.read_after_save(project.tasks_path, name, project.lock_timeout)
+    if data is not None and not data.isascii():
+        data = settle.reread_until_text(project.tasks_path, name, data, project.lock_timeout)
     return from_bytes(project, data, read_bytes(project.archive_path))
 
 

@@ -246,6 +246,24 @@ def _is_text(data: bytes) -> bool:
     return True
 
 
+def read_after_save(path: Path, name: str, timeout: float) -> bytes | None:
+    """The file's bytes for a reader (None if it does not exist); if a program had it open
+    for writing while wf read it (an editor half-way through a save in place), its bytes
+    once that save is done (a settled read): a half-saved file is never the one read."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        data = _read_fd(fd)
+        writing = being_written(fd)
+    finally:
+        os.close(fd)
+    if not writing:
+        return data
+    return settled_read(path, name, None, timeout)[0]
+
+
 def reread_until_text(path: Path, name: str, data: bytes, timeout: float) -> bytes:
     """``data``, just read from ``path``, is not UTF-8. A person's save may be half-way
     (a character cut in two, an editor that writes in pieces): read the file again, settled,
