@@ -276,3 +276,16 @@ def test_kill_9_of_a_handback_post_at_its_cost_or_log_line_then_posted_again(o: 
     assert len(_cost_lines(o)) == 1, _cost_lines(o)
     assert [e["outcome"] for e in o.orch_log()] == ["handback"]
     assert not (o.root / ".wf" / "orch" / "a.json").exists()
+
+
+def test_a_report_whose_note_is_not_utf8_is_posted_with_the_bad_bytes_marked(o: Orch) -> None:
+    """A worker's final message piped in with a byte that is not UTF-8: the post goes
+    through (a night has nobody to fix a pipe), the bad byte shown as U+FFFD."""
+    _picked(o, "write a1.txt x", "nomerge")
+    report = b"result: handback\ncommit: -\nfollowups: -\nnote: caf\xe9 is too hard\n"
+    r = subprocess.run(
+        [sys.executable, "-m", "wf", "orch", "post", "a", "--report", "-", "--no-pick"],
+        cwd=o.root, env=o.env, input=report, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert any("handback: caf\ufffd is too hard" in n for n in _notes(o, "a1")), _notes(o, "a1")

@@ -188,7 +188,14 @@ def _restore_status(
 
 
 def _one_line(note: str | None) -> str:
-    note = " ".join((note or "").split())
+    """The worker's note as one line of text: bytes that were not UTF-8 (a report read from
+    a pipe) become U+FFFD, never a refused post."""
+    note = note or ""
+    try:
+        raw = note.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = note.encode("utf-8", "replace")
+    note = " ".join(raw.decode("utf-8", "replace").split())
     return note[:297] + "..." if len(note) > 300 else note  # it goes into TASKS.md and a context
 
 
