@@ -121,7 +121,7 @@ def test_unicode_tabs_and_trailing_spaces_survive() -> None:
 def test_not_utf8() -> None:
     with pytest.raises(ParseError) as info:
         taskfile.parse(b"ok\n\xff\n")
-    assert str(info.value) == "TASKS.md:2: error: not UTF-8 text (byte 0xff)"
+    assert str(info.value) == "TASKS.md:2: error: not UTF-8 text (byte 0xff) at byte offset 3"
 
 
 def test_reparse_refuses_a_body_that_would_create_a_heading() -> None:

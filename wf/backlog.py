@@ -17,7 +17,7 @@ from wf import archive as archivemod
 from wf import holds as holdsmod
 from wf import taskfile
 from wf.config import Config
-from wf.errors import ParseError, ParseIssue, WfError
+from wf.errors import IssueKind, ParseError, ParseIssue, WfError
 from wf.fsutil import read_bytes
 from wf.holds import Hold, HoldKind
 from wf.project import Project
@@ -351,13 +351,30 @@ def _line_of(task: Task, key: str) -> int:
 
 
 def load(project: Project) -> Backlog:
-    return from_bytes(project, read_bytes(project.tasks_path), read_bytes(project.archive_path))
+    """The backlog. A TASKS.md that a program is saving is read once the save is done; one
+    that is not UTF-8 is read again a few times first (a save may be cut in a character);
+    if it stays so, the ParseError names its line and byte offset."""
+    from wf import settle
+
+    name = project.config.tasks
+    data = settle.read_after_save(project.tasks_path, name, project.lock_timeout)
+    if data is not None and not data.isascii():
+        data = settle.reread_until_text(project.tasks_path, name, data, project.lock_timeout)
+    return from_bytes(project, data, read_bytes(project.archive_path))
 
 
 def from_bytes(project: Project, data: bytes | None, archive_data: bytes | None) -> Backlog:
     if data is None:
         raise WfError(f"no {project.config.tasks} in {project.root}; run 'wf init'")
-    doc = parse_cached(project, data)
+    try:
+        doc = parse_cached(project, data)
+    except ParseError as e:
+        from wf import settle
+
+        for issue in e.issues:
+            if issue.kind is IssueKind.NOT_UTF8:
+                settle.note_unreadable(project.wf_dir, project.config.tasks, str(issue))
+        raise
     archive = archivemod.parse(archive_data, project.config.archive)
     return Backlog(project, doc, archive, data, archive_data)
 

@@ -99,6 +99,26 @@ def append(root: Path, rec: dict[str, Any]) -> Path:
     return path
 
 
+def has_line(root: Path, task_id: str, agent: str) -> bool:
+    """Whether the project's cost log already has the line of this task's worker ``agent``
+    (a post that was stopped after writing it, then run again). The log's last MiB is read:
+    a post that is run again follows the one that wrote it."""
+    path = root / "out" / "wf-cost.log"
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - (1 << 20)))
+            tail = f.read().decode("utf-8", "replace")
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    want = {"id": _clean(task_id), "agent": _clean(agent)}
+    for line in tail.splitlines():
+        rec = parse_line(line)
+        if rec is not None and all(rec.get(k) == v for k, v in want.items()):
+            return True
+    return False
+
+
 def remember(root: Path) -> None:
     folder = state_dir()
     registry = folder / "projects"

@@ -35,6 +35,7 @@ class IssueKind(enum.Enum):
 
     OTHER = "other"
     UNCLOSED_FENCE = "unclosed-fence"  # a code fence never closed: it hides what follows
+    NOT_UTF8 = "not-utf8"  # the file is not UTF-8 text (a save in another encoding, or cut short)
 
 
 class ParseIssue:

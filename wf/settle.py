@@ -232,6 +232,91 @@ def settled_read(
         time.sleep(POLL)
 
 
+# ------------------------------------------------------------------ a file that is not text
+
+NOT_TEXT_TRIES = 5  # a file that is not UTF-8 is read this many times more, settled,
+NOT_TEXT_PAUSE = 0.2  # this many seconds apart, before it is the file's problem
+
+
+def _is_text(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def read_after_save(path: Path, name: str, timeout: float) -> bytes | None:
+    """The file's bytes for a reader (None if it does not exist); if a program had it open
+    for writing while wf read it (an editor half-way through a save in place), its bytes
+    once that save is done (a settled read): a half-saved file is never the one read."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        data = _read_fd(fd)
+        writing = being_written(fd)
+    finally:
+        os.close(fd)
+    if not writing:
+        return data
+    return settled_read(path, name, None, timeout)[0]
+
+
+def reread_until_text(path: Path, name: str, data: bytes, timeout: float) -> bytes:
+    """``data``, just read from ``path``, is not UTF-8. A person's save may be half-way
+    (a character cut in two, an editor that writes in pieces): read the file again, settled,
+    a few times; the first read that is text, else the last one (then the file itself is
+    wrong, and the caller's parse says where)."""
+    for _ in range(NOT_TEXT_TRIES):
+        if _is_text(data):
+            break
+        time.sleep(NOT_TEXT_PAUSE)
+        fresh, _stamp = settled_read(path, name, None, timeout)
+        if fresh is None:
+            break
+        data = fresh
+    return data
+
+
+def _unreadable_file(wf_dir: Path) -> Path:
+    return wf_dir / "unreadable.json"
+
+
+def note_unreadable(wf_dir: Path, name: str, why: str) -> None:
+    """Remember that wf met ``name`` unreadable now (``why``: where and what), so that a
+    worker that gave up on its task meanwhile is not taken as the task's failure. Best
+    effort, like ``save_seen``: without it a worker's report is taken as it is."""
+    path = _unreadable_file(wf_dir)
+    try:
+        current = json.loads(path.read_text("utf-8"))
+        if not isinstance(current, dict):
+            current = {}
+    except (OSError, ValueError):
+        current = {}
+    current[name] = {"last": time.time(), "why": why}
+    tmp = path.with_name(f".unreadable.{os.getpid()}")
+    try:
+        if not wf_dir.is_dir():
+            return  # not a project wf has set up: nothing to remember for
+        tmp.write_text(json.dumps(current), "utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def unreadable_since(wf_dir: Path, name: str, since: float) -> str | None:
+    """What was wrong with ``name`` when wf last met it unreadable, if that was at
+    ``since`` or later; None if not (or the note cannot be read)."""
+    try:
+        entry = json.loads(_unreadable_file(wf_dir).read_text("utf-8")).get(name)
+        last, why = float(entry["last"]), str(entry["why"])
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        return None
+    return why if last >= since else None
+
+
 # ------------------------------------------------------------------ checked replace
 
 

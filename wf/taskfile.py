@@ -297,9 +297,8 @@ def decode(data: bytes, path: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
-        raise ParseError(
-            [ParseIssue(path, line, "error", f"not UTF-8 text (byte 0x{data[e.start]:02x})")]
-        ) from None
+        why = f"not UTF-8 text (byte 0x{data[e.start]:02x}) at byte offset {e.start}"
+        raise ParseError([ParseIssue(path, line, "error", why, kind=IssueKind.NOT_UTF8)]) from None
 
 
 def parse(data: bytes, path: str = "TASKS.md") -> TasksFile:

@@ -179,14 +179,19 @@ def add_fix_task(
     if tail:
         body += "\n```\n" + "\n".join(tail) + "\n```\n"
     bl = backlogmod.load(project)
-    taken = bl.doc.ids() | bl.archive.ids()
+    title = f"Fix the gate: it fails at {sha[:12]}"
     base = f"fix-gate-{sha[:8]}"
+    for t in bl.doc.tasks:  # added by a post that was stopped before it marked the result
+        if t.title == title and (t.id == base or t.id.startswith(base + "-")):
+            mark_handled(project, sha, t.id)
+            return Fix(t.id, True)
+    taken = bl.doc.ids() | bl.archive.ids()
     task_id, n = base, 2
     while task_id in taken:
         task_id, n = f"{base}-{n}", n + 1
     fix = ops.add_task(
         project,
-        f"Fix the gate: it fails at {sha[:12]}",
+        title,
         task_id=task_id,
         body=body,
         prio=0,

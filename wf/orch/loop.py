@@ -42,7 +42,7 @@ from wf import adapters, procs, runs
 from wf import backlog as backlogmod
 from wf.adapters import Failure, Spec
 from wf.cloud import batchlane
-from wf.errors import WfError
+from wf.errors import IssueKind, ParseError, WfError
 from wf.fsutil import append_line
 from wf.orch import gate, state
 from wf.orch.pick import Pick, live_holder, pick, worker_instructions
@@ -328,7 +328,10 @@ class Loop:
             if self._may_start(lane) is not None:
                 continue
             if bl is None:
-                bl = backlogmod.load(self.project)
+                try:
+                    bl = backlogmod.load(self.project)
+                except WfError:
+                    return  # TASKS.md cannot be read now (a person's save): a later look wakes them
             ready = {t.id for t in bl.runner_ready(lane)}
             if not ready and state.load(self.project, lane) is None:
                 continue
@@ -443,6 +446,16 @@ class Loop:
                 if commit is None or not _commit_missing(self.project, commit):
                     raise
                 posted = self._post(lane, rec, result, None, note, unit, duration)  # an unknown sha
+        except ParseError as e:
+            why = f"post failed: {e}"
+            bad = [i for i in e.issues if i.kind is IssueKind.NOT_UTF8]
+            if bad:  # a person's save, not the task's doing
+                why = (
+                    f"{self.project.config.tasks} cannot be read ({bad[0]}): {rec.id} keeps its claim "
+                    "and its report; once the file is fixed the next wf orch run posts it, not as a handback"
+                )
+            self._stop(lane, StopReason(Stop.ERROR, why))
+            return
         except WfError as e:
             self._stop(lane, StopReason(Stop.ERROR, f"post failed: {e}"))
             return

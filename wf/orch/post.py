@@ -6,9 +6,13 @@ worker did not); ``TABLE`` says, per outcome, what becomes of the task and of th
 its archive commit): a status change, a note or a claim is never committed, and a
 person's uncommitted edits of TASKS.md stay where they are.
 
-The orch log line is written last and marks the post as made: a post killed before it
-is finished by the next one (a merge that happened is archived, never re-worked), and a
-post run again after it does not log twice.
+A post is atomic and idempotent. Everything it can be refused for (the lane, the task,
+the commit, a TASKS.md wf cannot read, the worker's transcript) is checked before its
+first write. Then its writes come in an order where every prefix can be finished by the
+next post: the merge (which finishes a half-done one), the task's status and note in one
+write (a task that no longer carries its claim has them), the hold, the tree, the cost
+line (one per task and worker), and last the orch log line, which marks the post as
+made: a post run again after it does not log twice.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from wf import backlog as backlogmod
 from wf import gitops, ops, worktrees
@@ -30,6 +34,9 @@ from wf.orch.pick import Pick, pick
 from wf.orch.state import LaneRecord, Outcome, Result, Stop, StopReason
 from wf.project import Project
 from wf.taskfile import check_id
+
+if TYPE_CHECKING:
+    from wf.usage import Cost
 
 
 class Next(enum.Enum):
@@ -135,14 +142,18 @@ def post(
             duration = max(0.0, time.time() - rec.started_at)
         logged = _logged(project, rec)
         if logged is not None:  # a post that was killed after its log line: finish it
-            state.drop(project, lane)
-            stop = TABLE[logged].stop
-            nxt = (
-                None if stop is None else Pick(lane, StopReason(stop, f"{rec.id}: {logged.value}"), None, "")
-            )
-            return Posted(lane, rec.id, logged, None, [f"{rec.id}: {logged.value} (posted already)"], nxt)
-        d = decide(project, rec, res, _one_line(note), on_wait)
-        posted = apply(project, rec, d, agent=agent, session=session, adapter=adapter, duration=duration)
+            posted = _finish_logged(project, rec, logged)
+            if logged is not Outcome.CRASHED_RECOVERY:
+                return posted
+            d = Decision(logged, None, None, None, ())
+        else:
+            # what can refuse the post is read before its first write: TASKS.md (a person's
+            # save wf cannot read stops it here) and the worker's transcript
+            backlogmod.load(project)
+            _read_records(project)
+            spent = _read_cost(project, rec, agent, session, adapter)
+            d = decide(project, rec, res, _one_line(note), on_wait)
+            posted = apply(project, rec, d, spent=spent, duration=duration)
     rule = TABLE[d.outcome]
     if rule.next is Next.RECOVERY:
         why = f"crashed{': ' + d.status_note if d.status_note else ''}"
@@ -164,7 +175,7 @@ def release(project: Project, lane: str, why: str, *, on_wait: Callable[[str], N
         if task is not None and task.status.state == "progress":
             _restore_status(project, rec.id, rec.prior_status, on_wait)
         d = Decision(Outcome.RELEASED, None, why, None, ())
-        return apply(project, rec, d, agent=None, session=None, adapter=None, duration=None)
+        return apply(project, rec, d, spent=None, duration=None)
 
 
 def _restore_status(
@@ -180,7 +191,14 @@ def _restore_status(
 
 
 def _one_line(note: str | None) -> str:
-    note = " ".join((note or "").split())
+    """The worker's note as one line of text: bytes that were not UTF-8 (a report read from
+    a pipe) become U+FFFD, never a refused post."""
+    note = note or ""
+    try:
+        raw = note.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raw = note.encode("utf-8", "replace")
+    note = " ".join(raw.decode("utf-8", "replace").split())
     return note[:297] + "..." if len(note) > 300 else note  # it goes into TASKS.md and a context
 
 
@@ -211,6 +229,19 @@ def decide(
             lines.append(fix.said(sha))
         gate.start(project)
         return Decision(outcome, None, None, merge_commit, tuple(lines))
+    if res is not Result.SLICED:
+        trouble = _file_trouble(project, rec, res)
+        if trouble is not None:
+            name = project.config.tasks
+            return Decision(
+                Outcome.RELEASED,
+                None,
+                f"{task} was not handed back: {trouble} during its run; the task is as it was "
+                f"(fix {name} if it is still so, then run again)",
+                None,
+                (*lines, f"{task}: {name} could not be read during its run ({trouble}): "
+                 "its claim is released, the task is as it was"),
+            )  # fmt: skip
     if res is Result.SLICED:
         kids = [t.id for t in backlogmod.load(project).doc.tasks if t.parent == task]
         if not kids:
@@ -258,25 +289,41 @@ def decide(
     return Decision(Outcome.CRASHED_TWICE, "crashed twice", f"{task} crashed twice", None, tuple(lines))
 
 
+def _file_trouble(project: Project, rec: LaneRecord, res: Result) -> str | None:
+    """What was wrong with TASKS.md if wf met it unreadable (not UTF-8: a person's save)
+    while this worker ran, and the worker gave up (not a done, a slice, or a model it
+    raised, which it could only make with the file readable): then its report is the
+    file's problem, never the task's. None otherwise."""
+    from wf import settle
+
+    if not rec.started_at:
+        return None
+    why = settle.unreadable_since(project.wf_dir, project.config.tasks, rec.started_at)
+    if why is None:
+        return None
+    task = backlogmod.load(project).doc.find(rec.id)
+    if res is Result.HANDBACK and task is not None and task.model and task.model != rec.model:
+        return None
+    return why
+
+
 def apply(
     project: Project,
     rec: LaneRecord,
     d: Decision,
     *,
-    agent: str | None,
-    session: str | None,
-    adapter: str | None,
+    spent: Spent | None,
     duration: float | None,
 ) -> Posted:
-    """Carry out the outcome table's row for a decision (under the project lock)."""
+    """Carry out the outcome table's row for a decision (under the project lock), each
+    write done so that a retry after a kill anywhere writes nothing twice."""
     rule = TABLE[d.outcome]
     task_id = rec.id
-    bl = backlogmod.load(project)
-    task = bl.doc.find(task_id)
-    if task is not None and rule.status is not None:
-        ops.set_status(project, task_id, rule.status, d.status_note, force=True)
-    if task is not None and d.task_note:
-        ops.add_note(project, task_id, d.task_note)
+    task = backlogmod.load(project).doc.find(task_id)
+    if d.outcome is Outcome.RELEASED and task is not None and task.status.state == "progress":
+        _restore_status(project, task_id, rec.prior_status, None)  # the claim, as if never made
+    if task is not None and (rule.status is not None or d.task_note):
+        _mark_task(project, task_id, rule.status, d.status_note, d.task_note)
     if rule.hold:
         now = backlogmod.load(project).doc.find(task_id)
         if now is not None:
@@ -284,7 +331,8 @@ def apply(
             state.hold(project, task_id, text, rec.started, d.outcome.value)
     if rule.free_tree:
         _free_tree(project, rec)
-    _cost(project, rec, agent, session, adapter, duration, done=d.outcome.done)
+    if spent is not None:
+        _write_cost(project, rec, spent, duration, done=d.outcome.done)
     _log(project, rec, d.outcome, d.commit, duration)
     if rule.next is Next.RECOVERY:
         state.save(project, rec.but(crashes=1))
@@ -434,9 +482,22 @@ def _logged(project: Project, rec: LaneRecord) -> Outcome | None:
                 outcome = Outcome(word)
             except ValueError:
                 continue
-            if outcome is not Outcome.CRASHED_RECOVERY:
-                return outcome
+            if outcome is not Outcome.CRASHED_RECOVERY or rec.crashes == 0:
+                return outcome  # a crash logged, but killed before its record counted it
+            return None
     return None
+
+
+def _finish_logged(project: Project, rec: LaneRecord, logged: Outcome) -> Posted:
+    """A post killed after its log line: only its lane record is left to write."""
+    said = [f"{rec.id}: {logged.value} (posted already)"]
+    if logged is Outcome.CRASHED_RECOVERY:
+        state.save(project, rec.but(crashes=1))
+        return Posted(rec.lane, rec.id, logged, None, said, None)
+    state.drop(project, rec.lane)
+    stop = TABLE[logged].stop
+    nxt = None if stop is None else Pick(rec.lane, StopReason(stop, f"{rec.id}: {logged.value}"), None, "")
+    return Posted(rec.lane, rec.id, logged, None, said, nxt)
 
 
 def _log(
@@ -450,42 +511,96 @@ def _log(
     )
 
 
-def _cost(
-    project: Project,
-    rec: LaneRecord,
-    agent: str | None,
-    session: str | None,
-    adapter: str | None,
-    duration: float | None,
-    *,
-    done: bool,
-) -> None:
-    from wf import costlog, usage
+@dataclass(frozen=True)
+class Spent:
+    """A worker's cost, read from its transcript before the post writes anything."""
+
+    cost: Cost
+    kind: str
+    agent: str
+    effort: str | None
+
+
+def _read_records(project: Project) -> None:
+    """The state records a post reads after it started writing (the gate's results, the
+    trees' records): one that cannot be trusted refuses the post here (CorruptRecord,
+    ``wf doctor --fix``), before the merge or the note, not half-way."""
+    from wf.orch import gate
+
+    gate.results(project)
+    worktrees.records(project)
+
+
+def _read_cost(
+    project: Project, rec: LaneRecord, agent: str | None, session: str | None, adapter: str | None
+) -> Spent | None:
+    """The worker's cost (None: no --agent or session, or a headless session's transcript
+    is not found). A transcript named by --agent that is missing refuses the post, with
+    nothing changed."""
+    from wf import usage
 
     found: tuple[usage.Cost, str] | None
     if agent:
-        found = usage.for_agent(agent)
+        try:
+            found = usage.for_agent(agent)
+        except WfError as e:
+            raise WfError(
+                f"{e}; nothing was changed (post again once it is there, or without --agent "
+                "to leave its cost out)"
+            ) from None
     elif session:
         found = usage.for_session(adapter or "claude", session)
     else:
-        return
+        return None
     if found is None:
-        return
-    cost, kind = found
-    effort = None
+        return None
     task = backlogmod.load(project).doc.find(rec.id)
-    if task is not None and task.effort is not None:
-        effort = f"{task.effort:g}"
+    effort = f"{task.effort:g}" if task is not None and task.effort is not None else None
+    return Spent(found[0], found[1], str(agent or session), effort)
+
+
+def _write_cost(
+    project: Project, rec: LaneRecord, spent: Spent, duration: float | None, *, done: bool
+) -> None:
+    """The cost line, unless an earlier try of this post wrote it (a task and a worker
+    have one line: a worker's cost is never counted twice)."""
+    from wf import costlog
+
+    if costlog.has_line(project.root, rec.id, spent.agent):
+        return
     line = costlog.line_for(
-        cost,
+        spent.cost,
         ts=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         project=project.root.name,
         task_id=rec.id,
-        agent=agent or session,
-        kind=kind,
+        agent=spent.agent,
+        kind=spent.kind,
         lane=rec.lane,
-        effort=effort,
+        effort=spent.effort,
         done=done,
         duration=duration,
     )
     costlog.append(project.root, line)
+
+
+def _mark_task(
+    project: Project, task_id: str, status: str | None, status_note: str | None, note: str | None
+) -> None:
+    """The task's new status and its dated note, in one write. Only a task that still
+    carries its claim is changed: one whose status is no longer "in progress" had this
+    write from an earlier try of the same post (killed after it), which is not repeated."""
+    from wf import edits
+
+    def change(bl: backlogmod.Backlog) -> ops.Change:
+        task = bl.doc.find(task_id)
+        if task is None or task.status.state != "progress":
+            return ops.Change()
+        doc = bl.doc
+        if status is not None:
+            value = None if status == "pending" else f"{status}: {status_note or status}"
+            doc = edits.set_field(doc, task_id, "status", value)
+        if note:
+            doc = edits.add_note(doc, task_id, note)
+        return ops.Change(tasks=doc)
+
+    ops.transact(project, change)
