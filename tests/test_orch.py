@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -510,11 +511,37 @@ def test_orch_run_for_starts_nothing_after_the_time(o: Orch) -> None:
     assert o.archived() == [] and o.status("a1") == "pending"
 
 
+GATE_AFTER_GO = """import os, sys, time
+for _ in range(2400):  # at most 2 minutes
+    if os.path.exists(sys.argv[1]):
+        break
+    time.sleep(0.05)
+sys.exit(1 if os.path.exists("breaks-gate.txt") else 0)
+"""
+
+
 @pytest.mark.timeout(180)
-def test_orch_run_waits_for_the_last_gate_and_acts_on_red(o: Orch) -> None:
-    gate = f"{sys.executable} -c \"import os, sys; sys.exit(1 if os.path.exists('breaks-gate.txt') else 0)\""
+def test_orch_run_waits_for_the_last_gate_and_acts_on_red(o: Orch, tmp_path: Path) -> None:
+    """The gate (started by the worker's own merge) is still running when the lane runs
+    out of work: the loop waits for it, then acts on its red result. The gate finishes
+    only once the loop says it waits, so the test does not race it."""
+    go = tmp_path / "go"
+    (tmp_path / "gate.py").write_text(GATE_AFTER_GO)
+    gate = f"{sys.executable} {tmp_path / 'gate.py'} {go}"
     o.setup(lanes_toml("a", gate=gate), task("a1", "a", "write breaks-gate.txt oops"))
+    log = o.root / "out" / "wf-orch-run.log"
+
+    def release_gate_when_waited_for() -> None:
+        for _ in range(3400):
+            if log.exists() and "waiting for the gate at" in log.read_text():
+                break
+            time.sleep(0.05)
+        go.write_text("")
+
+    releaser = threading.Thread(target=release_gate_when_waited_for, daemon=True)
+    releaser.start()
     r = o.proc("orch", "run", "a", timeout=170)
+    releaser.join()
     assert "waiting for the gate at" in r.stdout, r.stdout
     assert "a: gate red at" in r.stdout and "added P0 task fix-gate-" in r.stdout
     fix_id = r.stdout.split("added P0 task ")[1].split()[0]

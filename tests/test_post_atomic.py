@@ -201,6 +201,12 @@ def test_a_post_stopped_before_it_marked_the_red_gate_adds_one_fix_task(o: Orch)
     assert rep is not None and rep.commit and o.archived() == ["a1"]
     main = git(o.root, "rev-parse", "main").strip()
     result = o.root / ".wf" / "gate" / f"{main}.json"
+    # the worker's merge started the gate (`true`) in the background: let its green result
+    # land before it is replaced by a red one, or it would replace the red one
+    deadline = time.monotonic() + 60
+    while not (result.exists() and records.load(GateResult, result) is not None):
+        assert time.monotonic() < deadline, "the gate started by the merge never finished"
+        time.sleep(0.05)
     red = GateResult(main, cmd="true", exit=1, ok=False, tail="boom")
     records.save(result, red)
     saved = (o.root / ".wf" / "orch" / "a.json").read_bytes()
