@@ -193,8 +193,8 @@ def test_a_worker_that_ran_on_its_prompt_file_and_failed_is_the_tasks_crash(o: O
 def test_a_worker_that_fails_the_same_way_on_two_tasks_stops_the_lane(o: Orch) -> None:
     """The worker reads its prompt, then fails on its own configuration, the same way
     every time: on the second task that is the worker's failure, not the task's: the
-    lane stops naming it and the second task is released as it was. (The first task's
-    two tries came before anything could tell: it is blocked as crashed twice.)"""
+    lane stops naming it, the second task is released as it was, and the first task,
+    blocked as crashed twice before anything could tell, is pending again."""
     worker = "import sys; sys.stdin.read(); sys.exit('worker config missing: WORKER_KEY')"
     o.setup(
         cmd_lane("a", [sys.executable, "-c", worker]),
@@ -207,7 +207,8 @@ def test_a_worker_that_fails_the_same_way_on_two_tasks_stops_the_lane(o: Orch) -
         "stop lane a: cmd could not run (tool): the worker failed the same way on a1 and a2 (exit 1): "
         "worker config missing: WORKER_KEY"
     ) in r.stdout
-    assert o.status("a1") == "blocked: crashed twice"
+    assert "a1: pending again (its crashes were the tool's)" in r.stdout
+    assert o.status("a1") == "pending"
     assert o.status("a2") == "pending"
     assert [(e["id"], e["outcome"]) for e in o.orch_log() if e["id"] == "a2"] == [("a2", "released")]
 

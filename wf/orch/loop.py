@@ -105,7 +105,7 @@ class Loop:
         self.in_a_row: dict[str, int] = {}  # per lane: task-owned stops since its last task that went on
         self.tired: dict[str, frozenset[str]] = {}  # lanes stopped for stops in a row: their ready ids then
         self.held: list[StopReason] = []  # the task-owned stops of this run: a person is needed
-        self.crashes: dict[CrashSignature, str] = {}  # how a worker failed without a report: on which task
+        self.crashes: dict[CrashSignature, set[str]] = {}  # a failure without a report: its tasks
         self.last_done_lane: str | None = None
         self.count = 0
         self.started_tasks = 0
@@ -403,10 +403,30 @@ class Loop:
         sig = CrashSignature(
             unit.adapter.name, tuple(unit.spec.cmd), code if isinstance(code, int) else None, line
         )
-        other = self.crashes.setdefault(sig, rec.id)
-        if other != rec.id:
-            return f"the worker failed the same way on {other} and {rec.id} (exit {code}): {line}"
-        return None
+        seen = self.crashes.setdefault(sig, set())
+        others = sorted(seen - {rec.id})
+        seen.add(rec.id)
+        if not others:
+            return None
+        for other in others:  # blocked before the pattern showed: not theirs either
+            self._unblock_crashed(other)
+        return f"the worker failed the same way on {', '.join(others)} and {rec.id} (exit {code}): {line}"
+
+    def _unblock_crashed(self, task_id: str) -> None:
+        """A task this run blocked as crashed twice, for a failure now known to be its
+        tool's: back to pending, so that no task is charged for its tool."""
+        from wf import ops
+
+        try:
+            task = backlogmod.load(self.project).doc.find(task_id)
+            st = task.status if task is not None else None
+            if st is None or st.state != "blocked" or not st.text.startswith("crashed twice"):
+                return  # a person (or another outcome) changed it since: theirs to keep
+            ops.set_status(self.project, task_id, "pending", force=True)
+        except WfError as e:
+            self.emit(f"{task_id}: left blocked ({e})")
+            return
+        self.emit(f"{task_id}: pending again (its crashes were the tool's)")
 
     def _infra(
         self, lane: str, unit: Unit, rec: LaneRecord, failure: Failure, words: str | None = None
