@@ -58,7 +58,10 @@ def test_a_handback_holds_its_task_and_the_lane_goes_on(o: Orch) -> None:
         ("a3", "awaiting"),
         ("a4", "done"),
     ]
-    # the handed-back task stays held: the next run does not pick it
+    # the handed-back task is ready in no view, and the next run does not pick it
+    assert o.wf.ok("list", "--runner") == ""
+    [row] = [t for t in json.loads(o.wf.ok("list", "--json")) if t["id"] == "a1"]
+    assert (row["ready"], row["state"], row["hold"]["kind"]) == (False, "handback", "handback"), row
     again = o.proc("orch", "run", "a")
     assert "start a1" not in again.stdout and "handed back, waiting for a person" in again.stdout
 

@@ -229,8 +229,13 @@ def test_solo_owner_and_stop_file(o: Orch) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_red_gate_adds_a_p0_fix_task_that_is_the_next_pick(o: Orch) -> None:
-    gate = f"{sys.executable} -c \"import os, sys; sys.exit(1 if os.path.exists('breaks-gate.txt') else 0)\""
+def test_red_gate_adds_a_p0_fix_task_that_is_the_next_pick(o: Orch, tmp_path: Path) -> None:
+    """The gate (started by a1's merge) turns red after a1's post: the next post, a2's,
+    is done-gate-red and adds the P0 fix task, which is the lane's next pick. The gate
+    finishes only once a1 is posted, so the test does not race it."""
+    go = tmp_path / "go"
+    (tmp_path / "gate.py").write_text(GATE_AFTER_GO)
+    gate = f"{sys.executable} {tmp_path / 'gate.py'} {go}"
     o.setup(
         lanes_toml("a", gate=gate),
         task("a1", "a", "write breaks-gate.txt oops")
@@ -241,6 +246,7 @@ def test_red_gate_adds_a_p0_fix_task_that_is_the_next_pick(o: Orch) -> None:
     assert rep is not None
     out = o.wf.ok("orch", "post", "a", "--result", "done", "--commit", str(rep.commit))
     assert "Task: a2" in out
+    go.write_text("")
     main = git(o.root, "rev-parse", "HEAD").strip()
     result = o.root / ".wf" / "gate" / f"{main}.json"
     deadline = time.monotonic() + 60

@@ -57,13 +57,13 @@ def test_pilot_runs_batches_then_prep_then_the_prepared_work(b: Batch, tmp_path:
         [sys.executable, "-m", "wf", "pilot", "--batch", "3", "--for", "10m", "--poll", "0.3"],
         cwd=b.root, capture_output=True, text=True, env=b.env, timeout=200, stdin=subprocess.DEVNULL,
     )  # fmt: skip
-    assert r.returncode == 0, r.stderr + r.stdout
+    assert r.returncode == 4, r.stderr + r.stdout  # a question waits for a person
     out = r.stdout
     assert sorted(b.archived()) == ["p1", "r1", "r2", "r3"]
     kinds = [line.split()[1] for line in out.splitlines() if " started: lanes " in line]
     assert kinds == ["batch", "prep", "batch"], out
     assert "question question-which-colour: Which colour?" in out
-    assert "pilot ended: nothing left to run or prepare" in out
+    assert "pilot ended: nothing left to run or prepare; the rest waits for a person" in out
     assert "cost since " in out
     assert b.status("q1") == "blocked: waits for question-which-colour"
 

@@ -178,11 +178,11 @@ def pilot(b: Batch, *args: str, timeout: float = 60) -> subprocess.CompletedProc
 def test_the_pilot_with_only_handed_back_work_ends_at_once_saying_what_waits(b: Batch) -> None:
     handed_back(b, task("q1", "a", extra="Status: awaiting: Which colour?"))
     r = pilot(b, "--for", "10m", "--no-prep")
-    assert r.returncode == 0, r.stderr + r.stdout
+    assert r.returncode == 4, r.stderr + r.stdout  # a person must act, as every wf command says it
     assert "started" not in r.stdout and not list((b.root / ".wf" / "batch").glob("*.json"))
     assert "waiting for a person: 1 handed back (a1), 1 awaiting (q1)" in r.stdout
     assert "question q1: Which colour?" in r.stdout
-    assert "pilot ended: nothing left to run or prepare" in r.stdout
+    assert "pilot ended: nothing left to run or prepare; the rest waits for a person" in r.stdout
 
 
 @pytest.mark.timeout(120)

@@ -384,7 +384,8 @@ def pilot(ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: boo
     holds (an interactive pick, a live wf orch run), it waits; it never starts a batch
     without a task to run. Ends at --for, at the stop file, or when nothing is left to
     run or prepare (saying what waits for a person), with the cost report for the time
-    it ran.
+    it ran. Exit 4 when it ended with tasks waiting for a person, 1 when a batch could
+    not start, else 0.
 
     \b
     Example:
@@ -413,4 +414,4 @@ def pilot(ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: boo
     click.echo(f"cost since {began}:")
     for line in pilotmod.cost_lines(proj, began):
         click.echo(f"  {safe_line(line)}")
-    return 0
+    return end.exit_code

@@ -27,6 +27,13 @@ class PilotEnd(enum.StrEnum):
     FOR = "--for"
     STOP_FILE = "stop file"
     NOTHING_LEFT = "nothing left to run or prepare"
+    PERSON = "nothing left to run or prepare; the rest waits for a person"
+    NO_START = "a batch could not start"
+
+    @property
+    def exit_code(self) -> int:
+        """As every wf command: 4 when a person must act, 1 for an error, else 0."""
+        return {PilotEnd.PERSON: 4, PilotEnd.NO_START: 1}.get(self, 0)
 
 
 def _after_batch(project: Project, stamp: str, emit: Callable[[str], None]) -> bool:
@@ -156,9 +163,10 @@ def run(
                         waits = held
                     time.sleep(min(poll, max(0.0, left)))
                     continue
-                for line in waiting_lines(project, lanes):
+                waiting = waiting_lines(project, lanes)
+                for line in waiting:
                     emit(line)
-                end = PilotEnd.NOTHING_LEFT
+                end = PilotEnd.PERSON if waiting else PilotEnd.NOTHING_LEFT
                 break
             plan, kind = prep_plan, "prep batch"
         waits = {}
@@ -166,7 +174,7 @@ def run(
             started = batch.start(project, plan)
         except WfError as e:
             emit(f"cannot start a {kind}: {e}")
-            end = PilotEnd.NOTHING_LEFT
+            end = PilotEnd.NO_START
             break
         prepped = kind == "prep batch"
         watched = started.stamp
