@@ -14,27 +14,7 @@ import pytest
 
 from tests.conftest import WfRunner, git
 from tests.test_orch import Orch, lanes_toml, task
-
-
-def commit_all(cwd: Path, message: str) -> str:
-    git(cwd, "add", "-A")
-    git(cwd, "commit", "-qm", message)
-    return git(cwd, "rev-parse", "HEAD").strip()
-
-
-@pytest.fixture(autouse=True)
-def _fake_tools(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fake claude, codex and opencode on PATH, so that wf doctor finds its adapters."""
-    monkeypatch.setenv("PATH", f"{Path(__file__).parent / 'fakes'}{os.pathsep}{os.environ['PATH']}")
-
-
-@pytest.fixture
-def proj(wf: WfRunner) -> WfRunner:
-    """A repository set up for wf with committed TASKS.md holding tasks a, b and c."""
-    for tid in "abc":
-        wf.ok("add", f"Task {tid}", "--id", tid, "--model", "sonnet", "--done", "true")
-    commit_all(wf.root, "wf setup")
-    return wf
+from tests.test_tree_lifecycle import _fake_tools, commit_all, proj  # noqa: F401  (fixtures)
 
 
 def worked(proj: WfRunner, tid: str, lane: str = "sonnet") -> tuple[Path, str]:
