@@ -186,18 +186,28 @@ def _read_all(fd: int, timeout: float) -> str:
 # ------------------------------------------------------------------ the job (detached)
 
 
+class _Ready:
+    """Tells the command that started a detached job, once, how its start went: one line
+    on the pipe it waits on (None: nobody waits)."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+
+    def __call__(self, text: str) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.write(self.fd, text.encode() + b"\n")
+            os.close(self.fd)
+        except OSError:
+            pass
+        self.fd = None
+
+
 def job_main(project: Project, stamp: str, ready_fd: int | None) -> int:
     """The detached batch: lock, record, run the loop under res limits, follow, footer."""
 
-    def say(text: str) -> None:
-        nonlocal ready_fd
-        if ready_fd is not None:
-            try:
-                os.write(ready_fd, text.encode() + b"\n")
-                os.close(ready_fd)
-            except OSError:
-                pass
-            ready_fd = None
+    say = _Ready(ready_fd)
 
     plan_file = _dir(project) / f"{stamp}.plan.json"
     try:
@@ -388,15 +398,7 @@ def tail_main(project: Project, stamp: str, ready_fd: int | None) -> int:
     time). Its last line in the batch summary says how it ended."""
     from wf.cloud import records
 
-    def say(text: str) -> None:
-        nonlocal ready_fd
-        if ready_fd is not None:
-            try:
-                os.write(ready_fd, text.encode() + b"\n")
-                os.close(ready_fd)
-            except OSError:
-                pass
-            ready_fd = None
+    say = _Ready(ready_fd)
 
     summary = project.root / f"out/wf-batch-{stamp}.md"
     argv = [sys.executable, "-m", "wf", "-C", str(project.root), "batch-tail", stamp, "--pull"]
