@@ -7,9 +7,11 @@ which refuses anywhere but itself, so nothing leaves 127.0.0.1."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import time
 import uuid
@@ -90,14 +92,18 @@ def spec(work: Path, **kw: Any) -> Spec:
     return Spec(run="r1", unit="u1", folder=work.parent, cwd=work, prompt="Do the task.", **kw)
 
 
-def run(tool: str, spec: Spec, api: ModelApi, env: dict[str, str]) -> Run:
-    """The tool as wf starts it (its argv and stdin), with the server as its model API."""
+def launch(tool: str, spec: Spec, api: ModelApi, env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment wf starts the tool with, the server as its model API."""
     adapter = adapters.get(tool)
     argv = adapter.argv(spec)
     argv[0] = binary(tool)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "CODEX_API"))}
-    full = {**adapter.env(spec, base), "TERM": "dumb", "NO_COLOR": "1", **api.env(), **env}
-    p = subprocess.run(argv, cwd=spec.cwd, input=adapter.stdin(spec), env=full, capture_output=True,
+    return argv, {**adapter.env(spec, base), "TERM": "dumb", "NO_COLOR": "1", **api.env(), **env}
+
+
+def run(tool: str, spec: Spec, api: ModelApi, env: dict[str, str]) -> Run:
+    argv, full = launch(tool, spec, api, env)
+    p = subprocess.run(argv, cwd=spec.cwd, input=adapters.get(tool).stdin(spec), env=full, capture_output=True,
                        timeout=TIMEOUT)  # fmt: skip
     return Run(p.returncode, p.stdout.decode(), p.stderr.decode())
 
@@ -105,14 +111,17 @@ def run(tool: str, spec: Spec, api: ModelApi, env: dict[str, str]) -> Run:
 # ------------------------------------------------------------------------------ claude
 
 
-def claude(api: ModelApi, spec: Spec, *, oauth: bool = False, retries: int | None = 1) -> Run:
+def claude(api: ModelApi, spec: Spec, *, oauth: bool = False, retries: int = 1) -> Run:
     """API-key mode, or (``oauth``) a subscription, the only mode that reads the plan's
     usage-limit headers. No traffic but the model's (else it calls api.anthropic.com)."""
-    env = {"ANTHROPIC_BASE_URL": api.url, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
-    env |= {"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-scripted"} if oauth else {"ANTHROPIC_API_KEY": "x"}
-    if retries is not None:
-        env["CLAUDE_CODE_MAX_RETRIES"] = str(retries)
-    return run("claude", spec, api, env)
+    env = {"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-scripted"} if oauth else {"ANTHROPIC_API_KEY": "x"}
+    env["CLAUDE_CODE_MAX_RETRIES"] = str(retries)
+    return run_claude_env(api, spec, env)
+
+
+def run_claude_env(api: ModelApi, spec: Spec, env: dict[str, str]) -> Run:
+    base = {"ANTHROPIC_BASE_URL": api.url, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+    return run("claude", spec, api, {**base, **env})
 
 
 def test_claude_answers_a_scripted_text_and_keeps_its_transcript(work: Path) -> None:
@@ -179,12 +188,31 @@ def test_claude_denies_a_bash_call_its_argv_does_not_grant(work: Path) -> None:
     assert result["is_error"] is True and result["tool_use_id"] == "toolu_01"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the refusal is for root only")
+def test_claude_bypass_permissions_as_root_needs_is_sandbox(work: Path) -> None:
+    """As root, bypassPermissions is refused before any request unless IS_SANDBOX=1; with
+    it the command runs without a grant."""
+    command = "python3 -c \"open('made.txt', 'w')\""
+    with ModelApi(bash_then_done(command)) as api:
+        refused = claude(api, spec(work, permission_mode="bypassPermissions"))
+        assert refused.code == 1 and refused.out == "" and api.requests == []
+        assert "--dangerously-skip-permissions cannot be used with root/sudo privileges" in refused.err
+        assert not (work / "made.txt").exists()
+        r = run_claude_env(
+            api,
+            spec(work, permission_mode="bypassPermissions"),
+            {"IS_SANDBOX": "1", "ANTHROPIC_API_KEY": "x"},
+        )
+    assert r.code == 0, r.err
+    assert (work / "made.txt").exists() and r.result["permission_denials"] == []
+
+
 def test_claude_subscription_usage_limit_is_a_rate_limit_event(work: Path) -> None:
     """A plan's 5-hour limit: one request (no retry), a rate_limit_event with the reset,
     a <synthetic> message with error rate_limit, a result with is_error and 429; exit 1."""
     reset = int(time.time()) + 5
     with ModelApi([usage_limit(reset)]) as api:
-        r = claude(api, spec(work), oauth=True, retries=None)
+        r = claude(api, spec(work), oauth=True)  # one retry allowed, none made
     assert r.code == 1, r.err
     assert r.of("system", "init")[0]["apiKeySource"] == "none"
     [event] = r.of("rate_limit_event")
@@ -404,27 +432,33 @@ def test_codex_usage_limit_with_a_reset_names_the_time(work: Path) -> None:
 # ---------------------------------------------------------------------------- opencode
 
 
+def opencode_launch(api: ModelApi, spec: Spec) -> tuple[list[str], dict[str, str]]:
+    """wf's argv, with a project opencode.json provider (the bundled @ai-sdk/anthropic)
+    whose baseURL is the server; no fetch of models.dev, no update, no LSP download."""
+    provider = {
+        "npm": "@ai-sdk/anthropic",
+        "name": "Scripted",
+        "options": {"baseURL": f"{api.url}/v1", "apiKey": "x"},
+        "models": {"claude-sonnet-4-6": {"name": "Scripted Sonnet"}},
+    }
+    config = {"$schema": "https://opencode.ai/config.json", "provider": {"scripted": provider}}
+    (spec.cwd / "opencode.json").write_text(json.dumps(config))
+    quiet = {f"OPENCODE_DISABLE_{x}": "1" for x in ("MODELS_FETCH", "AUTOUPDATE", "LSP_DOWNLOAD", "SHARE")}
+    return launch("opencode", spec._replace(model="scripted/claude-sonnet-4-6"), api, quiet)
+
+
+def opencode(api: ModelApi, spec: Spec) -> Run:
+    argv, env = opencode_launch(api, spec)
+    p = subprocess.run(argv, cwd=spec.cwd, input=spec.prompt.encode(), env=env, capture_output=True,
+                       timeout=TIMEOUT)  # fmt: skip
+    return Run(p.returncode, p.stdout.decode(), p.stderr.decode())
+
+
 @pytest.mark.slow
 def test_opencode_answers_a_scripted_text(work: Path) -> None:
-    """A project opencode.json provider (the bundled @ai-sdk/anthropic) whose baseURL is
-    the server. opencode asks twice: a title (no tools), then the turn."""
+    """opencode asks twice: a title (no tools), then the turn."""
     with ModelApi([Text("Hello from the script.")]) as api:
-        config = {
-            "$schema": "https://opencode.ai/config.json",
-            "provider": {
-                "scripted": {
-                    "npm": "@ai-sdk/anthropic",
-                    "name": "Scripted",
-                    "options": {"baseURL": f"{api.url}/v1", "apiKey": "x"},
-                    "models": {"claude-sonnet-4-6": {"name": "Scripted Sonnet"}},
-                }
-            },
-        }
-        (work / "opencode.json").write_text(json.dumps(config))
-        quiet = {
-            f"OPENCODE_DISABLE_{x}": "1" for x in ("MODELS_FETCH", "AUTOUPDATE", "LSP_DOWNLOAD", "SHARE")
-        }
-        r = run("opencode", spec(work, model="scripted/claude-sonnet-4-6"), api, quiet)
+        r = opencode(api, spec(work))
     assert r.code == 0, r.err
     assert [e["type"] for e in r.events] == ["step_start", "text", "step_finish"]
     assert r.events[1]["part"]["text"] == "Hello from the script."
@@ -434,3 +468,46 @@ def test_opencode_answers_a_scripted_text(work: Path) -> None:
     turn = [q for q in api.requests if q.tool_names]
     assert len(turn) == 1 and "bash" in turn[0].tool_names and turn[0].says("Do the task.")
     assert api.outside == []
+
+
+@pytest.mark.slow
+def test_opencode_gives_up_on_a_500_after_its_retries(work: Path) -> None:
+    """A 500 is retried (here at once: the answer says retry-after-ms 50), then an error
+    event (APIError, the status, isRetryable true) and exit 1."""
+    fault = Fault(500, "api_error", "Internal server error", {"retry-after-ms": "50"})
+    with ModelApi([fault]) as api:
+        r = opencode(api, spec(work))
+    assert r.code == 1, r.err
+    [error] = r.of("error")
+    assert error["error"]["name"] == "APIError"
+    data = error["error"]["data"]
+    assert (data["message"], data["statusCode"], data["isRetryable"]) == ("Internal server error", 500, True)
+    assert len([q for q in api.requests if q.tool_names]) > 1
+
+
+@pytest.mark.slow
+def test_opencode_waits_out_a_429_retry_after_in_silence(work: Path) -> None:
+    """A 429 whose retry-after is an hour: after the one request opencode waits, saying
+    nothing on stdout (wf's stall timer is what will end such a unit)."""
+    limit = "Number of requests has exceeded your rate limit."
+    with ModelApi([Fault(429, "rate_limit_error", limit, {"retry-after": "3600"})]) as api:
+        argv, env = opencode_launch(api, spec(work))
+        p = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        try:
+            assert p.stdin is not None and p.stdout is not None
+            p.stdin.write(b"Do the task.")
+            p.stdin.close()
+            deadline = time.monotonic() + TIMEOUT
+            while not any(q.tool_names for q in api.requests) and p.poll() is None:
+                assert time.monotonic() < deadline, "opencode never asked"
+                time.sleep(0.1)
+            time.sleep(2)  # long enough for a retry that did not wait
+            assert p.poll() is None
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+        out = p.stdout.read()
+    assert len([q for q in api.requests if q.tool_names]) == 1
+    assert out == b""
