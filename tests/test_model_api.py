@@ -321,11 +321,12 @@ def test_claude_subagent_runs_in_the_background_with_its_own_transcript(work: Pa
 # ------------------------------------------------------------------------------- codex
 
 
-def codex(api: ModelApi, spec: Spec) -> Run:
-    """wf's argv with a provider whose base_url is the server (no retries of its own)."""
+def codex(api: ModelApi, spec: Spec, *, retries: bool = False) -> Run:
+    """wf's argv with a provider whose base_url is the server; no retries of its own
+    unless ``retries`` (a 500 then takes 30 requests and ~25 s before it fails)."""
     provider = (
         f'model_providers.scripted={{name="scripted", base_url="{api.url}/v1", env_key="OPENAI_API_KEY", '
-        'wire_api="responses", request_max_retries=0, stream_max_retries=0}'
+        'wire_api="responses"' + ("}" if retries else ", request_max_retries=0, stream_max_retries=0}")
     )
     extra = ("-c", 'model_provider="scripted"', "-c", provider)
     return run("codex", spec._replace(extra_args=spec.extra_args + extra), api, {"OPENAI_API_KEY": "x"})
@@ -414,6 +415,17 @@ def test_codex_api_errors(work: Path, step: Step, words: str) -> None:
     assert r.events[3]["error"]["message"].startswith(words)
     assert len(api.requests) == 1
     assert (work.parent / "output.txt").read_text() == ""
+
+
+def test_codex_reconnects_after_a_cut_stream(work: Path) -> None:
+    """With its default retries a cut stream is a transient error event ("Reconnecting...
+    1/5 (...)"), and the turn goes on to its answer."""
+    with ModelApi([Cut(), Text("recovered")]) as api:
+        r = codex(api, spec(work), retries=True)
+    assert r.code == 0, r.err
+    [error] = r.of("error")
+    assert error["message"].startswith("Reconnecting... 1/5 (stream disconnected before completion")
+    assert [e["item"]["text"] for e in r.of("item.completed")] == ["recovered"] and r.of("turn.completed")
 
 
 def test_codex_usage_limit_with_a_reset_names_the_time(work: Path) -> None:
