@@ -56,6 +56,7 @@ class Reply:
     blocks: tuple[Block, ...]
     input_tokens: int = 100
     output_tokens: int = 20
+    headers: Mapping[str, str] = field(default_factory=dict)  # e.g. usage_headers(...)
 
     @property
     def stop_reason(self) -> str:
@@ -132,25 +133,37 @@ class Request:
 Script = Sequence[Step] | Callable[[Request], Step]
 
 
-def usage_limit(reset: int, *, seven_day: float = 0.5, claim: str = "five_hour") -> Fault:
-    """A plan's usage limit as Anthropic's API says it to a subscription: 429 with the
-    unified rate-limit headers (claude in OAuth mode turns them into a rate_limit_event)."""
+def usage_headers(
+    status: str,
+    reset: int,
+    *,
+    window: str = "five_hour",
+    used: float = 1.0,
+    other: float = 0.5,
+    threshold: float | None = None,
+) -> dict[str, str]:
+    """Anthropic's unified rate-limit headers for a subscription: ``status`` (allowed,
+    allowed_warning, rejected) claimed by ``window`` (five_hour or seven_day), that window
+    ``used`` until ``reset`` (past a warning ``threshold``), the other at ``other``."""
     h = "anthropic-ratelimit-unified-"
+    headers = {f"{h}status": status, f"{h}reset": str(reset), f"{h}representative-claim": window}
+    for name, short in (("five_hour", "5h"), ("seven_day", "7d")):
+        hit = name == window
+        headers[f"{h}{short}-status"] = status if hit else "allowed"
+        headers[f"{h}{short}-utilization"] = str(used if hit else other)
+        headers[f"{h}{short}-reset"] = str(reset if hit else reset + 3 * 86400)
+        if hit and threshold is not None:
+            headers[f"{h}{short}-surpassed-threshold"] = str(threshold)
+    return headers
+
+
+def usage_limit(reset: int, *, window: str = "five_hour", other: float = 0.5) -> Fault:
+    """A plan's usage limit as Anthropic's API says it to a subscription: 429 with the
+    unified headers, ``window`` used up until ``reset`` (claude in OAuth mode turns them
+    into a rate_limit_event)."""
+    message = "This request would exceed your account's rate limit. Please try again later."
     return Fault(
-        429,
-        "rate_limit_error",
-        "This request would exceed your account's rate limit. Please try again later.",
-        {
-            f"{h}status": "rejected",
-            f"{h}reset": str(reset),
-            f"{h}representative-claim": claim,
-            f"{h}5h-status": "rejected",
-            f"{h}5h-utilization": "1.0",
-            f"{h}5h-reset": str(reset),
-            f"{h}7d-status": "allowed",
-            f"{h}7d-utilization": str(seven_day),
-            f"{h}7d-reset": str(reset + 3 * 86400),
-        },
+        429, "rate_limit_error", message, usage_headers("rejected", reset, window=window, other=other)
     )
 
 
@@ -398,12 +411,14 @@ def _handler(api: ModelApi) -> type[BaseHTTPRequestHandler]:
                 if isinstance(step, Cut):  # no answer at all: the connection just closes
                     self.close_connection = True
                     return
-                self._send(200, json.dumps(anthropic_message(step, model)).encode())
+                self._send(200, json.dumps(anthropic_message(step, model)).encode(), step.headers)
             else:
                 self._stream(path, step, model)
 
         def _stream(self, path: str, step: Reply | Cut, model: str) -> None:
             self.send_response(200)
+            for k, v in (step.headers if isinstance(step, Reply) else {}).items():
+                self.send_header(k, v)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Cache-Control", "no-cache")
             self.send_header("Connection", "close")

@@ -30,10 +30,12 @@ from tests.model_api import (
     Cut,
     Fault,
     ModelApi,
+    Reply,
     Request,
     Step,
     Text,
     ToolUse,
+    usage_headers,
     usage_limit,
 )
 from wf import adapters
@@ -207,30 +209,56 @@ def test_claude_bypass_permissions_as_root_needs_is_sandbox(work: Path) -> None:
     assert (work / "made.txt").exists() and r.result["permission_denials"] == []
 
 
-def test_claude_subscription_usage_limit_is_a_rate_limit_event(work: Path) -> None:
-    """A plan's 5-hour limit: one request (no retry), a rate_limit_event with the reset,
-    a <synthetic> message with error rate_limit, a result with is_error and 429; exit 1."""
+@pytest.mark.parametrize(("window", "words"), [("five_hour", "5-hour"), ("seven_day", "weekly")])
+def test_claude_subscription_usage_limit_is_a_rate_limit_event(work: Path, window: str, words: str) -> None:
+    """A plan's limit: one request (the one retry allowed is not made), a rate_limit_event
+    with the reset, a <synthetic> message with error rate_limit, a result with is_error
+    and 429; exit 1."""
     reset = int(time.time()) + 5
-    with ModelApi([usage_limit(reset)]) as api:
-        r = claude(api, spec(work), oauth=True)  # one retry allowed, none made
+    with ModelApi([usage_limit(reset, window=window)]) as api:
+        r = claude(api, spec(work), oauth=True)
     assert r.code == 1, r.err
     assert r.of("system", "init")[0]["apiKeySource"] == "none"
     [event] = r.of("rate_limit_event")
     info = event["rate_limit_info"]
-    assert (info["status"], info["resetsAt"], info["rateLimitType"]) == ("rejected", reset, "five_hour")
+    assert (info["status"], info["resetsAt"], info["rateLimitType"]) == ("rejected", reset, window)
     assert info["isUsingOverage"] is False
     windows = info["unifiedWindows"]
-    assert windows["five_hour"]["utilization"] == 1 and windows["five_hour"]["resetsAt"] == reset
-    assert windows["seven_day"]["utilization"] == 0.5
+    assert windows[window] == {"utilization": 1, "resetsAt": reset, "status": "rejected"}
+    other = "seven_day" if window == "five_hour" else "five_hour"
+    assert (windows[other]["utilization"], windows[other]["status"]) == (0.5, "allowed")
     [message] = r.of("assistant")
     assert message["message"]["model"] == "<synthetic>" and message["error"] == "rate_limit"
     assert (message["api_error_status"], message["api_error"]) == (429, "usage_limit_reached")
     assert message["api_error_params"]["rate_limit_info"]["resetsAt"] == reset
-    assert message["message"]["content"][0]["text"].startswith("You've hit your 5-hour limit · resets ")
+    assert message["message"]["content"][0]["text"].startswith(f"You've hit your {words} limit · resets ")
     res = r.result
     assert (res["is_error"], res["api_error_status"], res["terminal_reason"]) == (True, 429, "api_error")
-    assert res["result"].startswith("You've hit your 5-hour limit")
+    assert res["result"] == message["message"]["content"][0]["text"]
     assert len(api.requests) == 1
+
+
+def test_claude_subscription_reports_its_usage_with_every_answer(work: Path) -> None:
+    """Usage headers on an answer: a rate_limit_event after the message, status allowed;
+    allowed_warning (with utilization and surpassedThreshold) once a threshold is past.
+    An API key ignores the headers."""
+    reset = int(time.time()) + 3600
+    warn = usage_headers("allowed_warning", reset, used=0.92, threshold=0.9)
+    script = [Reply((Text("fine"),), headers=usage_headers("allowed", reset, used=0.3))]
+    with ModelApi(script) as api:
+        r = claude(api, spec(work), oauth=True)
+        plain = claude(api, spec(work))
+    with ModelApi([Reply((Text("fine"),), headers=warn)]) as api:
+        warned = claude(api, spec(work), oauth=True)
+    assert (r.code, r.result["is_error"], warned.code, warned.result["is_error"]) == (0, False, 0, False)
+    assert plain.of("rate_limit_event") == []
+    [event] = r.of("rate_limit_event")
+    info = event["rate_limit_info"]
+    assert (info["status"], info["rateLimitType"], info["resetsAt"]) == ("allowed", "five_hour", reset)
+    assert info["unifiedWindows"]["five_hour"] == {"utilization": 0.3, "resetsAt": reset, "status": "allowed"}
+    [event] = warned.of("rate_limit_event")
+    info = event["rate_limit_info"]
+    assert (info["status"], info["utilization"], info["surpassedThreshold"]) == ("allowed_warning", 0.92, 0.9)
 
 
 def test_claude_api_key_429_is_no_usage_limit(work: Path) -> None:
