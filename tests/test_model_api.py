@@ -99,7 +99,8 @@ def launch(tool: str, spec: Spec, api: ModelApi, env: dict[str, str]) -> tuple[l
     adapter = adapters.get(tool)
     argv = adapter.argv(spec)
     argv[0] = binary(tool)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_", "CODEX_API"))}
+    drop = ("ANTHROPIC_", "OPENAI_", "CODEX_API", "IS_SANDBOX")  # the test says which it wants
+    base = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     return argv, {**adapter.env(spec, base), "TERM": "dumb", "NO_COLOR": "1", **api.env(), **env}
 
 
@@ -113,17 +114,13 @@ def run(tool: str, spec: Spec, api: ModelApi, env: dict[str, str]) -> Run:
 # ------------------------------------------------------------------------------ claude
 
 
-def claude(api: ModelApi, spec: Spec, *, oauth: bool = False, retries: int = 1) -> Run:
+def claude(api: ModelApi, spec: Spec, *, oauth: bool = False, env: dict[str, str] | None = None) -> Run:
     """API-key mode, or (``oauth``) a subscription, the only mode that reads the plan's
-    usage-limit headers. No traffic but the model's (else it calls api.anthropic.com)."""
-    env = {"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-scripted"} if oauth else {"ANTHROPIC_API_KEY": "x"}
-    env["CLAUDE_CODE_MAX_RETRIES"] = str(retries)
-    return run_claude_env(api, spec, env)
-
-
-def run_claude_env(api: ModelApi, spec: Spec, env: dict[str, str]) -> Run:
+    usage-limit headers; one retry at most. No traffic but the model's (else it calls
+    api.anthropic.com)."""
+    key = {"CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-scripted"} if oauth else {"ANTHROPIC_API_KEY": "x"}
     base = {"ANTHROPIC_BASE_URL": api.url, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
-    return run("claude", spec, api, {**base, **env})
+    return run("claude", spec, api, {**base, **key, "CLAUDE_CODE_MAX_RETRIES": "1", **(env or {})})
 
 
 def test_claude_answers_a_scripted_text_and_keeps_its_transcript(work: Path) -> None:
@@ -200,11 +197,7 @@ def test_claude_bypass_permissions_as_root_needs_is_sandbox(work: Path) -> None:
         assert refused.code == 1 and refused.out == "" and api.requests == []
         assert "--dangerously-skip-permissions cannot be used with root/sudo privileges" in refused.err
         assert not (work / "made.txt").exists()
-        r = run_claude_env(
-            api,
-            spec(work, permission_mode="bypassPermissions"),
-            {"IS_SANDBOX": "1", "ANTHROPIC_API_KEY": "x"},
-        )
+        r = claude(api, spec(work, permission_mode="bypassPermissions"), env={"IS_SANDBOX": "1"})
     assert r.code == 0, r.err
     assert (work / "made.txt").exists() and r.result["permission_denials"] == []
 
