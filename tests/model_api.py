@@ -10,8 +10,11 @@ tool sends and does with the answers.
 Use::
 
     with ModelApi([Text("hello")]) as api:        # or a function of the request
-        run claude with ANTHROPIC_BASE_URL=api.url
+        run claude with ANTHROPIC_BASE_URL=api.url and the variables of api.env()
     api.requests                                   # each model request, its JSON body
+
+``api.env()`` makes the server every proxy (and npm's registry): it refuses any other
+host and notes it in ``api.outside``, so that a tool's own calls home stay on 127.0.0.1.
 
 A script is a list of steps, played one per model request in order (the last one is
 repeated when requests outrun it), or a function from the request to a step. A step is
@@ -77,7 +80,7 @@ class Fault:
 @dataclass(frozen=True)
 class Cut:
     """A stream that starts (status 200, the first event) and then stops mid-way: the
-    connection closes with no further event."""
+    connection closes with no further event (asked without streaming: with no answer)."""
 
 
 Step = Reply | Text | ToolUse | Fault | Cut
