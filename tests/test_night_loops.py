@@ -211,6 +211,7 @@ def test_a_worker_that_fails_the_same_way_on_two_tasks_stops_the_lane(o: Orch) -
         "worker config missing: WORKER_KEY"
     ) in r.stdout
     assert "a1: pending again (its crashes were the tool's)" in r.stdout
+    assert "needs a person: a1" not in r.stdout  # nobody is needed for it any more
     assert o.status("a1") == "pending"
     assert o.status("a2") == "pending"
     assert [(e["id"], e["outcome"]) for e in o.orch_log() if e["id"] == "a2"] == [("a2", "released")]

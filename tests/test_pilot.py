@@ -63,7 +63,7 @@ def test_pilot_runs_batches_then_prep_then_the_prepared_work(b: Batch, tmp_path:
     kinds = [line.split()[1] for line in out.splitlines() if " started: lanes " in line]
     assert kinds == ["batch", "prep", "batch"], out
     assert "question question-which-colour: Which colour?" in out
-    assert "pilot ended: nothing left to run or prepare; the rest waits for a person" in out
+    assert "pilot ended: nothing left to run or prepare" in out
     assert "cost since " in out
     assert b.status("q1") == "blocked: waits for question-which-colour"
 
@@ -172,3 +172,49 @@ def test_a_stop_during_a_batch_ends_the_batch_then_the_pilot(b: Batch) -> None:
     assert out.count(" started: lanes ") == 1
     assert " ended: stop file (summary out/wf-batch-" in out and "pilot ended: stop file" in out
     assert b.archived() == ["r1"] and b.status("r2") == "pending"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_pilot_starts_no_batch_again_on_a_lane_that_made_no_progress(b: Batch, tmp_path: Path) -> None:
+    """The lane's program cannot even import: its batch stops the lane (the tool's
+    failure) with every task as it was. The pilot does not start the same batch again
+    every poll: it leaves that lane, ends at once, and exits 1 (a tool to fix)."""
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "myworker.py").write_text("import nosuchdep\n")
+    cmd = json.dumps(
+        [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tmp_path / 'w')!r}); import myworker"]
+    )
+    b.setup(
+        f'[lanes.a]\nmodel = "ma"\nadapter = "cmd"\ncmd = {cmd}\n',
+        t("r1", "Model: ma", "Done: true") + t("r2", "Model: ma", "Done: true"),
+    )
+    r = wfproc.run(
+        [sys.executable, "-m", "wf", "pilot", "--batch", "2", "--for", "40s", "--poll", "0.3", "--no-prep"],
+        cwd=b.root, capture_output=True, text=True, env=b.env, timeout=180, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert r.returncode == 1, r.stderr + r.stdout
+    assert r.stdout.count(" started: lanes ") == 1, r.stdout
+    assert "lanes a made no progress in batch " in r.stdout
+    assert "pilot ended: no lane with work made progress" in r.stdout
+    assert b.status("r1") == "pending" and b.status("r2") == "pending"
+
+
+@pytest.mark.timeout(120)
+def test_pilot_at_for_says_what_waits_for_a_person_and_exits_4(b: Batch) -> None:
+    """--for ends it while a task is handed back and another awaits an answer: the end
+    names them, and the exit says a person must act, as at any other end."""
+    b.setup(
+        '[lanes.a]\nmodel = "ma"\nadapter = "cmd"\ncmd = ["true"]\n',
+        t("a1", "Model: ma", "Done: true")
+        + t("a2", "Model: ma", "Done: true")
+        + t("q1", "Model: ma", "Done: true", "Status: awaiting: Which colour?"),
+    )
+    assert "Task: a1 " in b.wf.ok("orch", "pick", "a")  # the lane is held: the pilot waits for it
+    r = wfproc.run(
+        [sys.executable, "-m", "wf", "pilot", "--for", "2s", "--poll", "0.3", "--no-prep"],
+        cwd=b.root, capture_output=True, text=True, env=b.env, timeout=60, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert r.returncode == 4, r.stderr + r.stdout
+    assert "pilot ended: --for" in r.stdout
+    assert "waiting for a person: 1 awaiting (q1)" in r.stdout

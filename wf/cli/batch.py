@@ -384,8 +384,9 @@ def pilot(ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: boo
     holds (an interactive pick, a live wf orch run), it waits; it never starts a batch
     without a task to run. Ends at --for, at the stop file, or when nothing is left to
     run or prepare (saying what waits for a person), with the cost report for the time
-    it ran. Exit 4 when it ended with tasks waiting for a person, 1 when a batch could
-    not start, else 0.
+    it ran. A batch that changed nothing on its lanes (a tool that cannot run) is not
+    started there again. Exit 1 when a batch could not start or no lane with work made
+    progress, else 4 when tasks wait for a person at the end, else 0.
 
     \b
     Example:
@@ -401,7 +402,7 @@ def pilot(ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: boo
     def emit(line: str) -> None:
         click.echo(f"{time.strftime('%H:%M:%S')} {safe_line(line)}")
 
-    end, began = pilotmod.run(
+    ended = pilotmod.run(
         proj,
         k=k,
         lanes=[x for x in lanes.split(",") if x] if lanes else None,
@@ -410,8 +411,8 @@ def pilot(ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: boo
         poll=poll,
         emit=emit,
     )
-    emit(f"pilot ended: {end.value}")
-    click.echo(f"cost since {began}:")
-    for line in pilotmod.cost_lines(proj, began):
+    emit(f"pilot ended: {ended.end.value}")
+    click.echo(f"cost since {ended.began}:")
+    for line in pilotmod.cost_lines(proj, ended.began):
         click.echo(f"  {safe_line(line)}")
-    return end.exit_code
+    return ended.exit_code

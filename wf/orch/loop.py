@@ -104,7 +104,7 @@ class Loop:
         self.broken_tools: dict[str, StopReason] = {}
         self.in_a_row: dict[str, int] = {}  # per lane: task-owned stops since its last task that went on
         self.tired: dict[str, frozenset[str]] = {}  # lanes stopped for stops in a row: their ready ids then
-        self.held: list[StopReason] = []  # the task-owned stops of this run: a person is needed
+        self.held: list[tuple[str | None, StopReason]] = []  # task-owned stops (task, why): for a person
         self.crashes: dict[CrashSignature, set[str]] = {}  # a failure without a report: its tasks
         self.last_done_lane: str | None = None
         self.count = 0
@@ -173,11 +173,11 @@ class Loop:
         if not quiet:
             self.emit(f"stop lane {lane}: {reason.text}")
 
-    def _hold(self, lane: str, reason: StopReason) -> bool:
+    def _hold(self, lane: str, reason: StopReason, task: str | None = None) -> bool:
         """A stop that belongs to one task: the task waits for a person (its status or a
         hold says so) and the lane goes on (True), unless it is the lane's IN_A_ROW-th
         such stop in a row: then the lane stops (False)."""
-        self.held.append(reason)
+        self.held.append((task, reason))
         self.seen.append(reason)
         run = self.in_a_row.get(lane, 0) + 1
         self.in_a_row[lane] = run
@@ -427,6 +427,9 @@ class Loop:
             self.emit(f"{task_id}: left blocked ({e})")
             return
         self.emit(f"{task_id}: pending again (its crashes were the tool's)")
+        for entry in [h for h in self.held if h[0] == task_id]:  # no person is needed for it now
+            self.held.remove(entry)
+            self.seen.remove(entry[1])
 
     def _infra(
         self, lane: str, unit: Unit, rec: LaneRecord, failure: Failure, words: str | None = None
@@ -486,7 +489,7 @@ class Loop:
         if posted.next is not None:  # a stop line, or the recovery pick after a crash
             stop = posted.next.stop
             if stop is not None and stop.kind.task_owned:
-                if self._hold(lane, stop):
+                if self._hold(lane, stop, posted.task):
                     self._pick(lane)
                 return
             if stop is not None:
@@ -632,7 +635,7 @@ class Loop:
             if interrupted.is_set():
                 self._poll_all(then_pick=False)  # a worker that already reported is posted
                 return 130
-            for reason in self.held:
+            for _task, reason in self.held:
                 self.emit(f"needs a person: {reason.text}")
             return self.exit_code()
         finally:

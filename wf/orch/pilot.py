@@ -16,7 +16,9 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from wf.errors import WfError
 from wf.orch import batch, batchplan
@@ -27,13 +29,41 @@ class PilotEnd(enum.StrEnum):
     FOR = "--for"
     STOP_FILE = "stop file"
     NOTHING_LEFT = "nothing left to run or prepare"
-    PERSON = "nothing left to run or prepare; the rest waits for a person"
+    NO_PROGRESS = "no lane with work made progress"
     NO_START = "a batch could not start"
 
     @property
+    def error(self) -> bool:
+        return self in (PilotEnd.NO_PROGRESS, PilotEnd.NO_START)
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How the pilot ended: why, when it began, and what waits for a person then."""
+
+    end: PilotEnd
+    began: str
+    waiting: tuple[str, ...] = ()
+
+    @property
     def exit_code(self) -> int:
-        """As every wf command: 4 when a person must act, 1 for an error, else 0."""
-        return {PilotEnd.PERSON: 4, PilotEnd.NO_START: 1}.get(self, 0)
+        """As every wf command: 1 for an error, else 4 when a person must act, else 0."""
+        return 1 if self.end.error else 4 if self.waiting else 0
+
+
+class _Mark(NamedTuple):
+    """What a batch could change on its lanes: the tasks ready there, the archive."""
+
+    ready: frozenset[str]
+    archived: frozenset[str]
+
+
+def _mark(project: Project, lanes: list[str]) -> _Mark:
+    from wf import backlog
+
+    bl = backlog.load(project)
+    ready = frozenset(t.id for lane in lanes for t in bl.runner_ready(lane))
+    return _Mark(ready, frozenset(bl.archive.ids()))
 
 
 def _after_batch(project: Project, stamp: str, emit: Callable[[str], None]) -> bool:
@@ -115,13 +145,18 @@ def run(
     prep: bool,
     poll: float,
     emit: Callable[[str], None],
-) -> tuple[PilotEnd, str]:
-    """Drive batches until the end; returns why it ended and the ISO time it began."""
+) -> Ended:
+    """Drive batches until the end. A batch that ran on lanes and changed nothing there
+    (the same tasks ready, nothing archived: a tool that cannot run, a task that fails
+    before its worker starts) is not started again on those lanes: the pilot leaves
+    them and says so, instead of starting the same batch again every poll."""
     from wf.orch import res
 
     began = res.now_iso()
     deadline = time.monotonic() + for_s
     watched: str | None = None
+    marks: dict[str, tuple[list[str], _Mark]] = {}  # a started batch: its lanes, what they held
+    stuck: set[str] = set()  # lanes a batch of this pilot made no progress on
     prepped = False  # a prep batch ran in this idle spell
     waits: dict[str, str] = {}  # the held lanes last said to be waited for
     end: PilotEnd
@@ -134,6 +169,14 @@ def run(
         batch.finish_dead(project, "wf pilot")
         if watched is not None:
             stopped = _after_batch(project, watched, emit)
+            if watched in marks:
+                ran, before = marks.pop(watched)
+                if _mark(project, ran) == before:
+                    stuck.update(ran)
+                    emit(
+                        f"lanes {', '.join(ran)} made no progress in batch {watched} (nothing archived, "
+                        f"the same tasks ready): the pilot starts no batch there again"
+                    )
             watched = None
             if stopped:
                 end = PilotEnd.STOP_FILE
@@ -146,16 +189,19 @@ def run(
             end = PilotEnd.FOR
             break
         for_ = f"{max(1, round(left))}s"
-        plan = batchplan.plan(project, k, lanes=lanes, for_=for_)
+        usable = lanes
+        if stuck:
+            usable = [ln for ln in (lanes or [x.name for x in project.config.lanes]) if ln not in stuck]
+        plan = batchplan.plan(project, k, lanes=usable, for_=for_) if usable != [] else None
         kind = "batch"
-        if not _has_work(project, plan):
+        if plan is None or not _has_work(project, plan):
             prep_plan = (
-                batchplan.plan(project, k, lanes=lanes, for_=for_, prep=True)
-                if prep and not prepped
+                batchplan.plan(project, k, lanes=usable, for_=for_, prep=True)
+                if prep and not prepped and usable != []
                 else None
             )
             if prep_plan is None or not prep_plan.lanes:
-                held = _held_work(project, lanes)
+                held = _held_work(project, usable)
                 if held:  # ready work waits behind a lane someone holds: wait, start nothing
                     if held != waits:
                         for lane, why in held.items():
@@ -163,10 +209,7 @@ def run(
                         waits = held
                     time.sleep(min(poll, max(0.0, left)))
                     continue
-                waiting = waiting_lines(project, lanes)
-                for line in waiting:
-                    emit(line)
-                end = PilotEnd.PERSON if waiting else PilotEnd.NOTHING_LEFT
+                end = PilotEnd.NO_PROGRESS if stuck else PilotEnd.NOTHING_LEFT
                 break
             plan, kind = prep_plan, "prep batch"
         waits = {}
@@ -178,8 +221,13 @@ def run(
             break
         prepped = kind == "prep batch"
         watched = started.stamp
+        if kind == "batch":
+            marks[started.stamp] = (list(plan.lanes), _mark(project, list(plan.lanes)))
         emit(f"{kind} {started.stamp} started: lanes {', '.join(plan.lanes)}, at most {k} task(s)")
-    return end, began
+    waiting = tuple(waiting_lines(project, lanes))
+    for line in waiting:
+        emit(line)
+    return Ended(end, began, waiting)
 
 
 def cost_lines(project: Project, since: str) -> list[str]:
