@@ -73,6 +73,7 @@ TABLE: dict[Outcome, Rule] = {
     Outcome.CRASHED_RECOVERY: Rule(None, Next.RECOVERY, free_tree=False),
     Outcome.CRASHED_TWICE: Rule("blocked", Next.STOP, Stop.CRASHED_TWICE),
     Outcome.RELEASED: Rule(None, Next.STOP, Stop.INFRA),
+    Outcome.REDO: Rule(None, Next.PICK),  # the file is readable again: the lane goes on
     Outcome.LOST: Rule("pending", Next.STOP, Stop.LOST),  # the cloud lane (wf.cloud.lane)
 }
 
@@ -234,13 +235,12 @@ def decide(
         if trouble is not None:
             name = project.config.tasks
             return Decision(
-                Outcome.RELEASED,
+                Outcome.REDO,
                 None,
-                f"{task} was not handed back: {trouble} during its run; the task is as it was "
-                f"(fix {name} if it is still so, then run again)",
                 None,
-                (*lines, f"{task}: {name} could not be read during its run ({trouble}): "
-                 "its claim is released, the task is as it was"),
+                None,
+                (*lines, f"{task} was not handed back: {name} could not be read during its run "
+                 f"({trouble}); the task is as it was, and the lane picks again"),
             )  # fmt: skip
     if res is Result.SLICED:
         kids = [t.id for t in backlogmod.load(project).doc.tasks if t.parent == task]
@@ -320,7 +320,8 @@ def apply(
     rule = TABLE[d.outcome]
     task_id = rec.id
     task = backlogmod.load(project).doc.find(task_id)
-    if d.outcome is Outcome.RELEASED and task is not None and task.status.state == "progress":
+    released = d.outcome in (Outcome.RELEASED, Outcome.REDO)
+    if released and task is not None and task.status.state == "progress":
         _restore_status(project, task_id, rec.prior_status, None)  # the claim, as if never made
     if task is not None and (rule.status is not None or d.task_note):
         _mark_task(project, task_id, rule.status, d.status_note, d.task_note)

@@ -55,6 +55,7 @@ class Outcome(enum.StrEnum):
     CRASHED_RECOVERY = "crashed-recovery"
     CRASHED_TWICE = "crashed-twice"
     RELEASED = "released"  # an infrastructure failure: the claim was released
+    REDO = "redo"  # the worker met TASKS.md unreadable (a person's save): released, picked again
     LOST = "lost"  # a cloud session that ended without a report, or vanished
 
     @property
