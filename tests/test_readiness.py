@@ -57,11 +57,12 @@ def test_a_handed_back_task_is_ready_in_no_view_and_no_plan(b: Batch) -> None:
     shown = b.wf.ok("show", "a1")
     assert "state=handback" in shown and "runner-ready: no" in shown
     assert "runner-ready: yes" not in shown
-    assert "held (handback): handed back by its worker" in shown
+    assert "held (handback since " in shown
     assert "release: change the task (wf edit a1, wf set, an editor) or wf status a1 pending" in shown
     rec = record(b, "a1")
     assert rec["ready"] is False and rec["state"] == "handback"
     assert rec["hold"]["kind"] == "handback" and "wf status a1 pending" in rec["hold"]["release"]
+    assert rec["hold"]["since"] and rec["hold"]["since"].startswith("20")  # when it was handed back
     assert runner_ids(b) == [] and "a1" not in b.wf.ok("list", "--runner")
     assert [r["id"] for r in json.loads(b.wf.ok("list", "--status", "handback", "--json"))] == ["a1"]
     assert [r["id"] for r in json.loads(b.wf.ok("list", "--status", "pending", "--json"))] == ["a1"]

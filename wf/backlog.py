@@ -106,6 +106,7 @@ class Backlog:
             HoldKind.HANDBACK,
             "handed back by its worker (its last Note says why), waiting for a person",
             f"change the task (wf edit {task.id}, wf set, an editor) or wf status {task.id} pending",
+            rec.since or None,
         )
 
     def hold(self, task: Task) -> Hold | None:

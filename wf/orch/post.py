@@ -33,7 +33,7 @@ from wf.orch import state
 from wf.orch.pick import Pick, pick
 from wf.orch.state import LaneRecord, Outcome, Result, Stop, StopReason
 from wf.project import Project
-from wf.taskfile import check_id
+from wf.taskfile import check_id, utc_stamp
 
 if TYPE_CHECKING:
     from wf.usage import Cost
@@ -329,7 +329,7 @@ def apply(
         now = backlogmod.load(project).doc.find(task_id)
         if now is not None:
             text = backlogmod.load(project).doc.text[now.span[0] : now.span[1]]
-            state.hold(project, task_id, text, rec.started, d.outcome.value)
+            state.hold(project, task_id, text, utc_stamp(), d.outcome.value)  # since: handed back
     if rule.free_tree:
         _free_tree(project, rec)
     if spent is not None:
