@@ -169,6 +169,7 @@ def merge_cmd(ctx: click.Context, target: str | None, no_gate: bool, as_json: bo
     Examples:
       wf merge fetch-retry
       cd .worktrees/sonnet && wf merge
+      wf merge fetch-retry --no-gate   # a merge whose gate run is not wanted now
     """
     from wf import merge
     from wf.orch import gate

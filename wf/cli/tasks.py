@@ -267,6 +267,8 @@ def lanes(ctx: click.Context, as_json: bool) -> None:
 def show(ctx: click.Context, task_id: str, as_json: bool) -> None:
     """Show a task: where it is, whether it is runner-ready (and why not), its text.
 
+    A held task (handed back, awaiting, wip, blocked, picked) says what holds it and
+    the command that releases it ('held (...)', 'release: ...'; --json: hold).
     An archived id shows its archive line.
 
     \b
