@@ -1349,3 +1349,20 @@ def test_opencode_cost_is_its_own_and_zero_for_tokens_is_unpriced(tmp_path: Path
     own, unknown = store_cost("s1", db), store_cost("s2", db)
     assert (own.usd, own.source, own.unpriced) == (0.25, usage.CostSource.tool, ())
     assert (unknown.usd, unknown.source, unknown.unpriced) == (0.0, usage.CostSource.unpriced, ("p/m",))
+
+
+@pytest.mark.parametrize("figure", [-1.0, "0.5", True, None, 1e999])
+def test_a_tool_figure_that_is_not_a_cost_is_not_used(tmp_path: Path, figure: Any) -> None:
+    """A cost-state whose $ is negative, text, a bool, missing or infinite is no figure:
+    the model stays unpriced (an earlier good figure is not kept either: the last line
+    is the session's state)."""
+    line = cost_state({"claude-zeta-9-9": 0.0})
+    line["modelUsage"]["claude-zeta-9-9"]["costUSD"] = figure
+    f = write(
+        tmp_path / "t.jsonl",
+        asst(tokens(1000, 100), mid="m1", model="claude-zeta-9-9"),
+        cost_state({"claude-zeta-9-9": 0.25}),
+        line,
+    )
+    c = cost_of(f)
+    assert (c.unpriced, c.usd, c.source) == (("claude-zeta-9-9",), 0.0, usage.CostSource.unpriced)
