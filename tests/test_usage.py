@@ -1351,9 +1351,10 @@ def test_opencode_cost_is_its_own_and_zero_for_tokens_is_unpriced(tmp_path: Path
     assert (unknown.usd, unknown.source, unknown.unpriced) == (0.0, usage.CostSource.unpriced, ("p/m",))
 
 
-@pytest.mark.parametrize("figure", [-1.0, "0.5", True, None, 1e999])
+@pytest.mark.parametrize("figure", [-1.0, "0.5", True, None, 1e999, 0.0])
 def test_a_tool_figure_that_is_not_a_cost_is_not_used(tmp_path: Path, figure: Any) -> None:
-    """A cost-state whose $ is negative, text, a bool, missing or infinite is no figure:
+    """A cost-state whose $ is negative, text, a bool, missing or infinite is no figure,
+    nor is $0 for tokens (a price the tool did not know):
     the model stays unpriced (an earlier good figure is not kept either: the last line
     is the session's state)."""
     line = cost_state({"claude-zeta-9-9": 0.0})

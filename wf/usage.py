@@ -434,7 +434,7 @@ def with_tool_figures(cost: Cost, figures: dict[str, float]) -> Cost:
     """``cost`` with each model wf's table lacks priced by the tool's own figure for it
     (the whole session's, as the tool reported it), where there is one. Only a session's
     own figures fit: a subagent's transcript alone has none (its parent's cover more)."""
-    found = {m: figures[m] for m in cost.unpriced if m in figures}
+    found = {m: figures[m] for m in cost.unpriced if figures.get(m, 0) > 0}  # $0 for tokens: no price
     if not found:
         return cost
     per_model: dict[str, list[float]] = {m: [float(t), u, r] for m, t, u, r in cost.by_model}
