@@ -60,6 +60,11 @@ class Reply:
     input_tokens: int = 100
     output_tokens: int = 20
     headers: Mapping[str, str] = field(default_factory=dict)  # e.g. usage_headers(...)
+    # cache writes (5-minute and 1-hour) and cache reads the usage reports (Messages API)
+    cache_write_5m: int = 0
+    cache_write_1h: int = 0
+    cache_read: int = 0
+    speed: str | None = None  # "fast": the usage says the request ran in fast mode
 
     @property
     def stop_reason(self) -> str:
@@ -193,10 +198,11 @@ def _content(block: Block) -> dict[str, Any]:
     return {"type": "tool_use", "id": block.id, "name": block.name, "input": dict(block.input)}
 
 
-def anthropic_message(reply: Reply, model: str, *, streamed: bool = False) -> dict[str, Any]:
-    """The Messages API answer: whole, or (``streamed``) as ``message_start`` carries it."""
+def anthropic_message(reply: Reply, model: str, *, streamed: bool = False, n: int = 1) -> dict[str, Any]:
+    """The Messages API answer to the ``n``th request (its id: one per request, as the
+    tools count a request by it): whole, or (``streamed``) as ``message_start`` carries it."""
     return {
-        "id": "msg_scripted",
+        "id": f"msg_scripted_{n:04d}",
         "type": "message",
         "role": "assistant",
         "model": model,
@@ -206,15 +212,20 @@ def anthropic_message(reply: Reply, model: str, *, streamed: bool = False) -> di
         "usage": {
             "input_tokens": reply.input_tokens,
             "output_tokens": 1 if streamed else reply.output_tokens,
-            "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": 0,
+            "cache_creation_input_tokens": reply.cache_write_5m + reply.cache_write_1h,
+            "cache_read_input_tokens": reply.cache_read,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": reply.cache_write_5m,
+                "ephemeral_1h_input_tokens": reply.cache_write_1h,
+            },
+            **({"speed": reply.speed} if reply.speed else {}),
         },
     }
 
 
-def anthropic_events(reply: Reply, model: str) -> Iterator[bytes]:
-    """The Messages API stream of one reply."""
-    message = anthropic_message(reply, model, streamed=True)
+def anthropic_events(reply: Reply, model: str, n: int = 1) -> Iterator[bytes]:
+    """The Messages API stream of one reply (to the ``n``th request)."""
+    message = anthropic_message(reply, model, streamed=True, n=n)
     yield _sse("message_start", {"type": "message_start", "message": message})
     for i, block in enumerate(reply.blocks):
         start = (
@@ -238,7 +249,7 @@ def anthropic_events(reply: Reply, model: str) -> Iterator[bytes]:
     yield _sse("message_stop", {"type": "message_stop"})
 
 
-def responses_events(reply: Reply, model: str) -> Iterator[bytes]:
+def responses_events(reply: Reply, model: str, n: int = 1) -> Iterator[bytes]:
     """The Responses API stream of one reply (codex): one output item per block."""
 
     def ev(data: dict[str, Any]) -> bytes:
@@ -323,13 +334,14 @@ class ModelApi:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def next_step(self, request: Request) -> Reply | Fault | Cut:
+    def next_step(self, request: Request) -> tuple[Reply | Fault | Cut, int]:
+        """The step for a request, and its number (from 1)."""
         with self._lock:
             self.requests.append(request)
             n = len(self.requests)
         if callable(self.script):
-            return _reply(self.script(request))
-        return _reply(self.script[min(n, len(self.script)) - 1])
+            return _reply(self.script(request)), n
+        return _reply(self.script[min(n, len(self.script)) - 1]), n
 
 
 def _handler(api: ModelApi) -> type[BaseHTTPRequestHandler]:
@@ -402,7 +414,7 @@ def _handler(api: ModelApi) -> type[BaseHTTPRequestHandler]:
                     api.other.append(request)
                 self._send(404, b'{"type":"error","error":{"type":"not_found_error","message":"Not found"}}')
                 return
-            step = api.next_step(request)
+            step, n = api.next_step(request)
             body = request.body if isinstance(request.body, dict) else {}
             model = str(body.get("model") or api.model)
             if isinstance(step, Fault):
@@ -414,11 +426,11 @@ def _handler(api: ModelApi) -> type[BaseHTTPRequestHandler]:
                 if isinstance(step, Cut):  # no answer at all: the connection just closes
                     self.close_connection = True
                     return
-                self._send(200, json.dumps(anthropic_message(step, model)).encode(), step.headers)
+                self._send(200, json.dumps(anthropic_message(step, model, n=n)).encode(), step.headers)
             else:
-                self._stream(path, step, model)
+                self._stream(path, step, model, n)
 
-        def _stream(self, path: str, step: Reply | Cut, model: str) -> None:
+        def _stream(self, path: str, step: Reply | Cut, model: str, n: int) -> None:
             self.send_response(200)
             for k, v in (step.headers if isinstance(step, Reply) else {}).items():
                 self.send_header(k, v)
@@ -428,7 +440,7 @@ def _handler(api: ModelApi) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.close_connection = True
             events = anthropic_events if path.endswith("/messages") else responses_events
-            for chunk in events(Reply((Text("cut"),)) if isinstance(step, Cut) else step, model):
+            for chunk in events(Reply((Text("cut"),)) if isinstance(step, Cut) else step, model, n):
                 self.wfile.write(chunk)
                 self.wfile.flush()
                 if isinstance(step, Cut):

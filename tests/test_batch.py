@@ -556,3 +556,42 @@ def test_a_broken_batch_record_never_crashes(b: Batch, data: str) -> None:
         r = b.batch(*args)
         assert r.returncode in (0, 1, 2), (args, r.stderr)
         assert "internal error" not in r.stderr, (args, r.stderr)
+
+
+def test_the_summary_marks_a_cost_that_is_the_tools_own_or_unpriced(wf: WfRunner) -> None:
+    """A task line's dollars carry the cost log's mark ('*' the tool's own figure, '?'
+    unpriced models left out, '~' estimated output); the footer's total carries them with
+    their legend, never a bare $0.00 for a cost nobody knows."""
+    from wf import project as projectmod
+    from wf.orch.batchlog import Follower
+    from wf.orch.batchplan import Record
+
+    project = projectmod.load(wf.root)
+    out = wf.root / "out"
+    out.mkdir(exist_ok=True)
+    rec = Record(stamp="s", started="t", summary="out/sum.md", log="out/b.log", plan={"lanes": ["a"]},
+                 offsets={"orch": 0, "cost": 0, "events": 0}, known_ids=("t0",))  # fmt: skip
+    follower = Follower(project, rec)
+    cost = "ts=2026-12-03T01:00:00Z id={} lane=a model=m done=1 est={} usd={} usd_rep={}"
+    (out / "wf-cost.log").write_text(
+        "\n".join(
+            [
+                cost.format("t1", 0, "0.5000", "0.5000") + " cost_source=tool",
+                cost.format("t2", 0, "0.0000", "0.0000") + " unpriced=zeta cost_source=unpriced",
+                cost.format("t3", 5, "0.2500", "0.2000") + " cost_source=table",
+                cost.format("t4", 0, "1.0000", "1.0000"),  # a line written before cost_source
+            ]
+        )
+        + "\n"
+    )
+    orch = "ts=2026-12-03T01:0{}:00Z lane=a id={} outcome=done commit=abc dur_s=60"
+    (out / "wf-orch.log").write_text("\n".join(orch.format(n, f"t{n}") for n in range(1, 6)) + "\n")
+    follower.poll()
+    follower.footer("N reached")
+    lines = (wf.root / "out" / "sum.md").read_text().splitlines()
+    assert [x.split()[6] for x in lines if " commit=" in x] == ["$0.50*", "$0.00?", "~$0.25", "$1.00", "$?"]
+    assert "done: 5, not done: 0" in lines, "every task line is counted, whatever its mark"
+    assert "total: ~$1.75*? (1 task(s) without a cost)" in lines
+    assert any(x.startswith("* the tool's own figure") for x in lines)
+    assert any(x.startswith("? leaves out unpriced model(s)") for x in lines)
+    assert any(x.startswith("~ includes estimated output") for x in lines)

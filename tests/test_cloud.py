@@ -823,3 +823,30 @@ def test_a_batch_that_ends_at_the_stop_file_leaves_no_cloud_tail(c: Cloud, tmp_p
     assert st["reason"] == "stop file" and st["cloud_tail"] is None, st
     assert "- cloud: the stop file is set; sessions left: slow" in Path(st["summary"]).read_text()
     assert not [j for j in json.loads(c.proc("res", "ls", "--json").stdout) if j["title"] == "wf-batch-cloud"]
+
+
+@pytest.mark.parametrize(
+    ("model", "extra", "cost"),
+    [
+        ("claude-sonnet-5-5", None, (1000 * 2 + 100 * 10) / 1e6),  # wf's table
+        ("claude-zeta-9-9", {"claude-zeta-9-9": 0.42}, 0.42),  # the tool's own figure
+        ("claude-zeta-9-9", None, None),  # nobody's: usd=?, never $0 charged to the budget
+    ],
+)
+def test_a_cloud_sessions_unknown_cost_is_none_never_zero(
+    model: str, extra: dict[str, float] | None, cost: float | None
+) -> None:
+    from wf.cloud.backend import SessionState, SessionStatus
+    from wf.cloud.claude import ClaudeBackend
+
+    line = {"type": "assistant", "timestamp": "2026-12-03T10:00:00Z", "requestId": "r1",
+            "message": {"id": "m1", "model": model, "stop_reason": "end_turn", "content": [],
+                        "usage": {"input_tokens": 1000, "output_tokens": 100}}}  # fmt: skip
+    lines = [line] + (
+        [{"type": "cost-state", "modelUsage": {model: {"costUSD": extra[model]}}}] if extra else []
+    )
+    folder = Path(os.environ["CLAUDE_CONFIG_DIR"]) / "projects" / "p"
+    folder.mkdir(parents=True)
+    (folder / "s-1.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    got = ClaudeBackend().cost(SessionStatus(SessionState.DONE, local_session="s-1"))
+    assert got == (None if cost is None else pytest.approx(cost))

@@ -1086,3 +1086,20 @@ def runs_text(path: Path) -> str:
         return path.read_text()
     except OSError:
         return ""
+
+
+def test_a_unit_whose_model_wf_cannot_price_is_marked_on_every_line(w: Workers) -> None:
+    """No bare $0.0000: a unit on a model that neither wf's table nor the tool's transcript
+    prices shows '?' on its line, the run's total and wf runs status, with the legend;
+    cost_source is "unpriced" in status.json and in --json."""
+    r = w.run("dispatch", "zz", "z1", "--adapter", "claude", "--model", "claude-zeta-9-9", "--prompt", "one")
+    assert r.returncode == 0, r.stdout + r.stderr
+    st = w.status("zz", "z1")
+    assert (st["cost"]["cost_source"], st["cost"]["unpriced"]) == ("unpriced", "claude-zeta-9-9")
+    assert r.stdout.splitlines()[0].endswith(" $0.0000?")
+    assert r.stdout.splitlines()[1].startswith("? leaves out unpriced model(s)")
+    status = w.run("runs", "status", "zz").stdout.splitlines()
+    assert " $0.0000?  " in status[0] and status[1] == "run zz: 1/1 done, $0.0000? in all"
+    assert status[2].startswith("? leaves out unpriced model(s)")
+    [unit] = json.loads(w.run("runs", "status", "zz", "--json").stdout)
+    assert unit["cost"]["cost_source"] == "unpriced"

@@ -385,18 +385,24 @@ def test_openai_price_table(model: str) -> None:
         ("claude-haiku-4-5-20251001", "claude-haiku-4-5"),
         ("claude-3-5-haiku-20241022", "claude-3-5-haiku"),
         ("gpt-5.1-codex-mini", "gpt-5.1-codex-mini"),  # longest prefix, not gpt-5.1
-        ("gpt-5.1-codex-max", "gpt-5.1"),
+        ("gpt-5.1-codex-max", "gpt-5.1-codex-max"),
         ("gpt-5-codex", "gpt-5-codex"),
-        ("gpt-5.2-codex", "gpt-5.2"),
+        ("gpt-5.2-codex", "gpt-5.2-codex"),
+        ("gpt-5-2025-08-07", "gpt-5"),  # OpenAI's dated variant
+        ("claude-sonnet-4-5@20250929", "claude-sonnet-4-5"),  # Vertex's
     ],
 )
-def test_lookup_strips_date_and_1m_then_longest_prefix(name: str, row: str) -> None:
+def test_lookup_strips_date_and_1m_then_the_exact_model(name: str, row: str) -> None:
     p = prices.lookup(name, "2026-06-01")
     assert p is not None and p.model == row
 
 
-@pytest.mark.parametrize("name", ["mystery-model", "gpt-4o", "sonnet", ""])
+@pytest.mark.parametrize(
+    "name", ["mystery-model", "gpt-4o", "sonnet", "", "gpt-5.5", "claude-opus-4-9", "gpt-5.2-pro"]
+)
 def test_lookup_unknown_model(name: str) -> None:
+    """A model no row names exactly has no price, even where a row is its prefix (gpt-5.5
+    was priced as gpt-5, claude-opus-4-9 as claude-opus-4)."""
     assert prices.lookup(name) is None
 
 
@@ -411,7 +417,7 @@ def test_unknown_model_priced_zero_and_named(tmp_path: Path) -> None:
     assert (c.turns, c.inp, c.out, c.cr) == (2, 101, 102, 100), "tokens of an unknown model still count"
     assert c.usd_rep == money(usd(SONNET_P, inp=1, out=2)), "an unknown model is priced 0"
     rec = costlog.line_for(c, ts="2026-03-01T00:00:00Z", project="app")
-    assert costlog.format_line(rec).endswith(" unpriced=mystery-model-9")
+    assert costlog.format_line(rec).endswith(" unpriced=mystery-model-9 cost_source=unpriced")
 
 
 def test_request_without_model_is_not_priced_silently(tmp_path: Path) -> None:
@@ -927,7 +933,7 @@ def test_log_line_keys_and_values(wf: WfRunner, tmp_path: Path) -> None:
     lines = log.read_text().splitlines()
     assert len(lines) == 1
     keys = [part.split("=", 1)[0] for part in lines[0].split(" ")]
-    assert keys == LOG_KEYS, "the documented order, no unpriced key when all is priced"
+    assert keys == [*LOG_KEYS, "cost_source"], "the documented order, no unpriced key when all is priced"
     rec = parse(lines[0])
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", rec["ts"])
     assert rec == {
@@ -950,6 +956,7 @@ def test_log_line_keys_and_values(wf: WfRunner, tmp_path: Path) -> None:
         "cr": "11000",
         "usd": str(round(WORKER_USD, 4)),
         "usd_rep": str(round(WORKER_REP, 4)),
+        "cost_source": "table",
     }
     wf.ok("usage", "--file", str(f), "--log", "--done", "0", "--duration", "99.6")
     second = parse(log.read_text().splitlines()[1])
@@ -972,6 +979,7 @@ def test_json_has_the_log_keys(wf: WfRunner, tmp_path: Path) -> None:
         "cw5m": 1000, "cw1h": 500, "cr": 11000,
         "usd": round(WORKER_USD, 4), "usd_rep": round(WORKER_REP, 4),
     }  # fmt: skip
+    assert obj["cost_source"] == "table"
     assert (obj["malformed"], obj["files"]) == (0, 1)
     assert not (wf.root / "out" / "wf-cost.log").exists(), "no --log, no line"
 
@@ -982,6 +990,7 @@ def test_cli_text_output(wf: WfRunner, tmp_path: Path) -> None:
         f"session worker-7  model {SONNET}  turns 2  dur 142s",
         "in 5  out ~50 (42 reported)  cache writes 5m 1000 1h 500  cache reads 11000",
         f"usd ~{WORKER_USD:.4f} (reported output only: {WORKER_REP:.4f})",
+        "~ includes estimated output (a lower bound where thinking is hidden)",
     ]
 
 
@@ -989,10 +998,10 @@ def test_unknown_model_in_log_and_warning(wf: WfRunner, tmp_path: Path) -> None:
     f = worker_transcript(tmp_path / "w" / "worker-8.jsonl", model="mystery-model-9")
     r = wf("usage", "--file", str(f), "--log")
     assert r.code == 0
-    assert "unpriced model(s) mystery-model-9" in r.err
+    assert "unpriced model mystery-model-9: counted as $0" in r.err
     line = (wf.root / "out" / "wf-cost.log").read_text().splitlines()[0]
     keys = [part.split("=", 1)[0] for part in line.split(" ")]
-    assert keys == [*LOG_KEYS, "unpriced"]
+    assert keys == [*LOG_KEYS, "unpriced", "cost_source"]
     rec = parse(line)
     assert (rec["unpriced"], rec["usd"], rec["usd_rep"], rec["model"]) == (
         "mystery-model-9",
@@ -1061,17 +1070,17 @@ def two_logs(tmp_path: Path, sealed_env: Path) -> tuple[Path, Path]:
 HAIKU_ROW = {
     "lane": "haiku", "model": "mystery", "effort": "1", "n": 1, "done": 1, "median_usd": 0.0,
     "total_usd": 0.0, "usd_per_done": 0.0, "median_turns": 1.0, "median_dur_s": 1.0,
-    "estimated": False, "unpriced": ["mystery"],
+    "estimated": False, "unpriced": ["mystery"], "cost_source": "unpriced",
 }  # fmt: skip
 OPUS_ROW = {
     "lane": "opus", "model": "claude-opus-4-6", "effort": "3", "n": 2, "done": 1, "median_usd": 4.0,
     "total_usd": 8.0, "usd_per_done": 8.0, "median_turns": 6.0, "median_dur_s": 60.0,
-    "estimated": True, "unpriced": [],
+    "estimated": True, "unpriced": [], "cost_source": "table",
 }  # fmt: skip
 SONNET_ROW = {
     "lane": "sonnet", "model": "claude-sonnet-4-5", "effort": "2", "n": 3, "done": 2, "median_usd": 2.0,
     "total_usd": 9.0, "usd_per_done": 4.5, "median_turns": 20.0, "median_dur_s": 200.0,
-    "estimated": False, "unpriced": [],
+    "estimated": False, "unpriced": [], "cost_source": "table",
 }  # fmt: skip
 
 
@@ -1127,9 +1136,10 @@ def test_report_text_marks_estimates(wf: WfRunner, two_logs: tuple[Path, Path]) 
         "20",
         "200s",
     ]
-    assert rows["haiku"] == ["haiku", "mystery", "1", "1", "1", "0.00", "0.00", "0.00", "1", "1s"]
+    assert rows["haiku"] == ["haiku", "mystery", "1", "1", "1", "0.00?", "0.00?", "0.00?", "1", "1s"]
     assert lines[4].startswith("~ includes estimated output")
-    assert lines[5] == "unpriced (counted as $0): mystery"
+    assert lines[5].startswith("? leaves out unpriced model(s), counted as $0")
+    assert lines[6] == "unpriced (counted as $0): mystery"
 
 
 def test_report_without_lines(wf: WfRunner) -> None:
@@ -1153,7 +1163,7 @@ def test_report_after_cli_logs(wf: WfRunner, tmp_path: Path) -> None:
     assert row == {
         "lane": "sonnet", "model": SONNET, "effort": "2", "n": 2, "done": 1, "median_usd": each,
         "total_usd": round(2 * each, 4), "usd_per_done": round(2 * each, 4), "median_turns": 2.0,
-        "median_dur_s": 142.0, "estimated": True, "unpriced": [],
+        "median_dur_s": 142.0, "estimated": True, "unpriced": [], "cost_source": "table",
     }  # fmt: skip
 
 
@@ -1232,3 +1242,128 @@ def test_corpus_through_the_cli(wf: WfRunner, monkeypatch: pytest.MonkeyPatch) -
     t = json.loads(wf.ok("usage", "--thread", thread, "--json"))
     assert (t["kind"], t["in"], t["out"], t["cr"]) == ("codex", cref["inputTokens"], cref["outputTokens"], cref["cacheReadTokens"])  # fmt: skip
     assert t["usd_rep"] == round(cref["costUSD"], 4)
+
+
+# ------------------------------------------------- models the table lacks: never a silent $0
+
+
+def cost_state(model_usd: dict[str, float], ts: str = "2026-12-03T10:00:01.000Z") -> dict[str, Any]:
+    """A cost-state line as Claude Code 2.1.332 writes after each turn: its own $ per model
+    for the whole session so far."""
+    return {
+        "type": "cost-state",
+        "sessionId": "sess-1",
+        "totalCostUSD": sum(model_usd.values()),
+        "modelUsage": {m: {"inputTokens": 1, "outputTokens": 1, "costUSD": v} for m, v in model_usd.items()},
+        "hasUnknownModelCost": False,
+    }
+
+
+def test_the_current_claude_models_are_priced(tmp_path: Path) -> None:
+    """What claude 2.1.332 resolves haiku, sonnet and opus to (tests/test_cost_real.py
+    measures these prices with the real binary); haiku-5-5 costs 5 times past 100,000
+    prompt tokens, all of the request."""
+    f = write(
+        tmp_path / "t.jsonl",
+        asst(tokens(1000, 100, cr=1000, c5=100, c1=10), mid="m1", model="claude-sonnet-5-5"),
+        asst(tokens(1000, 100), mid="m2", model="claude-opus-5-5"),
+        asst(tokens(100_000, 100), mid="m3", model="claude-haiku-5-5"),  # at the edge
+        asst(tokens(90_000, 100, cr=10_001), mid="m4", model="claude-haiku-5-5"),  # past it
+    )
+    c = cost_of(f)
+    sonnet = (1000 * 2 + 100 * 10 + 1000 * 0.1 + 100 * 2.5 + 10 * 4) / 1e6
+    opus = (1000 * 4 + 100 * 20) / 1e6
+    haiku = (100_000 * 0.1 + 100 * 0.5) / 1e6 + 5 * (90_000 * 0.1 + 100 * 0.5 + 10_001 * 0.01) / 1e6
+    assert (c.unpriced, c.source) == ((), usage.CostSource.table)
+    assert c.usd_rep == money(sonnet + opus + haiku)
+
+
+def test_a_prefix_is_never_silent(wf: WfRunner, tmp_path: Path) -> None:
+    """gpt-5.5 is not gpt-5: unpriced, the warning names the row it was not priced by,
+    and the figure is marked."""
+    f = write(
+        tmp_path / "rollout-p.jsonl",
+        turn_context("gpt-5.5", "2026-12-01T10:00:00Z"),
+        token_count(tok(1000, 0, 10), tok(1000, 0, 10), "2026-12-01T10:00:01Z"),
+    )
+    r = wf("usage", "--file", str(f), "--log")
+    assert r.code == 0
+    assert "unpriced model gpt-5.5 (not priced as gpt-5: " in r.err
+    assert "usd 0.0000?" in r.out.splitlines() and "? leaves out unpriced model(s)" in r.out
+    [line] = (wf.root / "out" / "wf-cost.log").read_text().splitlines()
+    assert " unpriced=gpt-5.5 cost_source=unpriced" in line
+
+
+def test_a_model_the_table_lacks_takes_the_tools_own_figure(wf: WfRunner, tmp_path: Path) -> None:
+    """The last cost-state line's $ for a model the table lacks is used, marked '*'; a
+    priced model keeps the table's price whatever the tool says."""
+    f = write(
+        tmp_path / "t.jsonl",
+        asst(tokens(1000, 100), mid="m1", model="claude-zeta-9-9"),
+        cost_state({"claude-zeta-9-9": 0.01}),
+        asst(tokens(1000, 100), mid="m2", model="claude-zeta-9-9"),
+        asst(tokens(1000, 100), mid="m3", model=SONNET),
+        cost_state({"claude-zeta-9-9": 0.03, SONNET: 99.0}),  # the session so far: the last counts
+    )
+    sonnet = (1000 * 3 + 100 * 15) / 1e6
+    c = cost_of(f)
+    assert (c.unpriced, c.tool_priced, c.source) == ((), ("claude-zeta-9-9",), usage.CostSource.tool)
+    assert c.usd_rep == c.usd == money(0.03 + sonnet)
+    r = wf("usage", "--file", str(f), "--json")
+    assert json.loads(r.out)["cost_source"] == "tool"
+    assert "claude-zeta-9-9 not in wf's price table: their cost is the tool's own figure" in r.err
+    out = wf.ok("usage", "--file", str(f))
+    assert f"usd {0.03 + sonnet:.4f}*" in out.splitlines()
+    assert f"by model: claude-zeta-9-9 2 turns usd 0.0300*, {SONNET} 1 turns usd {sonnet:.4f}" in out
+    assert "* the tool's own figure" in out
+
+
+def test_a_subagent_alone_has_no_tool_figure(tmp_path: Path) -> None:
+    """A subagent's transcript has no cost-state, and its parent's covers the whole
+    session: the unknown model stays unpriced, never priced by someone else's figure."""
+    root = tmp_path / "claude"
+    sub = write(
+        root / "projects" / "p" / "s1" / "subagents" / "agent-a1.jsonl",
+        asst(tokens(1000, 100), mid="m1", model="claude-zeta-9-9", side=True),
+    )
+    write(root / "projects" / "p" / "s1.jsonl", cost_state({"claude-zeta-9-9": 0.5}))
+    c, _ = usage.for_file(sub)
+    assert (c.unpriced, c.source, c.usd) == (("claude-zeta-9-9",), usage.CostSource.unpriced, 0.0)
+
+
+def test_opencode_cost_is_its_own_and_zero_for_tokens_is_unpriced(tmp_path: Path) -> None:
+    import sqlite3
+
+    from wf.adapters.opencode import store_cost
+
+    db = tmp_path / "opencode.db"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE session (id TEXT)")
+        con.execute("CREATE TABLE message (session_id TEXT, time_created INT, data TEXT)")
+        for sid, cost in (("s1", 0.25), ("s2", 0)):
+            con.execute("INSERT INTO session VALUES (?)", (sid,))
+            msg = {"role": "assistant", "providerID": "p", "modelID": "m", "cost": cost,
+                   "tokens": {"input": 10, "output": 5}}  # fmt: skip
+            con.execute("INSERT INTO message VALUES (?, 1, ?)", (sid, json.dumps(msg)))
+    con.close()
+    own, unknown = store_cost("s1", db), store_cost("s2", db)
+    assert (own.usd, own.source, own.unpriced) == (0.25, usage.CostSource.tool, ())
+    assert (unknown.usd, unknown.source, unknown.unpriced) == (0.0, usage.CostSource.unpriced, ("p/m",))
+
+
+@pytest.mark.parametrize("figure", [-1.0, "0.5", True, None, 1e999, 0.0])
+def test_a_tool_figure_that_is_not_a_cost_is_not_used(tmp_path: Path, figure: Any) -> None:
+    """A cost-state whose $ is negative, text, a bool, missing or infinite is no figure,
+    nor is $0 for tokens (a price the tool did not know):
+    the model stays unpriced (an earlier good figure is not kept either: the last line
+    is the session's state)."""
+    line = cost_state({"claude-zeta-9-9": 0.0})
+    line["modelUsage"]["claude-zeta-9-9"]["costUSD"] = figure
+    f = write(
+        tmp_path / "t.jsonl",
+        asst(tokens(1000, 100), mid="m1", model="claude-zeta-9-9"),
+        cost_state({"claude-zeta-9-9": 0.25}),
+        line,
+    )
+    c = cost_of(f)
+    assert (c.unpriced, c.usd, c.source) == (("claude-zeta-9-9",), 0.0, usage.CostSource.unpriced)

@@ -9,17 +9,53 @@ from __future__ import annotations
 
 import os
 import statistics
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from wf.fsutil import append_line
-from wf.usage import Cost
+from wf.usage import Cost, CostSource
 
 KEYS = (
     "ts", "project", "id", "agent", "kind", "lane", "model", "effort", "done", "turns", "dur_s",
     "in", "out", "est", "cw5m", "cw1h", "cr", "usd", "usd_rep", "models", "unpriced",
-    "run", "unit", "check", "tool_usd",
+    "cost_source", "run", "unit", "check", "tool_usd",
 )  # fmt: skip
+
+# how a dollar figure is marked, after it, by where it came from (table: no mark)
+MARKS = {CostSource.table: "", CostSource.tool: "*", CostSource.unpriced: "?"}
+LEGENDS = {
+    CostSource.tool: "* the tool's own figure (a model wf's price table lacks, or opencode's own cost)",
+    CostSource.unpriced: "? leaves out unpriced model(s), counted as $0 (add to ~/.config/wf/prices.toml)",
+}
+_RANK = (CostSource.table, CostSource.tool, CostSource.unpriced)
+
+
+def source_of(rec: Mapping[str, Any]) -> CostSource:
+    """Where a cost record's dollars came from (a line written before ``cost_source=``
+    existed: unpriced if it names unpriced models, else the table)."""
+    try:
+        return CostSource(str(rec.get("cost_source")))
+    except ValueError:
+        return CostSource.unpriced if rec.get("unpriced") not in (None, "", "-") else CostSource.table
+
+
+def worst(sources: Iterable[CostSource]) -> CostSource:
+    """The source of a sum: unpriced if any part is, else the tool's if any part is."""
+    return max(sources, key=_RANK.index, default=CostSource.table)
+
+
+def money(usd: float, source: CostSource, *, est: bool = False, digits: int = 4) -> str:
+    """A dollar figure as a person reads it: ``~`` before it when it includes estimated
+    output, ``*`` after it for the tool's own figure, ``?`` when unpriced models are left out."""
+    return f"{'~' if est else ''}${usd:.{digits}f}{MARKS[source]}"
+
+
+def legends(sources: Iterable[CostSource], est: bool = False) -> list[str]:
+    """What the marks used mean, one line each."""
+    used = set(sources)
+    out = [LEGENDS[s] for s in (CostSource.tool, CostSource.unpriced) if s in used]
+    return (["~ includes estimated output (a lower bound where thinking is hidden)"] if est else []) + out
 
 
 def state_dir() -> Path:
@@ -30,6 +66,33 @@ def state_dir() -> Path:
 def _clean(value: Any) -> str:
     text = str(value).strip()
     return "".join(c if c.isprintable() and not c.isspace() and c != "=" else "_" for c in text) or "-"
+
+
+def model_mark(cost: Cost, model: str) -> str:
+    """The mark of one model's dollars within ``cost``."""
+    if model in cost.unpriced:
+        return MARKS[CostSource.unpriced]
+    if model in cost.tool_priced or cost.tool_figure:
+        return MARKS[CostSource.tool]
+    return ""
+
+
+def price_warnings(cost: Cost) -> list[str]:
+    """What a person should know about the prices of ``cost``: unpriced models (and the
+    row a prefix would have wrongly used), models priced by the tool's own figure."""
+    from wf import prices
+
+    out = []
+    for m in cost.unpriced:
+        near = prices.near(m)
+        why = f" (not priced as {near}: a row prices its exact model or a dated variant)" if near else ""
+        out.append(f"unpriced model {m}{why}: counted as $0; add it to ~/.config/wf/prices.toml")
+    if cost.tool_priced:
+        out.append(
+            f"model(s) {', '.join(cost.tool_priced)} not in wf's price table: "
+            "their cost is the tool's own figure (*)"
+        )
+    return out
 
 
 def line_for(
@@ -70,6 +133,7 @@ def line_for(
     }
     if cost.unpriced:
         rec["unpriced"] = ",".join(cost.unpriced)
+    rec["cost_source"] = cost.source.value
     if len(cost.by_model) > 1:  # a session whose subagents ran on other models: $ per model
         rec["models"] = ",".join(f"{_clean(m).replace(',', '_')}:{usd:.4f}" for m, _, usd, _ in cost.by_model)
     return rec
@@ -154,6 +218,9 @@ def _num(v: str | None) -> float | None:
         return float(v) if v not in (None, "-") else None
     except ValueError:
         return None
+
+
+num = _num  # a log value as a number, None when it is none
 
 
 SINCE_FORMS = "YYYY-MM-DD, today, yesterday, or Nd (N days ago, e.g. 7d)"
@@ -244,6 +311,7 @@ def report(recs: list[dict[str, str]], by: str = "lane") -> list[dict[str, Any]]
                 "median_dur_s": statistics.median(durs) if durs else None,
                 "estimated": any((_num(r.get("est")) or 0) > 0 for r in rs),
                 "unpriced": sorted({r["unpriced"] for r in rs if r.get("unpriced")}),
+                "cost_source": worst(source_of(r) for r in rs).value,
             }
         )
         if len(by_model) > 1:  # subagents on other models: $ per model, largest first
@@ -277,30 +345,34 @@ def report_text(rows: list[dict[str, Any]], by: str = "lane") -> list[str]:
         return []
     fields = GROUPINGS[by]
 
-    def money(v: float | None, est: bool) -> str:
-        return "-" if v is None else f"{'~' if est else ''}{v:.2f}"
+    def cell(v: float | None, r: dict[str, Any]) -> str:
+        if v is None:
+            return "-"
+        return money(v, CostSource(r["cost_source"]), est=r["estimated"], digits=2).replace("$", "", 1)
 
     table = [[*fields, "n", "done", "median $", "total $", "$/done", "turns", "dur"]]
     for r in rows:
-        e = r["estimated"]
         table.append(
             [
                 *(str(r[f]) for f in fields),
                 str(r["n"]),
                 str(r["done"]),
-                money(r["median_usd"], e),
-                money(r["total_usd"], e),
-                money(r["usd_per_done"], e),
+                cell(r["median_usd"], r),
+                cell(r["total_usd"], r),
+                cell(r["usd_per_done"], r),
                 "-" if r["median_turns"] is None else f"{r['median_turns']:g}",
                 "-" if r["median_dur_s"] is None else f"{r['median_dur_s']:g}s",
             ]
         )
     lines = aligned(table)
-    if any(r["estimated"] for r in rows):
-        lines.append("~ includes estimated output (a lower bound where thinking is hidden)")
+    lines += legends((CostSource(r["cost_source"]) for r in rows), any(r["estimated"] for r in rows))
     for r in rows:
         if len(r.get("models") or ()) > 1:
-            parts = ", ".join(f"{m} {money(v, r['estimated'])}" for m, v in r["models"].items())
+            source = CostSource(r["cost_source"])
+            parts = ", ".join(
+                f"{m} {money(v, source, est=r['estimated'], digits=2).replace('$', '', 1)}"
+                for m, v in r["models"].items()
+            )
             key = " ".join(str(r[f]) for f in fields)  # the row's own grouping: lane, model or run
             lines.append(f"{key}: $ by model: {parts}")
     unpriced = sorted({m for r in rows for m in r["unpriced"]})

@@ -1,9 +1,12 @@
 """API prices: the package's table (wf/data/prices.toml) plus the user's own rows.
 
-A model is looked up by stripping ``[1m]`` and a trailing ``-YYYYMMDD``, then taking the
-longest row prefix that matches, and among that prefix's rows the newest whose ``since``
-is not after the request's date (the oldest, for a request older than every row). An
-unknown model has no price: callers price it 0 and say so (``unpriced=<model>``).
+A model is looked up by stripping ``[1m]`` and a trailing date (``-YYYYMMDD``,
+``-YYYY-MM-DD``, ``@YYYYMMDD``): what is left must be a row's model exactly (a dated
+variant of a row is that row; ``gpt-5.5`` is not ``gpt-5``). Among that model's rows the
+newest whose ``since`` is not after the request's date wins (the oldest, for a request
+older than every row). An unknown model has no price: callers use the tool's own figure
+where it reported one, else count it 0, and say so either way (``unpriced=<model>``);
+``near`` names the row a prefix would have matched, for the warning.
 """
 
 from __future__ import annotations
@@ -28,6 +31,24 @@ class Price(NamedTuple):
     cache_write_5m: float = 0.0
     cache_write_1h: float = 0.0
     fast: float = 1.0
+    # a request whose prompt (input + cache writes + cache reads) passes ``long_above``
+    # tokens is priced ``long_mult`` times, all of it (0: no such tier)
+    long_above: int = 0
+    long_mult: float = 1.0
+
+    def usd(self, inp: int, out: int, cw5: int, cw1: int, cr: int, *, fast: bool = False) -> float:
+        """The price of one request in USD."""
+        mult = self.fast if fast else 1.0
+        if self.long_above and inp + cw5 + cw1 + cr > self.long_above:
+            mult *= self.long_mult
+        per_m = (
+            inp * self.input
+            + out * self.output
+            + cw5 * self.cache_write_5m
+            + cw1 * self.cache_write_1h
+            + cr * self.cache_read
+        )
+        return mult * per_m / 1e6
 
 
 def user_file() -> Path:
@@ -54,6 +75,8 @@ def _rows(data: dict[str, Any], where: str) -> list[Price]:
                     cache_write_5m=float(row.get("cache_write_5m", 0)),
                     cache_write_1h=float(row.get("cache_write_1h", 0)),
                     fast=float(row.get("fast", 1)),
+                    long_above=int(row.get("long_above", 0)),
+                    long_mult=float(row.get("long_mult", 1)),
                 )
             )
         except (TypeError, ValueError):
@@ -76,7 +99,7 @@ def table() -> tuple[Price, ...]:
     return tuple(rows.values())
 
 
-_DATE_SUFFIX = re.compile(r"-\d{8}$")
+_DATE_SUFFIX = re.compile(r"(?:-\d{8}|-\d{4}-\d{2}-\d{2}|@\d{8})$")
 
 
 def normalize(model: str) -> str:
@@ -86,11 +109,18 @@ def normalize(model: str) -> str:
 
 @cache
 def lookup(model: str, day: str = "9999-12-31") -> Price | None:
+    """The price of ``model`` (exactly a row's model, or a dated variant of it) on ``day``."""
     name = normalize(model)
-    matches = [p for p in table() if name.startswith(p.model)]
-    if not matches:
+    rows = sorted((p for p in table() if p.model == name), key=lambda p: p.since)
+    if not rows:
         return None
-    longest = max(len(p.model) for p in matches)
-    rows = sorted((p for p in matches if len(p.model) == longest), key=lambda p: p.since)
     current = [p for p in rows if p.since <= day]
     return current[-1] if current else rows[0]
+
+
+def near(model: str) -> str | None:
+    """The row a prefix match would have priced an unknown ``model`` by (``gpt-5.5``:
+    ``gpt-5``), to say that it was not; None when no row is a prefix of it."""
+    name = normalize(model)
+    found = [p.model for p in table() if name.startswith(p.model) and name != p.model]
+    return max(found, key=len) if found else None

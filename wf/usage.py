@@ -17,6 +17,7 @@ import os
 import re
 from collections.abc import Iterator
 from datetime import UTC
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -63,6 +64,14 @@ class Req:
         return self.inp + self.out + self.cw5 + self.cw1 + self.cr
 
 
+class CostSource(StrEnum):
+    """Where a cost's dollars come from; what a person reads marks all but ``table``."""
+
+    table = "table"  # every request priced by wf's price table
+    tool = "tool"  # some by the tool's own figure (a model the table lacks; opencode's own cost)
+    unpriced = "unpriced"  # some requests have no price at all: counted as $0, the figure is low
+
+
 class Cost(NamedTuple):
     """A worker's usage: the fields of a cost log line."""
 
@@ -84,6 +93,18 @@ class Cost(NamedTuple):
     # per model, when requests ran on more than one (a session and its subagents):
     # (model, turns, usd, usd_rep), largest cost first
     by_model: tuple[tuple[str, int, float, float], ...] = ()
+    # models the table lacks whose cost is the tool's own figure (claude's cost-state)
+    tool_priced: tuple[str, ...] = ()
+    # the tool's own figure is all of it (opencode computes each message's cost itself)
+    tool_figure: bool = False
+
+    @property
+    def source(self) -> CostSource:
+        if self.unpriced:
+            return CostSource.unpriced
+        if self.tool_priced or self.tool_figure:
+            return CostSource.tool
+        return CostSource.table
 
     def as_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
@@ -106,6 +127,8 @@ class Cost(NamedTuple):
             "usd": round(self.usd, 6),
             "usd_rep": round(self.usd_rep, 6),
             "unpriced": list(self.unpriced),
+            "cost_source": self.source.value,
+            "tool_priced": list(self.tool_priced),
             "malformed": self.malformed,
             "files": self.files,
             **extra,
@@ -162,6 +185,27 @@ class ClaudeFile(NamedTuple):
     first_ts: str
     last_ts: str
     agent_outputs: dict[str, int]  # from a parent's toolUseResult: agentId -> output_tokens
+    # the tool's own $ per model for the whole session so far, from its last cost-state
+    # line (Claude Code 2.1.332 writes one after each turn; resumed runs add to it)
+    tool_costs: dict[str, float]
+
+
+def _tool_costs(obj: dict[str, Any]) -> dict[str, float] | None:
+    """The $ per model of a cost-state line, None when it has none to give."""
+    usage = obj.get("modelUsage")
+    if not isinstance(usage, dict):
+        return None
+    out: dict[str, float] = {}
+    for model, u in usage.items():
+        cost = u.get("costUSD") if isinstance(u, dict) else None
+        if (
+            isinstance(cost, (int, float))
+            and not isinstance(cost, bool)
+            and math.isfinite(cost)
+            and cost >= 0
+        ):
+            out[str(model)] = float(cost)
+    return out
 
 
 def read_claude(path: Path) -> ClaudeFile:
@@ -170,10 +214,15 @@ def read_claude(path: Path) -> ClaudeFile:
     malformed = 0
     first_ts = last_ts = ""
     agent_outputs: dict[str, int] = {}
+    tool_costs: dict[str, float] = {}
     for n, raw in _lines(path):
-        # only assistant lines carry usage, and only a tool result naming an agent matters
-        # (tool results are the largest lines: most are never parsed)
-        if b'"assistant"' not in raw and not (b'"toolUseResult"' in raw and b'"agentId"' in raw):
+        # only assistant lines carry usage, only a tool result naming an agent matters, and
+        # the tool's own cost-state (tool results are the largest lines: most are never parsed)
+        if (
+            b'"assistant"' not in raw
+            and not (b'"toolUseResult"' in raw and b'"agentId"' in raw)
+            and b'"cost-state"' not in raw
+        ):
             # not a request: read without parsing. Its time matters only for the duration:
             # the first time is taken here, the last from the file's tail (below).
             if not first_ts:
@@ -194,6 +243,10 @@ def read_claude(path: Path) -> ClaudeFile:
             first_ts = first_ts or ts
             last_ts = max(last_ts, ts)
         kind = obj.get("type")
+        if kind == "cost-state":
+            found = _tool_costs(obj)
+            tool_costs = found if found is not None else tool_costs
+            continue
         if kind == "user":
             tur = obj.get("toolUseResult")
             if isinstance(tur, dict) and tur.get("agentId") and isinstance(tur.get("usage"), dict):
@@ -256,7 +309,7 @@ def read_claude(path: Path) -> ClaudeFile:
             for k in keys:
                 if by_key[k].side:
                     del by_key[k]
-    return ClaudeFile(list(by_key.values()), malformed, first_ts, last_ts, agent_outputs)
+    return ClaudeFile(list(by_key.values()), malformed, first_ts, last_ts, agent_outputs, tool_costs)
 
 
 def _last_timestamp(path: Path, window: int = 1 << 16) -> str:
@@ -317,15 +370,9 @@ def _claude_cost(
             unpriced.add(r.model or "(no model)")
             usd = usd_rep = 0.0
         else:
-            mult = price.fast if r.speed == "fast" else 1.0
-            base = (
-                r.inp * price.input
-                + r.cw5 * price.cache_write_5m
-                + r.cw1 * price.cache_write_1h
-                + r.cr * price.cache_read
-            )
-            usd_rep = mult * (base + r.out * price.output) / 1e6
-            usd = mult * (base + out * price.output) / 1e6
+            fast = r.speed == "fast"
+            usd_rep = price.usd(r.inp, r.out, r.cw5, r.cw1, r.cr, fast=fast)
+            usd = price.usd(r.inp, out, r.cw5, r.cw1, r.cr, fast=fast)
         totals["turns"] += 1
         totals["in"] += r.inp
         totals["out"] += r.out
@@ -357,8 +404,10 @@ def claude_cost(files: list[Path], parent_outputs: dict[str, int] | None = None)
     outputs = dict(parent_outputs or {})
     per_model: dict[str, list[float]] = {}
     read = [(p, read_claude(p)) for p in files]
+    tool_costs: dict[str, float] = {}
     for _, cf in read:
         outputs.update(cf.agent_outputs)
+        tool_costs.update(cf.tool_costs)
     for p, cf in read:
         agent = p.stem.removeprefix("agent-") if p.stem.startswith("agent-") else None
         totals, main_model, unp = _claude_cost(cf.reqs, outputs.get(agent) if agent else None, per_model)
@@ -372,12 +421,33 @@ def claude_cost(files: list[Path], parent_outputs: dict[str, int] | None = None)
         if main_model:
             weights[main_model] = weights.get(main_model, 0) + int(totals["turns"])
     model = max(weights, key=lambda m: weights[m]) if weights else ""
-    return Cost(
+    cost = Cost(
         model, int(agg["turns"]), int(agg["in"]), int(agg["out"]), int(agg["est"]), int(agg["cw5m"]),
         int(agg["cw1h"]), int(agg["cr"]), float(agg["usd"]), float(agg["usd_rep"]),
         _dur(first, last) if first else None, tuple(sorted(unpriced)), malformed, len(files), "claude",
         _by_model(per_model),
     )  # fmt: skip
+    return with_tool_figures(cost, tool_costs)
+
+
+def with_tool_figures(cost: Cost, figures: dict[str, float]) -> Cost:
+    """``cost`` with each model wf's table lacks priced by the tool's own figure for it
+    (the whole session's, as the tool reported it), where there is one. Only a session's
+    own figures fit: a subagent's transcript alone has none (its parent's cover more)."""
+    found = {m: figures[m] for m in cost.unpriced if figures.get(m, 0) > 0}  # $0 for tokens: no price
+    if not found:
+        return cost
+    per_model: dict[str, list[float]] = {m: [float(t), u, r] for m, t, u, r in cost.by_model}
+    for m, usd in found.items():
+        per_model.setdefault(m, [0.0, 0.0, 0.0])[1:] = [usd, usd]
+    add = sum(found.values())
+    return cost._replace(
+        usd=cost.usd + add,
+        usd_rep=cost.usd_rep + add,
+        unpriced=tuple(m for m in cost.unpriced if m not in found),
+        tool_priced=tuple(sorted(set(cost.tool_priced) | set(found))),
+        by_model=_by_model(per_model),
+    )
 
 
 def _by_model(per_model: dict[str, list[float]]) -> tuple[tuple[str, int, float, float], ...]:
@@ -439,7 +509,7 @@ def codex_cost(path: Path) -> Cost:
         usd = 0.0
         unpriced = (model or "unknown",)
     else:
-        usd = ((inp - cached) * price.input + cached * price.cache_read + out * price.output) / 1e6
+        usd = price.usd(inp - cached, out, 0, 0, cached)
     return Cost(
         model, turns, inp - cached, out, 0, 0, 0, cached, usd, usd,
         _dur(first, last) if first else None, unpriced, malformed, 1, "codex",

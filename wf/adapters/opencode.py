@@ -107,8 +107,12 @@ def store_cost(session_id: str, db: Path | None = None) -> Cost:
         first = first or int_of(times.get("created"))
         last = max(last, int_of(times.get("completed")), int_of(times.get("created")))
     dur = round((last - first) / 1000, 3) if first and last else None
+    # the dollars are opencode's own figure; a cost of 0 for tokens is one it did not know
+    # (a model missing from its catalogue, a custom provider): unpriced, never a silent $0
+    unpriced = tuple(models or ["(no model)"]) if usd == 0 and inp + out + cr + cw > 0 else ()
     return Cost(
-        ",".join(models), turns, inp, out, 0, cw, 0, cr, usd, usd, dur, (), malformed, 1, "opencode"
+        ",".join(models), turns, inp, out, 0, cw, 0, cr, usd, usd, dur, unpriced, malformed, 1, "opencode",
+        tool_figure=True,
     )  # fmt: skip
 
 

@@ -66,7 +66,9 @@ def usage_cmd(
     Each API request is counted once (transcripts repeat it on several lines), output a
     subagent's transcript never got is estimated (shown with '~'; a lower bound where
     thinking is hidden), and every request is priced from wf's price table plus your
-    ~/.config/wf/prices.toml. An unknown model costs 0 and is named (unpriced=...).
+    ~/.config/wf/prices.toml (a model's exact name or a dated variant of it, never a
+    prefix). A model the table lacks is priced by the tool's own figure where it reported
+    one (marked '*'), else counted as 0 and named (unpriced=..., marked '?').
 
     \b
     The report groups every known project's out/wf-cost.log by lane, model and effort
@@ -141,15 +143,15 @@ def usage_cmd(
     )
     if log_ and proj_root is not None:
         costlog.append(proj_root, rec)
-    if cost.unpriced:
-        names = ", ".join(cost.unpriced)
-        _warn(f"unpriced model(s) {names}: counted as $0; add them to ~/.config/wf/prices.toml")
+    for line in costlog.price_warnings(cost):
+        _warn(line)
     if cost.malformed:
         _warn(f"{cost.malformed} malformed line(s) skipped")
     if as_json:
         _echo_json({**rec, "malformed": cost.malformed, "files": cost.files})
         return 0
     tilde = "~" if cost.est else ""
+    mark = costlog.MARKS[cost.source]
     click.echo(
         safe_line(
             f"{kind} {rec['agent']}  model {cost.model or '-'}  turns {cost.turns}  dur {rec['dur_s']}s"
@@ -161,14 +163,21 @@ def usage_cmd(
         + f"  cache writes 5m {cost.cw5m} 1h {cost.cw1h}  cache reads {cost.cr}"
     )
     click.echo(
-        f"usd {tilde}{cost.usd:.4f}" + (f" (reported output only: {cost.usd_rep:.4f})" if cost.est else "")
+        f"usd {tilde}{cost.usd:.4f}{mark}"
+        + (f" (reported output only: {cost.usd_rep:.4f}{mark})" if cost.est else "")
     )
     if len(cost.by_model) > 1:
         click.echo(
             safe_line(
-                "by model: " + ", ".join(f"{m} {t} turns usd {tilde}{u:.4f}" for m, t, u, _ in cost.by_model)
+                "by model: "
+                + ", ".join(
+                    f"{m} {t} turns usd {tilde}{u:.4f}{costlog.model_mark(cost, m)}"
+                    for m, t, u, _ in cost.by_model
+                )
             )
         )
+    for line in costlog.legends([cost.source], bool(cost.est)):
+        click.echo(line)
     return 0
 
 

@@ -200,6 +200,8 @@ def dispatch(
         _echo_json(u.status)
     else:
         click.echo(safe_line(report.unit_line(u.status)))
+        for line in report.legend([u.status]):
+            click.echo(line)
     return _end_code(outcome)
 
 
@@ -292,7 +294,10 @@ def _outcome_report(proj: Project, outcome: Outcome, code: int, as_json: bool) -
         return
     for s in outcome.skipped:
         click.echo(safe_line(f"{s.unit}: skipped: {s.why}"))
-    click.echo(report.total_line(outcome.run, runs.units(proj, outcome.run)))
+    units = runs.units(proj, outcome.run)
+    click.echo(report.total_line(outcome.run, units))
+    for line in report.legend(units):
+        click.echo(line)
 
 
 @cli.group(cls=_Group, invoke_without_command=True)
@@ -375,6 +380,8 @@ def runs_status(ctx: click.Context, run: str, as_json: bool) -> None:
         line = f"{report.unit_line(st, folder)}  {runsmod.preview(answer) if answer else ''}"
         click.echo(safe_line(line.rstrip()))
     click.echo(report.total_line(run, units))
+    for line in report.legend(units):
+        click.echo(line)
 
 
 @runs.command("output")
@@ -557,6 +564,8 @@ def monitor(
         return result.code
     for st in result.units:
         click.echo(safe_line(report.unit_line(st, runsmod.unit_dir(proj, run, str(st["unit"])))))
+    for line in report.legend(result.units):
+        click.echo(line)
     if result.code == watch.GAVE_UP:
         click.echo(f"monitor {run}: gave up after {timeout:g}s; still running")
     return result.code

@@ -332,4 +332,6 @@ class ClaudeBackend:
         from wf import usage
 
         found = usage.for_session("claude", status.local_session)
-        return None if found is None else round(found[0].usd, 6)
+        if found is None or found[0].source is usage.CostSource.unpriced:
+            return None  # an unknown cost is usd=? in the ledger, never $0
+        return round(found[0].usd, 6)

@@ -3,9 +3,11 @@
 It is made from what the loop leaves anyway: each new line of ``out/wf-orch.log`` (one
 per post, on the batch's lanes) becomes ``- <HH:MM> <lane> <id> <outcome>
 commit=<sha|-> $<cost|?> <duration>`` (the cost from ``out/wf-cost.log``, which post
-writes first); each ``stop lane <lane>: <why>`` of the loop's output
-(``out/wf-batch-<stamp>.log``) becomes a stop line; the footer counts the task lines
-of the summary itself, so the footer of a batch that died can still be written later.
+writes first; marked ``*`` when it is the tool's own figure, ``?`` when unpriced models
+are left out, ``~`` before it when it includes estimated output); each ``stop lane
+<lane>: <why>`` of the loop's output (``out/wf-batch-<stamp>.log``) becomes a stop line;
+the footer counts the task lines of the summary itself, so the footer of a batch that
+died can still be written later.
 """
 
 from __future__ import annotations
@@ -15,15 +17,19 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wf import costlog
 from wf.fsutil import append_line, atomic_write_text
 from wf.project import Project
 from wf.quantity import fmt_duration, fmt_size
+from wf.usage import CostSource
 
 if TYPE_CHECKING:
     from wf.orch.batchplan import Plan, Record
 
 _STOP = re.compile(r"stop lane ([a-z0-9][a-z0-9-]*): (.*)$")
-_TASK_LINE = re.compile(r"- \d\d:\d\d (\S+) (\S+) (\S+) commit=\S+ \$(\S+) \S+$")
+# the cost: ~ before it (estimated output), * (the tool's own figure) or ? (unpriced models
+# left out) after it; a bare ? when the task has no cost line
+_TASK_LINE = re.compile(r"- \d\d:\d\d (\S+) (\S+) (\S+) commit=\S+ ~?\$([0-9.]+|\?)([*?]?) \S+$")
 
 
 def _done(outcome: str) -> bool:
@@ -100,6 +106,8 @@ class Follower:
         self.offsets.setdefault("events", 0)
         self.known_ids = rec.known_ids or tuple(sorted(task_ids(project)))
         self.costs: dict[str, float] = {}
+        self.sources: dict[str, list[CostSource]] = {}  # where each task's dollars came from
+        self.estimated: set[str] = set()
         from wf.orch import gate
 
         self.gates = gate.Watch(project)  # a red gate is a summary line as soon as it is recorded
@@ -117,17 +125,30 @@ class Follower:
                 self.costs[kv["id"]] = self.costs.get(kv["id"], 0.0) + float(kv["usd"])
             except (KeyError, ValueError):
                 continue
+            self.sources.setdefault(kv["id"], []).append(costlog.source_of(kv))
+            if (costlog.num(kv.get("est")) or 0) > 0:
+                self.estimated.add(kv["id"])
         lines, self.offsets["orch"] = _read_from(self.files["orch"], self.offsets["orch"])
         for line in lines:
             kv = _kv(line)
             if kv.get("lane") not in self.lanes or "id" not in kv:
                 continue
             cost = self.costs.get(kv["id"])
+            shown = (
+                "$?"
+                if cost is None
+                else costlog.money(
+                    cost,
+                    costlog.worst(self.sources.get(kv["id"], [])),
+                    est=kv["id"] in self.estimated,
+                    digits=2,
+                )
+            )
             dur = kv.get("dur_s", "-")
             ts = kv.get("ts", "")
             self._add(
                 f"- {ts[11:16] or '--:--'} {kv['lane']} {kv['id']} {kv.get('outcome', '?')} "
-                f"commit={kv.get('commit', '-')[:12]} ${'?' if cost is None else f'{cost:.2f}'} "
+                f"commit={kv.get('commit', '-')[:12]} {shown} "
                 f"{fmt_duration(float(dur)) if dur.replace('.', '', 1).isdigit() else '-'}"
             )
         lines, self.offsets["events"] = _read_from(self.files["events"], self.offsets["events"])
@@ -159,6 +180,8 @@ class Follower:
         done = sum(1 for m in tasks if _done(m.group(3)))
         total = sum(float(m.group(4)) for m in tasks if m.group(4) != "?")
         unpriced = sum(1 for m in tasks if m.group(4) == "?")
+        marks = "".join(sorted({m.group(5) for m in tasks if m.group(5)}))  # "*", "?", "*?"
+        est = any(" ~$" in m.group(0) for m in tasks)
         try:
             added = sorted(task_ids(self.project) - set(self.known_ids))
         except Exception:  # a TASKS.md with errors must not cost the footer
@@ -168,7 +191,17 @@ class Follower:
             *([f"done: {done}, not done: {len(tasks) - done}"] if counted else []),
             f"added: {', '.join(added) or '-'}",
             *(
-                [f"total: ${total:.2f}" + (f" ({unpriced} task(s) without a cost)" if unpriced else "")]
+                [
+                    f"total: {'~' if est else ''}${total:.2f}{marks}"
+                    + (f" ({unpriced} task(s) without a cost)" if unpriced else "")
+                ]
+                if counted
+                else []
+            ),
+            *(
+                costlog.legends(
+                    (s for s in CostSource if costlog.MARKS[s] and costlog.MARKS[s] in marks), est
+                )
                 if counted
                 else []
             ),

@@ -7,9 +7,12 @@ from __future__ import annotations
 import calendar
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wf import runs
+
+if TYPE_CHECKING:
+    from wf.usage import CostSource
 
 GROWING_S = 3.0  # a log that changed this recently counts as growing
 
@@ -92,6 +95,35 @@ def usd(st: dict[str, Any]) -> float | None:
     return None
 
 
+def _marked(statuses: list[dict[str, Any]]) -> tuple[CostSource, bool]:
+    """Where the units' dollars came from (the worst of them) and whether any is estimated."""
+    from wf import costlog
+
+    costs = [st["cost"] for st in statuses if usd(st) is not None]
+    est = any(isinstance(c.get("est"), (int, float)) and c["est"] > 0 for c in costs)
+    return costlog.worst(costlog.source_of(c) for c in costs), est
+
+
+def money(statuses: list[dict[str, Any]]) -> str | None:
+    """The units' dollars, marked when a part is the tool's own figure, unpriced or
+    estimated; None when no unit has a cost."""
+    from wf import costlog
+
+    costs = [x for x in (usd(st) for st in statuses) if x is not None]
+    if not costs:
+        return None
+    source, est = _marked(statuses)
+    return costlog.money(sum(costs), source, est=est)
+
+
+def legend(statuses: list[dict[str, Any]]) -> list[str]:
+    """What the marks of these units' dollars mean."""
+    from wf import costlog
+
+    source, est = _marked(statuses)
+    return costlog.legends([source], est)
+
+
 def unit_line(st: dict[str, Any], folder: Path | None = None, now: float | None = None) -> str:
     parts = [f"{st.get('unit')}: {describe(st)}"]
     secs = elapsed(st, now)
@@ -101,9 +133,9 @@ def unit_line(st: dict[str, Any], folder: Path | None = None, now: float | None 
         parts.append(activity(folder, now))
     if st.get("fallback"):
         parts.append("FALLBACK")
-    cost = usd(st)
+    cost = money([st])
     if cost is not None:
-        parts.append(f"${cost:.4f}")
+        parts.append(cost)
     if st.get("retry_of"):
         parts.append(f"(retry {st.get('retry')} of {st['retry_of']})")
     changed = st.get("left_changes")
@@ -156,7 +188,7 @@ def total_line(run: str, statuses: list[dict[str, Any]]) -> str:
     old = superseded(statuses)
     latest = [st for st in statuses if str(st.get("unit")) not in old]
     c = counts(latest)
-    costs = [x for x in (usd(st) for st in statuses) if x is not None]
+    cost = money(statuses)
     line = f"run {run}: {c['done']}/{len(latest)} done"
     if c["failed"]:
         line += f", {c['failed']} not"
@@ -164,6 +196,6 @@ def total_line(run: str, statuses: list[dict[str, Any]]) -> str:
         line += f", {c['running'] + c['queued']} running"
     if old:
         line += f" ({len(old)} earlier attempt{'s' if len(old) > 1 else ''} replaced by retries)"
-    if costs:
-        line += f", ${sum(costs):.4f} in all"
+    if cost is not None:
+        line += f", {cost} in all"
     return line
