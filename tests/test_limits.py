@@ -1,0 +1,244 @@
+"""A plan's usage limit parks the lane; an overloaded API gets a backoff and a retry.
+
+The real claude (subscription mode: ``CLAUDE_CODE_OAUTH_TOKEN``) runs the lane's worker
+under ``wf orch run`` against the scripted model API of tests/model_api.py, which
+answers its first request with the usage-limit 429 a subscription gets. Marked ``real``:
+skipped without WF_REAL_TOOLS."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import wfproc
+from tests.conftest import WfRunner, git
+from tests.model_api import OVERLOADED, ModelApi, Request, Step, Text, ToolUse, usage_limit
+
+REAL_BIN = os.environ.get("WF_REAL_TOOLS", "")
+ROOT = Path(__file__).resolve().parent.parent
+needs_real = pytest.mark.skipif(not REAL_BIN, reason="WF_REAL_TOOLS is not set (.ci/run sets it)")
+REPORT = "RESULT: done\nCOMMIT: -\nFOLLOWUPS: -\nNOTE: wrote {tid}.txt"
+
+
+def setup(wf: WfRunner, toml: str, *tids: str) -> None:
+    tasks = "".join(f"\n## {t}: Task {t}\nModel: sonnet\nDone: test -f {t}.txt\n" for t in tids)
+    (wf.root / "wf.toml").write_text(toml)
+    (wf.root / "TASKS.md").write_text("# Tasks\n" + tasks)
+    git(wf.root, "add", "-A")
+    git(wf.root, "commit", "-qm", "setup")
+
+
+def claude_lane(name: str = "c") -> str:
+    return f'[lanes.{name}]\nmodel = "sonnet"\nadapter = "claude"\n'
+
+
+class Worker:
+    """The model's side of a lane worker: the first request of a run in ``faults`` gets
+    that fault; otherwise a Bash call that writes and commits ``<task>.txt``, then the
+    four report lines."""
+
+    def __init__(self, faults: list[Step]) -> None:
+        self.faults = faults
+        self.seen: list[Request] = []
+
+    def __call__(self, request: Request) -> Step:
+        self.seen.append(request)
+        if request.step == 0 and self.faults and not request.blocks("tool_use"):
+            return self.faults.pop(0)
+        said = " ".join(str(b.get("text")) for b in request.blocks("text"))
+        tid = next((t for t in ("c1", "c2", "c3") if f" {t}" in said), "?")
+        if tid == "?":
+            return Text(f"unknown task in: {said[:3000]}")
+        if request.step == 0:
+            cmd = f"echo hi > {tid}.txt && git add {tid}.txt && git commit -qm {tid}"
+            return ToolUse("Bash", {"command": cmd, "description": "write and commit"})
+        return Text(REPORT.format(tid=tid))
+
+
+def real_env(api: ModelApi) -> dict[str, str]:
+    """wf with the real tools first on PATH, claude in subscription mode against the
+    scripted API, and nothing leaving this machine."""
+    env = {
+        **os.environ,
+        "PATH": os.pathsep.join([str(Path(sys.executable).parent), REAL_BIN, os.environ["PATH"]]),
+        "PYTHONPATH": str(ROOT),
+        "WF_RESULT_GRACE": "0.5",
+        "WF_PARK_MIN_S": "1",  # the margin after a reset: a second, not a minute
+        "ANTHROPIC_BASE_URL": api.url,
+        "CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-scripted",  # a subscription
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "1",
+        **api.env(),
+    }
+    for var in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        env.pop(var, None)
+    return env
+
+
+def wf_real(
+    wf: WfRunner, api: ModelApi, *args: str, timeout: float = 150
+) -> subprocess.CompletedProcess[str]:
+    return wfproc.run(
+        [sys.executable, "-m", "wf", *args], cwd=wf.root, capture_output=True, text=True,
+        env=real_env(api), timeout=timeout, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def orch_run(
+    wf: WfRunner, api: ModelApi, *args: str, timeout: float = 150
+) -> subprocess.CompletedProcess[str]:
+    return wf_real(wf, api, "orch", "run", *args, timeout=timeout)
+
+
+def wait_for(what: Callable[[], bool], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def units(wf: WfRunner) -> list[dict[str, Any]]:
+    """Every unit the loop ran, oldest first."""
+    found = [json.loads(p.read_text()) for p in (wf.root / ".wf").glob("runs/*/*/status.json")]
+    return sorted(found, key=lambda s: str(s.get("started")))
+
+
+def outcomes(wf: WfRunner) -> list[tuple[str, str]]:
+    """(task, outcome) of every post in the orch log."""
+    log = wf.root / "out" / "wf-orch.log"
+    rows = [dict(p.split("=", 1) for p in ln.split() if "=" in p) for ln in log.read_text().splitlines()]
+    return [(r["id"], r["outcome"]) for r in rows]
+
+
+def show(wf: WfRunner, tid: str) -> dict[str, Any]:
+    out = json.loads(wf.ok("show", tid, "--json"))
+    assert isinstance(out, dict)
+    return out
+
+
+@pytest.mark.real
+@needs_real
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_five_hour_limit_parks_the_lane_then_the_same_run_finishes_the_task(wf: WfRunner) -> None:
+    setup(wf, claude_lane(), "c1")
+    reset = int(time.time()) + 10
+    worker = Worker([usage_limit(reset, window="five_hour")])
+    record = wf.root / ".wf" / "orch" / "c.json"
+    with ModelApi(worker) as api:
+        loop = subprocess.Popen(
+            [sys.executable, "-m", "wf", "orch", "run", "c"], cwd=wf.root, env=real_env(api), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            wait_for(lambda: record.exists() and "parked_until" in record.read_text() and
+                     json.loads(record.read_text())["parked_until"] is not None)  # fmt: skip
+            said = {
+                "lanes": wf.ok("lanes"),
+                "orch status": wf.ok("orch", "status"),
+                "lanes --json": json.loads(wf.ok("lanes", "--json"))[0]["parked"],
+            }
+            out, _ = loop.communicate(timeout=150)
+        finally:
+            loop.kill()
+    assert api.outside == []
+    assert loop.returncode == 0, out
+    clock = time.strftime("%H:%M", time.localtime(reset + 1))
+    for where, text in said.items():
+        assert f"parked until {clock} (five_hour)" in text, (where, text)
+    assert f"park lane c: parked until {clock} (five_hour)" in out, out
+    ran = units(wf)
+    assert [u["failure"] for u in ran] == ["usage_limit", None], ran
+    assert ran[0]["limit"] == {"window": "five_hour", "resets_at": reset, "utilization": 1}
+    assert ran[1]["started"] >= time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(reset)), "ran before the reset"
+    assert ran[1]["session_id"] == ran[0]["session_id"]  # the same session, resumed
+    assert len(api.requests) == 3  # the rejected one, then the Bash call and the report
+    assert show(wf, "c1")["archived"] is True
+    assert outcomes(wf) == [("c1", "done")]  # one post: no handback, no crash, no release
+    assert "handback" not in (wf.root / "DONE.md").read_text()
+    assert json.loads(record.read_text()) if record.exists() else True
+
+
+@pytest.mark.real
+@needs_real
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_parked_claude_lane_lets_another_tools_lane_work(wf: WfRunner) -> None:
+    """While the claude lane waits out its limit, a lane on another tool finishes its task."""
+    cmd = json.dumps([sys.executable, "-m", "wf.scripted"])
+    toml = claude_lane() + f'[lanes.s]\nmodel = "ms"\nadapter = "cmd"\ncmd = {cmd}\n'
+    setup(wf, toml, "c1")
+    with open(wf.root / "TASKS.md", "a") as f:
+        f.write("\n## s1: Task s1\nModel: ms\nDone: true\n\nscript: write s1.txt hello\nscript: linger 5\n")
+    git(wf.root, "commit", "-qam", "s1")
+    reset = int(time.time()) + 12  # the s worker stays 5 s after its report: it ends while c waits
+    with ModelApi(Worker([usage_limit(reset)])) as api:
+        r = orch_run(wf, api, "c", "s")
+    assert api.outside == []
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    parked = next(i for i, ln in enumerate(lines) if "park lane c: parked until" in ln)
+    s_done = next(i for i, ln in enumerate(lines) if "s: s1: done" in ln)
+    c_again = next(i for i, ln in enumerate(lines) if "start c1" in ln and "again after five_hour" in ln)
+    assert parked < s_done < c_again, r.stdout
+    assert sorted(outcomes(wf)) == [("c1", "done"), ("s1", "done")]
+
+
+@pytest.mark.real
+@needs_real
+@pytest.mark.timeout(240)
+def test_a_limit_that_resets_after_for_releases_the_task_as_it_was(wf: WfRunner) -> None:
+    setup(wf, claude_lane(), "c1")
+    before = (wf.root / "TASKS.md").read_bytes()
+    with ModelApi(Worker([usage_limit(int(time.time()) + 3600, window="seven_day")])) as api:
+        r = orch_run(wf, api, "c", "--for", "5m")
+    assert api.outside == []
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (
+        "stop lane c: claude usage_limit: it would wait until" in r.stdout
+        and "(seven_day), past --for" in r.stdout
+    )
+    assert (wf.root / "TASKS.md").read_bytes() == before  # released as it was: no handback, no charge
+    assert len(units(wf)) == 1 and len(api.requests) == 1
+    assert not (wf.root / ".wf" / "orch" / "c.json").exists()
+
+
+@pytest.mark.real
+@needs_real
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_an_overloaded_api_gets_a_backoff_and_a_retry_not_a_failure(wf: WfRunner) -> None:
+    """claude retries a 529 once (CLAUDE_CODE_MAX_RETRIES=1) and fails overloaded; the
+    loop backs off and runs the task again, which then finishes."""
+    setup(wf, claude_lane(), "c1")
+    with ModelApi(Worker([OVERLOADED, OVERLOADED])) as api:
+        r = orch_run(wf, api, "c")
+    assert api.outside == []
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "c: claude overloaded (" in r.stdout and "backoff 1 of 3" in r.stdout, r.stdout
+    assert "parked" not in r.stdout
+    assert [u["failure"] for u in units(wf)] == ["overloaded", None]
+    assert outcomes(wf) == [("c1", "done")]
+
+
+@pytest.mark.real
+@needs_real
+@pytest.mark.timeout(240)
+def test_an_api_that_stays_overloaded_stops_the_lane_as_its_tools_failure(wf: WfRunner) -> None:
+    setup(wf, claude_lane(), "c1")
+    before = (wf.root / "TASKS.md").read_bytes()
+    with ModelApi([OVERLOADED]) as api:
+        r = orch_run(wf, api, "c")
+    assert api.outside == []
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert [u["failure"] for u in units(wf)] == ["overloaded"] * 4
+    assert "stop lane c: claude could not run (overloaded)" in r.stdout
+    assert (wf.root / "TASKS.md").read_bytes() == before
