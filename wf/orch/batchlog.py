@@ -4,7 +4,8 @@ It is made from what the loop leaves anyway: each new line of ``out/wf-orch.log`
 per post, on the batch's lanes) becomes ``- <HH:MM> <lane> <id> <outcome>
 commit=<sha|-> $<cost|?> <duration>`` (the cost from ``out/wf-cost.log``, which post
 writes first); each ``stop lane <lane>: <why>`` of the loop's output
-(``out/wf-batch-<stamp>.log``) becomes a stop line; the footer counts the task lines
+(``out/wf-batch-<stamp>.log``) becomes a stop line, each ``park lane <lane>: parked
+until 03:10 (five_hour) ...`` (a usage limit) a park line; the footer counts the task lines
 of the summary itself, so the footer of a batch that died can still be written later.
 """
 
@@ -22,7 +23,7 @@ from wf.quantity import fmt_duration, fmt_size
 if TYPE_CHECKING:
     from wf.orch.batchplan import Plan, Record
 
-_STOP = re.compile(r"stop lane ([a-z0-9][a-z0-9-]*): (.*)$")
+_STOP = re.compile(r"(stop|park) lane ([a-z0-9][a-z0-9-]*): (.*)$")
 _TASK_LINE = re.compile(r"- \d\d:\d\d (\S+) (\S+) (\S+) commit=\S+ \$(\S+) \S+$")
 
 
@@ -133,8 +134,10 @@ class Follower:
         lines, self.offsets["events"] = _read_from(self.files["events"], self.offsets["events"])
         for line in lines:
             m = _STOP.search(line)
-            if m and m.group(1) in self.lanes:
-                self._add(f"- {time.strftime('%H:%M', time.gmtime())} stop lane {m.group(1)}: {m.group(2)}")
+            if m and m.group(2) in self.lanes:
+                self._add(
+                    f"- {time.strftime('%H:%M', time.gmtime())} {m.group(1)} lane {m.group(2)}: {m.group(3)}"
+                )
         from wf.orch import gate
 
         for r in self.gates.red():
