@@ -40,7 +40,7 @@ REPORT = "RESULT: done\nCOMMIT: -\nFOLLOWUPS: -\nNOTE: wrote {tid}.txt"
 
 
 def setup(wf: WfRunner, toml: str, *tids: str) -> None:
-    tasks = "".join(f"\n## {t}: Task {t}\nModel: sonnet\nDone: test -f {t}.txt\n" for t in tids)
+    tasks = "".join(f"\n## {t}: Task {t}\nModel: sonnet\nLane: {t[0]}\nDone: test -f {t}.txt\n" for t in tids)
     (wf.root / "wf.toml").write_text(toml)
     (wf.root / "TASKS.md").write_text("# Tasks\n" + tasks)
     git(wf.root, "add", "-A")
@@ -53,24 +53,31 @@ def claude_lane(name: str = "c") -> str:
 
 class Worker:
     """The model's side of a lane worker: the first request of a run in ``faults`` gets
-    that fault; otherwise a Bash call that writes and commits ``<task>.txt``, then the
-    four report lines."""
+    that fault (``only``: only a run of that task); otherwise a Bash call that writes and
+    commits ``<task>.txt``, then the four report lines (``slow``: the report of that task
+    comes that many seconds late)."""
 
-    def __init__(self, faults: list[Step]) -> None:
+    def __init__(
+        self, faults: list[Step], *, only: str | None = None, slow: dict[str, float] | None = None
+    ) -> None:
         self.faults = faults
+        self.only = only
+        self.slow = slow or {}
         self.seen: list[Request] = []
 
     def __call__(self, request: Request) -> Step:
         self.seen.append(request)
-        if request.step == 0 and self.faults and not request.blocks("tool_use"):
-            return self.faults.pop(0)
         said = " ".join(str(b.get("text")) for b in request.blocks("text"))
-        tid = next((t for t in ("c1", "c2", "c3") if f" {t}" in said), "?")
+        tid = next((t for t in ("c1", "d1", "d2", "c2") if f"Task: {t} " in said), "?")
         if tid == "?":
             return Text(f"unknown task in: {said[:3000]}")
+        first = request.step == 0 and not request.blocks("tool_use")
+        if first and self.faults and self.only in (None, tid):
+            return self.faults.pop(0)
         if request.step == 0:
             cmd = f"echo hi > {tid}.txt && git add {tid}.txt && git commit -qm {tid}"
             return ToolUse("Bash", {"command": cmd, "description": "write and commit"})
+        time.sleep(self.slow.get(tid, 0))
         return Text(REPORT.format(tid=tid))
 
 
@@ -125,6 +132,8 @@ def units(wf: WfRunner) -> list[dict[str, Any]]:
 def outcomes(wf: WfRunner) -> list[tuple[str, str]]:
     """(task, outcome) of every post in the orch log."""
     log = wf.root / "out" / "wf-orch.log"
+    if not log.exists():
+        return []
     rows = [dict(p.split("=", 1) for p in ln.split() if "=" in p) for ln in log.read_text().splitlines()]
     return [(r["id"], r["outcome"]) for r in rows]
 
@@ -387,3 +396,84 @@ def test_the_older_epoch_form_and_a_limit_without_a_reset() -> None:
     assert from_words("Claude AI usage limit reached|1790003600", now=NOW) == Limit(None, 1790003600.0)
     assert from_words("You've hit your weekly limit", now=NOW) == Limit("seven_day", None)
     assert from_words("Credit balance is too low", now=NOW) is None
+
+
+@pytest.mark.real
+@needs_real
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_limit_is_the_accounts_so_the_tools_other_lane_waits_too(wf: WfRunner) -> None:
+    """Lane c meets the limit; lane d's running worker finishes (its report comes late,
+    after c parked), but d's next task waits for the reset instead of meeting it too."""
+    setup(wf, claude_lane("c") + claude_lane("d"), "c1", "d1", "d2")
+    reset = int(time.time()) + 14
+    with ModelApi(Worker([usage_limit(reset)], only="c1", slow={"d1": 5})) as api:
+        r = orch_run(wf, api, "c", "d")
+    assert api.outside == []
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+
+    def at(words: str) -> int:
+        return next(i for i, ln in enumerate(lines) if words in ln)
+
+    assert at("park lane c: parked until") < at("d: d1: done") < at("park lane d: parked until"), r.stdout
+    assert "claude's usage limit" in lines[at("park lane d:")]
+    assert at("park lane d:") < at("start d2"), r.stdout
+    d2 = next(u for u in units(wf) if u["task"] == "d2")
+    assert d2["started"] >= time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(reset)), "d2 ran before the reset"
+    assert sorted(outcomes(wf)) == [("c1", "done"), ("d1", "done"), ("d2", "done")]
+    assert len(units(wf)) == 4
+
+
+@pytest.mark.real
+@needs_real
+@pytest.mark.timeout(240)
+def test_ctrl_c_while_parked_leaves_the_claim_for_the_next_run(wf: WfRunner) -> None:
+    import signal
+
+    setup(wf, claude_lane(), "c1")
+    record = wf.root / ".wf" / "orch" / "c.json"
+    with ModelApi(Worker([usage_limit(int(time.time()) + 3600)])) as api:
+        loop = subprocess.Popen(
+            [sys.executable, "-m", "wf", "orch", "run", "c"], cwd=wf.root, env=real_env(api), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            wait_for(
+                lambda: record.exists() and json.loads(record.read_text()).get("parked_until") is not None
+            )
+            loop.send_signal(signal.SIGINT)
+            out, _ = loop.communicate(timeout=60)
+        finally:
+            loop.kill()
+    assert loop.returncode == 130, out
+    assert "c: c1 was parked; its record stays for a later recovery" in out
+    rec = json.loads(record.read_text())
+    assert (rec["id"], rec["parked_until"], rec["pid"]) == ("c1", None, None)  # no loop waits for it now
+    assert "parked" not in wf.ok("lanes")
+    assert show(wf, "c1")["status"].startswith("in progress")
+    assert outcomes(wf) == []  # nothing charged
+
+
+def test_how_long_a_lane_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    from wf.adapters import Failure
+    from wf.adapters.limits import Limit
+    from wf.orch import park
+
+    monkeypatch.delenv("WF_PARK_MIN_S", raising=False)
+    limit = Failure.usage_limit
+    assert park.until(limit, Limit("five_hour", NOW + 600), 0, NOW) == NOW + 660  # the reset plus a minute
+    assert park.until(limit, Limit("five_hour", NOW - 5), 0, NOW) == NOW + 60  # a reset gone by
+    assert park.until(limit, Limit("seven_day", NOW + 5 * 86400), 0, NOW) == NOW + 86400  # at most 24 h
+    assert [park.until(limit, Limit(), n, NOW) - NOW for n in range(7)] == [
+        60,
+        120,
+        240,
+        480,
+        960,
+        1800,
+        1800,
+    ]
+    assert [park.until(Failure.overloaded, None, n, NOW) - NOW for n in range(3)] == [15, 30, 60]
+    monkeypatch.setenv("WF_PARK_MIN_S", "2")
+    assert park.until(limit, Limit("five_hour", NOW + 10), 0, NOW) == NOW + 12

@@ -290,8 +290,8 @@ class Loop:
                 if why is not None:
                     self._stop(lane, why)
                     return
-                waiting = self.tool_parked.get(self._adapter_for(lane).name)
-                if waiting is not None and waiting.until > time.time():
+                waiting = self._tool_waits(lane)
+                if waiting is not None:
                     self.stopped.pop(lane, None)
                     self.parked[lane] = park.Parked(waiting.until, waiting.why)
                     self.emit(
@@ -356,7 +356,7 @@ class Loop:
                 continue
             if not reason.kind.soft and not (self.until_stop and reason.kind is not Stop.INFRA):
                 continue
-            if self._may_start(lane) is not None:
+            if self._may_start(lane) is not None or self._tool_waits(lane) is not None:
                 continue
             if bl is None:
                 try:
@@ -462,6 +462,11 @@ class Loop:
                 self._release_parked(lane, rec, stop)
                 continue
             self._launch(lane, rec, p.spec, again=f"again after {p.why}")
+
+    def _tool_waits(self, lane: str) -> park.Parked | None:
+        """The usage limit the lane's tool waits out (its account's: every lane on it waits)."""
+        waiting = self.tool_parked.get(self._adapter_for(lane).name)
+        return waiting if waiting is not None and waiting.until > time.time() else None
 
     def _time_up(self) -> bool:
         return self.deadline is not None and time.monotonic() >= self.deadline
