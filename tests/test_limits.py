@@ -22,6 +22,7 @@ from tests import wfproc
 from tests.conftest import WfRunner, git
 from tests.model_api import (
     OVERLOADED,
+    SERVER_ERROR,
     Fault,
     ModelApi,
     Reply,
@@ -295,18 +296,19 @@ def test_the_batch_summary_says_the_lane_was_parked(wf: WfRunner) -> None:
 @pytest.mark.real
 @needs_real
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("status", ["allowed_warning", "rejected"])
+@pytest.mark.parametrize("status", ["allowed_warning", "rejected", "warned-then-500"])
 def test_dispatch_records_a_rejection_and_never_a_warning(wf: WfRunner, status: str) -> None:
     """A subscription's rejected seven_day window is a usage_limit with its window, reset
-    and utilization in status.json; allowed_warning (past a threshold) is a normal answer."""
+    and utilization in status.json; allowed_warning (past a threshold) is a normal answer,
+    and a run that met a warning and then a 500 failed for the 500, not for a limit."""
     reset = int(time.time()) + 3600
-    if status == "rejected":
-        step: Step = usage_limit(reset, window="seven_day")
-    else:
-        step = Reply(
-            (Text("fine"),), headers=usage_headers("allowed_warning", reset, used=0.92, threshold=0.9)
-        )
-    with ModelApi([step]) as api:
+    warn = usage_headers("allowed_warning", reset, used=0.92, threshold=0.9)
+    steps: list[Step] = {
+        "rejected": [usage_limit(reset, window="seven_day")],
+        "allowed_warning": [Reply((Text("fine"),), headers=warn)],
+        "warned-then-500": [Reply((ToolUse("Bash", {"command": "echo hi"}),), headers=warn), SERVER_ERROR],
+    }[status]
+    with ModelApi(steps) as api:
         r = wf_real(
             wf, api, "dispatch", "r1", "u1", "--adapter", "claude", "--model", "sonnet", "--prompt", "hi"
         )
@@ -314,11 +316,12 @@ def test_dispatch_records_a_rejection_and_never_a_warning(wf: WfRunner, status: 
     st = json.loads((wf.root / ".wf" / "runs" / "r1" / "u1" / "status.json").read_text())
     if status == "allowed_warning":
         assert (r.returncode, st["state"], st["failure"], st["limit"]) == (0, "done", None, None), r.stdout
+    elif status == "warned-then-500":
+        assert len(api.requests) == 3  # the answer, then the 500 and its one retry
+        assert (r.returncode, st["failure"], st["limit"]) == (4, "network", None), r.stdout
     else:
         assert r.returncode == 4, r.stdout + r.stderr
-        assert st["failure"] == "usage_limit" and r.stdout.startswith(
-            "u1: failed usage_limit: You've hit your weekly"
-        )
+        assert r.stdout.startswith("u1: failed usage_limit: You've hit your weekly")
         assert st["limit"] == {"window": "seven_day", "resets_at": reset, "utilization": 1}
 
 
