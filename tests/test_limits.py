@@ -303,11 +303,12 @@ def test_dispatch_records_a_rejection_and_never_a_warning(wf: WfRunner, status: 
     and a run that met a warning and then a 500 failed for the 500, not for a limit."""
     reset = int(time.time()) + 3600
     warn = usage_headers("allowed_warning", reset, used=0.92, threshold=0.9)
-    steps: list[Step] = {
+    choices: dict[str, list[Step]] = {
         "rejected": [usage_limit(reset, window="seven_day")],
         "allowed_warning": [Reply((Text("fine"),), headers=warn)],
         "warned-then-500": [Reply((ToolUse("Bash", {"command": "echo hi"}),), headers=warn), SERVER_ERROR],
-    }[status]
+    }
+    steps = choices[status]
     with ModelApi(steps) as api:
         r = wf_real(
             wf, api, "dispatch", "r1", "u1", "--adapter", "claude", "--model", "sonnet", "--prompt", "hi"
@@ -467,6 +468,7 @@ def test_how_long_a_lane_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     limit = Failure.usage_limit
     assert park.until(limit, Limit("five_hour", NOW + 600), 0, NOW) == NOW + 660  # the reset plus a minute
     assert park.until(limit, Limit("five_hour", NOW - 5), 0, NOW) == NOW + 60  # a reset gone by
+    assert park.until(limit, Limit("five_hour", NOW - 5), 2, NOW) == NOW + 240  # ... backs off
     assert park.until(limit, Limit("seven_day", NOW + 5 * 86400), 0, NOW) == NOW + 86400  # at most 24 h
     assert [park.until(limit, Limit(), n, NOW) - NOW for n in range(7)] == [
         60,
@@ -480,3 +482,21 @@ def test_how_long_a_lane_waits(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [park.until(Failure.overloaded, None, n, NOW) - NOW for n in range(3)] == [15, 30, 60]
     monkeypatch.setenv("WF_PARK_MIN_S", "2")
     assert park.until(limit, Limit("five_hour", NOW + 10), 0, NOW) == NOW + 12
+
+
+def test_a_limit_said_only_in_words_still_gives_its_reset(wf: WfRunner, tmp_path: Path) -> None:
+    """An older claude's message without a rate_limit_event (the fake's recorded shape with
+    "You've hit your session limit · resets 3pm (UTC)"): the window and reset come from the words."""
+    import datetime as dt
+
+    from tests.test_workers import Workers
+
+    w = Workers(wf.root, tmp_path)
+    r = w.run(
+        "dispatch", "r1", "u1", "--adapter", "claude", "--model", "sonnet", "--prompt", "APIERROR plan_limit"
+    )
+    assert r.returncode == 4, r.stdout + r.stderr
+    st = w.status("r1", "u1")
+    assert st["failure"] == "usage_limit" and st["limit"]["window"] == "five_hour"
+    when = dt.datetime.fromtimestamp(st["limit"]["resets_at"], dt.UTC)
+    assert (when.hour, when.minute) == (15, 0) and 0 < st["limit"]["resets_at"] - time.time() <= 86400

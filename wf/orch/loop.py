@@ -683,7 +683,8 @@ class Loop:
         for lane, (unit, rec) in sorted(self.units.items(), key=lambda x: x[1][0].last_growth):
             parts.append(f"{lane}={rec.id} {now - unit.started:.0f}s (quiet {now - unit.last_growth:.0f}s)")
         for lane, p in sorted(self.parked.items()):
-            parts.append(f"{lane} parked {until_text(p.until, p.why)}")
+            waits = "backs off" if p.why == "overloaded" else "parked"
+            parts.append(f"{lane} {waits} {until_text(p.until, p.why)}")
         return " | ".join(parts)
 
     def _poll_all(self, *, then_pick: bool) -> None:

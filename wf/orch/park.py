@@ -46,9 +46,9 @@ def until(failure: Failure, limit: Limit | None, in_a_row: int, now: float) -> f
     margin = park_min()
     if failure is Failure.overloaded:
         return now + min(max(margin / 4, 1.0) * 2.0**in_a_row, MAX_OVERLOADED)
-    if limit is not None and limit.resets_at is not None:
-        at = max(limit.resets_at, now) + margin
-    else:
+    if limit is not None and limit.resets_at is not None and limit.resets_at > now:
+        at = limit.resets_at + margin
+    else:  # no reset said, or one gone by (the tool's clock, another window): back off
         at = now + min(margin * 2.0**in_a_row, MAX_BACKOFF)
     return min(at, now + MAX_PARK)
 
