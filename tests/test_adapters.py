@@ -54,9 +54,11 @@ def classify(tool: str, folder: Path, name: str) -> tuple[Parsed, Failure, str |
 def test_failure_values_and_infrastructure() -> None:
     assert [f.value for f in Failure] == [
         "auth", "quota", "rate_limit", "network", "model", "tool", "task", "stall", "timeout",
+        "usage_limit", "overloaded",
     ]  # fmt: skip
     assert {f for f in Failure if f.infrastructure} == {
         Failure.auth, Failure.quota, Failure.rate_limit, Failure.network, Failure.model, Failure.tool,
+        Failure.usage_limit, Failure.overloaded,
     }  # fmt: skip
     assert Failure("auth") is Failure.auth and Failure.auth == "auth"
 
@@ -208,7 +210,7 @@ def test_codex_unknown_session_is_tool() -> None:
 
 def test_codex_turn_failed_words_decide() -> None:
     for message, failure in (
-        ("You've hit your usage limit. Upgrade to Plus to continue using Codex", Failure.quota),
+        ("You've hit your usage limit. Upgrade to Plus to continue using Codex", Failure.usage_limit),
         ("unexpected status 401 Unauthorized: Missing bearer", Failure.auth),
         ("Rate limit reached for gpt-5.5", Failure.rate_limit),
         ("The model `sonnet` does not exist or you do not have access to it.", Failure.model),
@@ -487,7 +489,7 @@ def test_the_fake_codex_rollout_has_the_real_lines_wf_reads(tmp_path: Path) -> N
         ("authentication_failed", Failure.auth), ("oauth_org_not_allowed", Failure.auth),
         ("verification_required", Failure.auth), ("cloud_credential_error", Failure.auth),
         ("billing_error", Failure.quota), ("account_on_hold", Failure.quota),
-        ("rate_limit", Failure.rate_limit), ("overloaded", Failure.rate_limit),
+        ("rate_limit", Failure.rate_limit), ("overloaded", Failure.overloaded),
         ("model_not_found", Failure.model), ("server_error", Failure.network),
         ("invalid_request", Failure.task), ("unknown", Failure.task), ("max_output_tokens", Failure.task),
     ],
@@ -528,7 +530,10 @@ def test_claude_connection_failed_is_network_whatever_the_message_said() -> None
         ("Not logged in", Failure.auth),
         ("exceeded retry limit, last status: 429", Failure.rate_limit),
         ("Can't reach the API server", Failure.network),
-        ("You've hit your weekly limit", Failure.quota),
+        ("You've hit your weekly limit", Failure.usage_limit),
+        ("Claude AI usage limit reached|1758000000", Failure.usage_limit),
+        ("Credit balance is too low", Failure.quota),
+        ("API Error: Repeated 529 Overloaded errors", Failure.overloaded),
         ("There's an issue with the selected model (x)", Failure.model),
         ("the agent gave up", None),
     ],

@@ -36,6 +36,7 @@ from typing import Any
 
 from wf import adapters, procs, runs
 from wf.adapters import Adapter, Parsed, Spec
+from wf.adapters.base import limit_of
 
 POLL = 0.1
 
@@ -128,6 +129,7 @@ class Unit:
             "error": None,
             "failure": None,  # an adapters.Failure value once the unit failed
             "reason": None,  # the tool's own words for it, one line
+            "limit": None,  # a usage limit that rejected it: {window, resets_at, utilization}
             "version": None,
             "timeout_s": self.timeout,
             "stall_s": self.stall,
@@ -346,10 +348,12 @@ class Unit:
         self.state = state
         ended = time.monotonic()
         failure, reason = self._failure(state, code)
+        limit = limit_of(failure, p, reason)
         self.status.update(
             state=state,
             failure=failure.value if failure else None,
             reason=reason,
+            limit=limit.as_dict() if limit else None,  # the plan's usage limit: window, reset
             exit_code=code,
             ended=runs.now_iso(),
             duration_s=round(ended - self.started, 3),

@@ -135,6 +135,19 @@ def orch_record(bl: Backlog, lane: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _parked(rec: dict[str, Any] | None) -> str | None:
+    """``parked until 03:10 (five_hour)`` while a lane's record waits out a usage limit."""
+    import time
+
+    until = rec.get("parked_until") if rec else None
+    if rec is None or not isinstance(until, (int, float)) or until <= time.time():
+        return None
+    from wf.adapters.limits import until_text
+
+    why = rec.get("parked_why")
+    return f"parked {until_text(until, why if isinstance(why, str) else None)}"
+
+
 def lanes(bl: Backlog) -> list[dict[str, Any]]:
     counts = {
         ln.name: {
@@ -167,6 +180,7 @@ def lanes(bl: Backlog) -> list[dict[str, Any]]:
                 "max_parallel": ln.max_parallel,
                 **counts[ln.name],
                 "active": rec.get("id") if rec else None,
+                "parked": _parked(rec),
             }
         )
     if bl.config.cloud:
@@ -209,7 +223,7 @@ def lanes_text(records: list[dict[str, Any]]) -> list[str]:
                 str(r["awaiting"]),
                 str(r["handback"]),
                 str(r["blocked"]),
-                r["active"] or "-",
+                (r["active"] or "-") + (f", {r['parked']}" if r.get("parked") else ""),
             ]
         )
     return table(rows) + notes

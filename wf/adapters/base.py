@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from wf.adapters import limits
+from wf.adapters.limits import Limit
+
 # Variables that make a nested Claude Code think it runs inside another one, or that
 # disable the transcripts resuming and cost accounting need.
 _STRIP_ENV = (
@@ -35,11 +38,12 @@ DEFAULT_TIMEOUT = 7200.0  # no unit runs unbounded: two hours unless the lane or
 
 
 class Failure(str, enum.Enum):  # noqa: UP042 - the interface the orchestration loop uses
-    """Why a unit failed. The first six are the infrastructure's fault (the task itself
-    was never really tried: release it); task, stall and timeout are the work's."""
+    """Why a unit failed. auth to tool, usage_limit and overloaded are the
+    infrastructure's fault (the task itself was never really tried: release it or run it
+    again); task, stall and timeout are the work's."""
 
     auth = "auth"  # not logged in, bad key
-    quota = "quota"  # credit, billing, plan limits
+    quota = "quota"  # credit, billing, out of extra usage
     rate_limit = "rate_limit"
     network = "network"
     model = "model"  # refused or unknown model
@@ -47,6 +51,8 @@ class Failure(str, enum.Enum):  # noqa: UP042 - the interface the orchestration 
     task = "task"  # the agent ran and failed
     stall = "stall"  # no model event for the stall window
     timeout = "timeout"
+    usage_limit = "usage_limit"  # the plan's window is used up until a reset: park, then go on
+    overloaded = "overloaded"  # the API is overloaded (529): a short backoff, then a retry
 
     @property
     def infrastructure(self) -> bool:
@@ -54,7 +60,16 @@ class Failure(str, enum.Enum):  # noqa: UP042 - the interface the orchestration 
 
 
 _INFRASTRUCTURE = frozenset(
-    {Failure.auth, Failure.quota, Failure.rate_limit, Failure.network, Failure.model, Failure.tool}
+    {
+        Failure.auth,
+        Failure.quota,
+        Failure.rate_limit,
+        Failure.network,
+        Failure.model,
+        Failure.tool,
+        Failure.usage_limit,
+        Failure.overloaded,
+    }
 )
 
 
@@ -120,6 +135,7 @@ class Parsed:
         self.transient_failure: Failure | None = None
         self._transient_at = -1  # the progress count when it came
         self.step: list[str] = []  # opencode: the text parts of the current step
+        self.limit: Limit | None = None  # the plan's usage limit that rejected the run
 
     def note(self, text: str) -> None:
         text = text.strip()
@@ -146,6 +162,12 @@ class Parsed:
         self.failure = failure
         self.error = one_line(reason) or failure.value
 
+    def limited(self, limit: Limit) -> None:
+        """The plan's usage limit rejected the run (a structured event said so)."""
+        self.limit = limit
+        self.failure = Failure.usage_limit
+        self.error = self.error or "usage limit"
+
 
 def a_model(model: Any) -> str | None:
     """The model named, or None when it is a placeholder (``<synthetic>``) or no string."""
@@ -167,10 +189,13 @@ _WORDS: tuple[tuple[Failure, re.Pattern[str]], ...] = tuple(
         (Failure.auth, r"not logged in|/login|log ?in again|invalid api key|invalid x-api-key|"
          r"unauthori[sz]ed|authentication|\b401\b|token (?:expired|has expired|was rejected)|"
          r"refresh token|credential expired|api key login|missing api key|no api key"),
+        (Failure.usage_limit, r"hit your (?:[\w-]+ )?limit|usage limit reached|usage_limit_reached|"
+         r"(?:5-hour|session|weekly|opus) limit (?:reached|·)"),
         (Failure.quota, r"credit balance|billing|insufficient_quota|quota|usage limit|"
          r"out of (?:extra )?usage|plan limit|purchase more credits|upgrade to|spend limit|"
-         r"hit your (?:\w+ )?limit|account is on hold"),
-        (Failure.rate_limit, r"rate.?limit|too many requests|\b429\b|overloaded|\b529\b"),
+         r"account is on hold"),
+        (Failure.overloaded, r"overloaded|\b529\b"),
+        (Failure.rate_limit, r"rate.?limit|too many requests|\b429\b"),
         (Failure.model, r"model .*(?:not found|does not exist|not supported|not available|unknown)|"
          r"(?:unknown|invalid|unsupported|unrecognized) model|issue with the selected model|"
          r"model_not_found|ProviderModelNotFound"),
@@ -181,6 +206,14 @@ _WORDS: tuple[tuple[Failure, re.Pattern[str]], ...] = tuple(
          r"timed out|socket hang up|fetch failed|\b50[234]\b|server_error"),
     )
 )  # fmt: skip
+
+
+def limit_of(failure: Failure | None, parsed: Parsed, words: str | None) -> Limit | None:
+    """The usage limit of a unit that failed ``failure``: what the tool's event said,
+    else what its words say (the window and reset they name; an empty Limit if none)."""
+    if failure is not Failure.usage_limit:
+        return None
+    return parsed.limit or limits.from_words(words) or limits.from_words(parsed.error) or Limit()
 
 
 def classify_words(text: str | None) -> Failure | None:
@@ -215,6 +248,9 @@ class Adapter:
     # True: its final result event means done, whatever its exit; what it prints after
     # (background tasks it waits on) is noise, and it is stopped WF_RESULT_GRACE seconds later
     done_at_result = False
+    # True: a run the plan's usage limit rejected goes on in its own session after the
+    # wait (verified with the real tool); False: it runs again fresh
+    resumes_after_limit = False
     # (help argv, the option tokens wf passes that it must list)
     help_probes: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
     login_argv: tuple[str, ...] = ()

@@ -15,6 +15,7 @@ import re
 import uuid
 from typing import Any
 
+from wf.adapters import limits
 from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line
 from wf.errors import WfError
 
@@ -27,7 +28,7 @@ _API_ERRORS: dict[str, Failure | None] = {
     "account_on_hold": Failure.quota,
     "billing_error": Failure.quota,
     "rate_limit": Failure.rate_limit,  # also plan limits ("You've hit your limit"): the words decide
-    "overloaded": Failure.rate_limit,
+    "overloaded": Failure.overloaded,
     "model_not_found": Failure.model,
     "server_error": Failure.network,
     "invalid_request": None,  # "Invalid API key ...", "Prompt is too long", ...
@@ -47,11 +48,11 @@ WEB_TOOLS = ("WebFetch", "WebSearch")
 def api_failure(error: str, words: str) -> Failure:
     """The class of an API error claude shows as a message: its error value, refined by
     its words where the value is vague (invalid_request, unknown) or covers two classes
-    (rate_limit is also a plan's usage limit: quota)."""
+    (rate_limit is also a plan's usage limit or its extra usage: usage_limit, quota)."""
     named = _API_ERRORS.get(error)
     said = classify_words(words)
-    if named is Failure.rate_limit and said is Failure.quota:
-        return Failure.quota
+    if named is Failure.rate_limit and said in (Failure.quota, Failure.usage_limit):
+        return said
     if named is None or named is Failure.task:
         return said or named or Failure.task
     return named
@@ -63,6 +64,7 @@ class Claude(Adapter):
     # one Bash call can be silent for 10 min; claude waits up to 10 min after its result
     default_stall = 720.0
     done_at_result = True
+    resumes_after_limit = True  # its transcript holds the prompt: --resume goes on from there
     efforts = ("low", "medium", "high", "xhigh", "max")
     help_probes = (
         (
@@ -133,17 +135,24 @@ class Claude(Adapter):
             if event.get("subtype") == "init":
                 parsed.set_model(event.get("model"))
             elif event.get("subtype") == "api_retry":
+                overloaded = event.get("error_status") == 529
                 parsed.retry(
                     f"API retry {event.get('attempt')}/{event.get('max_retries')}: "
                     f"{event.get('error') or ''} {event.get('error_status') or ''}",
-                    _API_ERRORS.get(str(event.get("error"))) or Failure.network,
+                    Failure.overloaded
+                    if overloaded
+                    else _API_ERRORS.get(str(event.get("error"))) or Failure.network,
                 )
+        elif kind == "rate_limit_event":  # allowed, allowed_warning: a report; rejected: the limit
+            limit = limits.claude_event(event.get("rate_limit_info"))
+            if limit is not None:
+                parsed.limited(limit)
         elif kind == "assistant":
             msg = event.get("message") or {}
             if event.get("error"):  # an API error shown as a message (model <synthetic>)
                 texts = [b.get("text") for b in msg.get("content") or [] if isinstance(b, dict)]
                 words = " ".join(str(t) for t in texts if t) or str(event["error"])
-                parsed.fail(api_failure(str(event["error"]), words), words)
+                parsed.fail(self._api_failure(parsed, event, words), words)
                 return
             parsed.progress += 1
             parsed.set_model(msg.get("model"))
@@ -173,6 +182,19 @@ class Claude(Adapter):
                 "duration_ms": event.get("duration_ms"),
                 "models": sorted((event.get("modelUsage") or {}).keys()),
             }
+
+    @staticmethod
+    def _api_failure(parsed: Parsed, event: dict[str, Any], words: str) -> Failure:
+        """An API error message's class: the plan's usage limit when a rejected
+        rate_limit_event came (or the message carries one), overloaded for a 529."""
+        params = event.get("api_error_params") or {}
+        limit = parsed.limit or limits.claude_event(params.get("rate_limit_info"))
+        if limit is not None or event.get("api_error") == "usage_limit_reached":
+            parsed.limit = limit or limits.from_words(words) or limits.Limit()
+            return Failure.usage_limit
+        if event.get("api_error_status") == 529:
+            return Failure.overloaded
+        return api_failure(str(event["error"]), words)
 
     @staticmethod
     def _result_error(parsed: Parsed, event: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from wf.adapters import limits
 from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line
 from wf.errors import WfError
 
@@ -100,14 +101,25 @@ class Codex(Adapter):
                 "out": usage.get("output_tokens"),
             }
         elif kind == "turn.failed":
-            message = str((event.get("error") or {}).get("message") or "turn failed")
-            parsed.fail(classify_words(message) or Failure.task, message)
+            error = event.get("error") or {}
+            message = str(error.get("message") or "turn failed")
+            self._fail(parsed, message, error)
         elif kind == "error":
             message = str(event.get("message") or "error")
             if transient(message):
                 parsed.retry(message, classify_words(message) or Failure.network)
             else:
-                parsed.fail(classify_words(message) or Failure.task, message)
+                self._fail(parsed, message, event)
+
+    @staticmethod
+    def _fail(parsed: Parsed, message: str, fields: dict[str, Any]) -> None:
+        """A final error; a usage limit keeps its reset (``resets_at`` / ``resets_in_seconds``
+        where the event carries them, else the "try again at 3:28 PM" of its words)."""
+        limit = limits.codex_fields(fields) or limits.codex_fields(fields.get("codex_error_info"))
+        failure = Failure.usage_limit if limit else classify_words(message) or Failure.task
+        parsed.fail(failure, message)
+        if failure is Failure.usage_limit:
+            parsed.limit = limit or limits.from_words(message) or limits.Limit()
 
     def classify(
         self, parsed: Parsed, code: int | None, stdout: str, stderr: str

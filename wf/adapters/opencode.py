@@ -18,6 +18,7 @@ import sqlite3
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wf.adapters import limits
 from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line
 from wf.errors import WfError
 
@@ -48,6 +49,19 @@ PROVIDER_ENV = {
     "opencode": ("OPENCODE_API_KEY",),
 }
 LOCAL_PROVIDERS = ("ollama", "lmstudio", "llama.cpp")
+
+
+def _unified_limit(headers: Any) -> limits.Limit | None:
+    """An Anthropic provider's usage limit in the failed response's headers
+    (``anthropic-ratelimit-unified-status: rejected``, its reset and window)."""
+    if not isinstance(headers, dict):
+        return None
+    h = {str(k).lower(): str(v) for k, v in headers.items()}
+    pre = "anthropic-ratelimit-unified-"
+    if h.get(pre + "status") != "rejected":
+        return None
+    reset = h.get(pre + "reset", "")
+    return limits.Limit(h.get(pre + "representative-claim"), float(reset) if reset.isdigit() else None)
 
 
 def data_home() -> Path:
@@ -193,8 +207,15 @@ class Opencode(Adapter):
             err = event.get("error") or {}
             name = str(err.get("name") or "")
             words = str((err.get("data") or {}).get("message") or name or "error")
+            data = err.get("data") or {}
             failure = _ERRORS.get(name) or classify_words(f"{name} {words}") or Failure.task
-            parsed.fail(failure, words if name in ("", "UnknownError") else f"{name}: {words}")
+            if data.get("statusCode") == 529:
+                failure = Failure.overloaded
+            limit = _unified_limit(data.get("responseHeaders"))
+            parsed.fail(Failure.usage_limit if limit else failure,
+                        words if name in ("", "UnknownError") else f"{name}: {words}")  # fmt: skip
+            if limit or failure is Failure.usage_limit:
+                parsed.limit = limit or limits.from_words(words) or limits.Limit()
 
     def classify(
         self, parsed: Parsed, code: int | None, stdout: str, stderr: str

@@ -310,7 +310,9 @@ def _status_lines(st: dict[str, Any]) -> list[str]:
         )
     lines += [f"  {x}" for x in st["tail"] if x.strip()]
     for r in st["lanes"]:
-        lines.append(f"lane {r['lane']}: {r['id']} {r['state']}")
+        lines.append(
+            f"lane {r['lane']}: {r['id']} {r['state']}" + (f" {r['parked']}" if r.get("parked") else "")
+        )
     if st.get("gate") and st["gate"]["red"]:  # the newest gate result is red
         lines += st["gate"]["red"]
     tail = st.get("cloud_tail")

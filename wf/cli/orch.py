@@ -257,6 +257,7 @@ def orch_status(ctx: click.Context, as_json: bool) -> None:
             safe(
                 f"{r['lane']}: {r['id']} {r['state']} {age} {alive} {r['worktree'] or '-'}"
                 + (f" recovery: {r['recovery']}" if r["recovery"] else "")
+                + (f" {r['parked']}" if r.get("parked") else "")
             )
         )
 

@@ -5,9 +5,10 @@ per post, on the batch's lanes) becomes ``- <HH:MM> <lane> <id> <outcome>
 commit=<sha|-> $<cost|?> <duration>`` (the cost from ``out/wf-cost.log``, which post
 writes first; marked ``*`` when it is the tool's own figure, ``?`` when unpriced models
 are left out, ``~`` before it when it includes estimated output); each ``stop lane
-<lane>: <why>`` of the loop's output (``out/wf-batch-<stamp>.log``) becomes a stop line;
-the footer counts the task lines of the summary itself, so the footer of a batch that
-died can still be written later.
+<lane>: <why>`` of the loop's output (``out/wf-batch-<stamp>.log``) becomes a stop line,
+each ``park lane <lane>: parked until 03:10 (five_hour) ...`` (a usage limit) a park
+line; the footer counts the task lines of the summary itself, so the footer of a batch
+that died can still be written later.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from wf.usage import CostSource
 if TYPE_CHECKING:
     from wf.orch.batchplan import Plan, Record
 
-_STOP = re.compile(r"stop lane ([a-z0-9][a-z0-9-]*): (.*)$")
+_STOP = re.compile(r"(stop|park) lane ([a-z0-9][a-z0-9-]*): (.*)$")
 # the cost: ~ before it (estimated output), * (the tool's own figure) or ? (unpriced models
 # left out) after it; a bare ? when the task has no cost line
 _TASK_LINE = re.compile(r"- \d\d:\d\d (\S+) (\S+) (\S+) commit=\S+ ~?\$([0-9.]+|\?)([*?]?) \S+$")
@@ -154,8 +155,10 @@ class Follower:
         lines, self.offsets["events"] = _read_from(self.files["events"], self.offsets["events"])
         for line in lines:
             m = _STOP.search(line)
-            if m and m.group(1) in self.lanes:
-                self._add(f"- {time.strftime('%H:%M', time.gmtime())} stop lane {m.group(1)}: {m.group(2)}")
+            if m and m.group(2) in self.lanes:
+                self._add(
+                    f"- {time.strftime('%H:%M', time.gmtime())} {m.group(1)} lane {m.group(2)}: {m.group(3)}"
+                )
         from wf.orch import gate
 
         for r in self.gates.red():

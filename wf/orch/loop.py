@@ -12,6 +12,11 @@ What can go wrong, and what becomes of it:
   model refused, the worker's own imports failed): infrastructure, not the task's
   fault. The claim is released (the task is exactly as before), the lane, or every lane
   on that tool, stops with the tool's own words, and the run exits 1;
+- the plan's usage limit rejected the worker: the lane parks until the reset (plus
+  WF_PARK_MIN_S, default a minute; never past --for; at most 24 h) and its task, still
+  claimed and charged nothing, runs again then (in its own session where the tool can
+  resume it); the tool's other lanes wait too, other tools' lanes go on. An overloaded
+  API gets a short backoff and the same retry (three in a row: the tool's failure);
 - the worker ended without a report: crashed, one recovery pick in place; but a worker
   that died before reading its prompt, or failed the same way (exit status, last error
   line) on two tasks, is its tool's failure, as above;
@@ -41,10 +46,11 @@ from typing import NamedTuple
 from wf import adapters, procs, runs
 from wf import backlog as backlogmod
 from wf.adapters import Failure, Spec
+from wf.adapters.limits import Limit, until_text
 from wf.cloud import batchlane
 from wf.errors import IssueKind, ParseError, WfError
 from wf.fsutil import append_line
-from wf.orch import gate, state
+from wf.orch import gate, park, state
 from wf.orch.pick import Pick, live_holder, pick, worker_instructions
 from wf.orch.post import Posted, post, release
 from wf.orch.report import captured_report, read_report, run_outcomes
@@ -56,6 +62,11 @@ from wf.supervise import POLL, Unit
 TOOL_WIDE = frozenset({Failure.auth, Failure.quota, Failure.rate_limit, Failure.network})
 IN_A_ROW = 2  # task-owned stops in a row that stop a lane: a lane failing every task must not burn the night
 WAKE_EVERY = 10.0  # --until-stop: seconds between looks for new work (and at once when TASKS.md changes)
+WAITED = (Failure.usage_limit, Failure.overloaded)  # the lane waits and the task runs again
+CONTINUE = (
+    "The usage limit (or the overloaded API) that stopped you is over: go on with the task "
+    "above where you left it, and end with the four report lines."
+)
 
 
 class CrashSignature(NamedTuple):
@@ -107,6 +118,9 @@ class Loop:
         self.held: list[tuple[str | None, StopReason]] = []  # task-owned stops (task, why): for a person
         self.crashes: dict[CrashSignature, set[str]] = {}  # a failure without a report: its tasks
         self.last_done_lane: str | None = None
+        self.parked: dict[str, park.Parked] = {}  # lanes waiting out a usage limit or an overload
+        self.tool_parked: dict[str, park.Parked] = {}  # per tool: its account's usage limit
+        self.rejections: dict[str, int] = {}  # per lane: limited or overloaded runs in a row
         self.count = 0
         self.started_tasks = 0
         self.batch = batchlane.loop_stamp()  # the batch this run belongs to (WF_BATCH), or None
@@ -206,16 +220,14 @@ class Loop:
         rec = p.record
         cfg = self.project.config.lane(lane)
         adapter = self._adapter_for(lane)
-        self.count += 1
         if rec.recovery is None:
             self.started_tasks += 1
             if self.batch is not None:
                 batchlane.note_start(self.project, self.batch, batchlane.LOCAL, rec.id)
-        unit_id = f"{lane}-{rec.id}"[:40] + f"-{self.count}"
         spec = Spec(
             run=self.run_id,
-            unit=unit_id,
-            folder=runs.unit_dir(self.project, self.run_id, unit_id),
+            unit="",
+            folder=Path(),
             cwd=Path(str(rec.worktree)),
             prompt=worker_instructions(rec.slice) + "\n" + p.prompt,
             model=self._model_for(lane, rec.model),
@@ -223,6 +235,15 @@ class Loop:
             cmd=cfg.cmd if cfg and adapter.name == "cmd" else (),
             **(adapters.lane_access(cfg) if cfg else {}),
         )
+        self._launch(lane, rec, spec)
+
+    def _launch(self, lane: str, rec: LaneRecord, spec: Spec, *, again: str = "") -> None:
+        """Start a unit for the lane's claimed task (``again``: why it runs once more)."""
+        cfg = self.project.config.lane(lane)
+        adapter = self._adapter_for(lane)
+        self.count += 1
+        unit_id = f"{lane}-{rec.id}"[:40] + f"-{self.count}"
+        spec = spec._replace(unit=unit_id, folder=runs.unit_dir(self.project, self.run_id, unit_id))
         timeout = self.timeout or (cfg.timeout if cfg else None)
         stall = cfg.stall if cfg else None
         unit = Unit(spec, adapter, timeout=timeout, stall=stall, meta={"task": rec.id, "lane": lane})
@@ -242,6 +263,7 @@ class Loop:
         state.save(self.project, rec)
         self.units[lane] = (unit, rec)
         extra = (" [slice]" if rec.slice else "") + (f"  (recovery: {rec.recovery})" if rec.recovery else "")
+        extra += f"  ({again})" if again else ""
         self.emit(f"{lane}: start {rec.id} with {adapter.name} model={rec.model}{extra}")
 
     def _started(self) -> int:
@@ -267,6 +289,15 @@ class Loop:
             if rec is None:
                 if why is not None:
                     self._stop(lane, why)
+                    return
+                waiting = self._tool_waits(lane)
+                if waiting is not None:
+                    self.stopped.pop(lane, None)
+                    self.parked[lane] = park.Parked(waiting.until, waiting.why)
+                    self.emit(
+                        f"park lane {lane}: parked {until_text(waiting.until, waiting.why)}: "
+                        f"{self._adapter_for(lane).name}'s usage limit"
+                    )
                     return
                 p = pick(self.project, lane, owner=self.me)
             else:
@@ -325,7 +356,7 @@ class Loop:
                 continue
             if not reason.kind.soft and not (self.until_stop and reason.kind is not Stop.INFRA):
                 continue
-            if self._may_start(lane) is not None:
+            if self._may_start(lane) is not None or self._tool_waits(lane) is not None:
                 continue
             if bl is None:
                 try:
@@ -350,10 +381,104 @@ class Loop:
             else:
                 self.stopped[lane] = p.stop  # still dry: say nothing new
 
+    # ---------------------------------------------------------------- parking
+    def _park(self, lane: str, unit: Unit, rec: LaneRecord, failure: Failure) -> bool:
+        """A usage limit or an overloaded API: the lane waits, its task stays claimed and
+        charged nothing, and runs again after the wait (True). False: overloaded too
+        often in a row, a failure of its tool like any other."""
+        n = self.rejections.get(lane, 0)
+        if failure is Failure.overloaded and n >= park.OVERLOADED_TRIES:
+            return False
+        self.rejections[lane] = n + 1
+        limit = Limit.from_dict(unit.status.get("limit")) if failure is Failure.usage_limit else None
+        now = time.time()
+        until = park.until(failure, limit, n, now)
+        why = park.why(failure, limit)
+        words = str(unit.status.get("reason") or failure.value)
+        if self.deadline is not None and until > now + (self.deadline - time.monotonic()):
+            self._release_parked(
+                lane,
+                rec,
+                StopReason(
+                    Stop.LIMIT,
+                    f"{unit.adapter.name} {failure.value}: it would wait {until_text(until, why)}, "
+                    f"past --for ({words})",
+                ),
+            )
+            return True
+        resume = unit.adapter.resumes_after_limit and bool(unit.session_id)
+        spec = (
+            unit.spec._replace(resume=True, session_id=unit.session_id, prompt=CONTINUE)
+            if resume
+            else unit.spec._replace(resume=False, session_id=None)
+        )
+        then = "resumes its session" if resume else "runs again"
+        if failure is Failure.overloaded:  # a backoff, not a park: the record does not say parked
+            rec = rec.but(pid=None)
+            self.emit(
+                f"{lane}: {unit.adapter.name} overloaded ({words}): {rec.id} {then} in "
+                f"{until - now:.0f}s (backoff {n + 1} of {park.OVERLOADED_TRIES})"
+            )
+        else:
+            rec = rec.but(pid=None, parked_until=until, parked_why=why)
+            self.tool_parked[unit.adapter.name] = park.Parked(until, why)
+            self.emit(
+                f"park lane {lane}: parked {until_text(until, why)}: {rec.id} stays claimed and {then} "
+                f"then ({unit.adapter.name} {failure.value}: {words})"
+            )
+        state.save(self.project, rec)
+        self.parked[lane] = park.Parked(until, why, rec, spec)
+        return True
+
+    def _release_parked(self, lane: str, rec: LaneRecord, reason: StopReason) -> None:
+        """A parked task that will not run in this loop: released as it was."""
+        try:
+            posted = release(self.project, lane, reason.text)
+        except WfError as e:
+            self._stop(lane, StopReason(Stop.ERROR, f"release failed: {e}"))
+            return
+        for line in posted.lines:
+            self.emit(f"{lane}: {line}")
+        self._stop(lane, reason)
+
+    def _unpark(self) -> None:
+        """Lanes whose wait is over: their task runs again, a lane parked with none picks."""
+        now = time.time()
+        for lane, p in list(self.parked.items()):
+            if p.until > now:
+                continue
+            del self.parked[lane]
+            tool = self._adapter_for(lane).name
+            waiting = self.tool_parked.get(tool)
+            if waiting is not None and waiting.until <= now:
+                del self.tool_parked[tool]
+            if p.rec is None or p.spec is None:
+                self._pick(lane)
+                continue
+            rec = p.rec.but(parked_until=None, parked_why=None)
+            time_up = StopReason(Stop.TIME_UP, "--for time is up") if self._time_up() else None
+            stop = self.broken_tools.get(tool) or time_up  # not the task cap: it is no new task
+            if stop is not None:
+                self._release_parked(lane, rec, stop)
+                continue
+            self._launch(lane, rec, p.spec, again=f"again after {p.why}")
+
+    def _tool_waits(self, lane: str) -> park.Parked | None:
+        """The usage limit the lane's tool waits out (its account's: every lane on it waits)."""
+        waiting = self.tool_parked.get(self._adapter_for(lane).name)
+        return waiting if waiting is not None and waiting.until > time.time() else None
+
+    def _time_up(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
+
     # ---------------------------------------------------------------- ending
     def _ended(self, lane: str, unit: Unit, rec: LaneRecord) -> None:
         """Post what the unit's end says, and go on or stop the lane."""
         failure = infra_failure(unit.status)
+        if failure not in WAITED:
+            self.rejections.pop(lane, None)
+        elif self._park(lane, unit, rec, failure):
+            return
         if failure is not None:
             self._infra(lane, unit, rec, failure)
             return
@@ -560,6 +685,9 @@ class Loop:
         ]
         for lane, (unit, rec) in sorted(self.units.items(), key=lambda x: x[1][0].last_growth):
             parts.append(f"{lane}={rec.id} {now - unit.started:.0f}s (quiet {now - unit.last_growth:.0f}s)")
+        for lane, p in sorted(self.parked.items()):
+            waits = "backs off" if p.why == "overloaded" else "parked"
+            parts.append(f"{lane} {waits} {until_text(p.until, p.why)}")
         return " | ".join(parts)
 
     def _poll_all(self, *, then_pick: bool) -> None:
@@ -612,10 +740,11 @@ class Loop:
             last_seen = _stamp(self.project.tasks_path)
             while not interrupted.is_set():
                 self._poll_all(then_pick=True)
+                self._unpark()
                 self._say_red_gates()
                 procs.reap_orphans()
                 now = time.monotonic()
-                if not self.units:
+                if not self.units and not self.parked:
                     if self._gate_brought_work():
                         continue
                     if not self.until_stop or state.stop_file(self.project).exists():
@@ -644,6 +773,11 @@ class Loop:
                 state.save(self.project, rec.but(pid=None))
                 self.emit(f"{lane}: stopped {rec.id}; its record stays for a later recovery")
             self.units.clear()
+            for lane, p in self.parked.items():
+                if p.rec is not None:  # no loop waits for it now: a later run recovers it
+                    state.save(self.project, p.rec.but(parked_until=None, parked_why=None))
+                    self.emit(f"{lane}: {p.rec.id} was parked; its record stays for a later recovery")
+            self.parked.clear()
             procs.kill_descendants()  # nothing this run started outlives it (but a gate run)
             for s, h in old.items():
                 signal.signal(s, h)

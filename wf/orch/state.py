@@ -90,6 +90,7 @@ class Stop(enum.Enum):
     LEDGER = (False, False, False)  # the cloud lane: the budget's reserve is reached
     MAX_PARALLEL = (True, False, False)  # the cloud lane: as many sessions run as it may
     LOST = (False, True, False)  # the cloud lane: a session ended without a report
+    LIMIT = (False, False, False)  # a usage limit resets only after --for ends: the task was released
 
     def __init__(self, soft: bool, person: bool, error: bool) -> None:
         self.soft = soft
@@ -155,6 +156,18 @@ class LaneRecord:
     token: str | None = None  # the worker's unit token: its whole tree can be found and ended
     pid_since: float | None = None  # when the worker started: a reused pid is not it
     owner_since: float | None = None  # when the owner started (after a reboot its pid is another's)
+    parked_until: float | None = None  # epoch: a usage limit (or an overloaded API) parks the lane
+    parked_why: str | None = None  # the limit's window (five_hour, ...), "usage limit" or "overloaded"
+
+    def parked(self, now: float | None = None) -> str | None:
+        """``parked until 03:10 (five_hour)`` while the lane waits out a limit, else None."""
+        import time
+
+        from wf.adapters.limits import until_text
+
+        if self.parked_until is None or self.parked_until <= (time.time() if now is None else now):
+            return None
+        return f"parked {until_text(self.parked_until, self.parked_why)}"
 
     def but(self, **changes: Any) -> LaneRecord:
         return replace(self, **changes)
@@ -254,6 +267,7 @@ def status(project: Project) -> list[dict[str, Any]]:
                 **rec.as_dict(),
                 "age_s": round(now - rec.started_at) if rec.started_at else None,
                 "worker_alive": rec.worker_alive() if rec.pid else None,
+                "parked": rec.parked(now),  # "parked until 03:10 (five_hour)" while it waits
             }
         )
     return out
