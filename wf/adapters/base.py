@@ -47,6 +47,7 @@ class Failure(str, enum.Enum):  # noqa: UP042 - the interface the orchestration 
     task = "task"  # the agent ran and failed
     stall = "stall"  # no model event for the stall window
     timeout = "timeout"
+    denied = "denied"  # the tool refused a call the worker's grants lack (Parsed.denied says which)
 
     @property
     def infrastructure(self) -> bool:
@@ -68,6 +69,28 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.failure.value}: {self.message} ({self.fix})"
+
+
+@dataclass(frozen=True)
+class Denial:
+    """A tool call the tool itself refused because the worker's grants lack it (claude's
+    ``permission_denials``): which tool, and what it was asked to do (the command, the
+    path, the URL)."""
+
+    tool: str
+    what: str
+
+    def text(self) -> str:
+        return f"{self.tool} `{self.what}`" if self.what else self.tool
+
+    def as_json(self) -> dict[str, str]:
+        return {"tool": self.tool, "what": self.what}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Denial | None:
+        if not isinstance(raw, dict) or not isinstance(raw.get("tool"), str):
+            return None
+        return cls(raw["tool"], str(raw.get("what") or ""))
 
 
 class Spec(NamedTuple):
@@ -120,6 +143,12 @@ class Parsed:
         self.transient_failure: Failure | None = None
         self._transient_at = -1  # the progress count when it came
         self.step: list[str] = []  # opencode: the text parts of the current step
+        self.denied: list[Denial] = []  # tool calls the tool refused (no grant), in order
+        self.calls: dict[str, Any] = {}  # claude: tool_use inputs by id (to name a refused call)
+
+    def deny(self, denial: Denial) -> None:
+        if denial not in self.denied:
+            self.denied.append(denial)
 
     def note(self, text: str) -> None:
         text = text.strip()
@@ -220,6 +249,7 @@ class Adapter:
     login_argv: tuple[str, ...] = ()
     login_fix = ""
     install = ""  # how to install or update it
+    grant_field = "allowed_tools"  # the lane key (lanes.<name>.<key>) that widens what it may do
 
     def cost(self, session_id: str | None) -> tuple[Any, str] | None:
         """The unit's cost from where this tool keeps its sessions: (wf.usage.Cost, kind),
@@ -309,6 +339,9 @@ class Adapter:
     ) -> tuple[Failure, str | None]:
         """Why a unit that ended `failed` failed, and the tool's own words."""
         words = parsed.error or last_line(stderr)
+        if parsed.denied and parsed.failure in (None, Failure.task):
+            # the work failed with calls refused: the missing grant, not the task, is the cause
+            return Failure.denied, words
         if parsed.failure is not None:
             return parsed.failure, words
         if code in (126, 127):

@@ -15,7 +15,7 @@ import re
 import uuid
 from typing import Any
 
-from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line
+from wf.adapters.base import Adapter, Denial, Failure, Parsed, Spec, classify_words, one_line
 from wf.errors import WfError
 
 # assistant.error values (the whole enum of 2.1.332) and what they mean; None: read the words
@@ -42,6 +42,21 @@ MODEL_RE = re.compile(
     r"|claude-[a-z0-9.-]+@[0-9]+"  # Vertex
 )
 WEB_TOOLS = ("WebFetch", "WebSearch")
+# the input field that says what a refused call wanted, per tool (else the input as JSON)
+_WHAT = {"Bash": "command", "Read": "file_path", "Edit": "file_path", "Write": "file_path",
+         "NotebookEdit": "notebook_path", "WebFetch": "url", "WebSearch": "query",
+         "Glob": "pattern", "Grep": "pattern"}  # fmt: skip
+
+
+def denial(tool: Any, tool_input: Any) -> Denial:
+    """One refused call as wf records it: the tool and what it wanted, on one line."""
+    name = str(tool or "?")
+    given = tool_input if isinstance(tool_input, dict) else {}
+    field = _WHAT.get(name)
+    what = given.get(field) if field else None
+    if not isinstance(what, str):
+        what = json.dumps(given, sort_keys=True) if given else ""
+    return Denial(name, one_line(what, 200) or "")
 
 
 def api_failure(error: str, words: str) -> Failure:
@@ -138,6 +153,10 @@ class Claude(Adapter):
                     f"{event.get('error') or ''} {event.get('error_status') or ''}",
                     _API_ERRORS.get(str(event.get("error"))) or Failure.network,
                 )
+        elif kind == "system" and event.get("subtype") == "permission_denied":
+            # the refusal as it happens (the result lists it again): kept for a run that never ends
+            call = parsed.calls.get(str(event.get("tool_use_id")))
+            parsed.deny(denial(event.get("tool_name"), call))
         elif kind == "assistant":
             msg = event.get("message") or {}
             if event.get("error"):  # an API error shown as a message (model <synthetic>)
@@ -150,11 +169,18 @@ class Claude(Adapter):
             for block in msg.get("content") or []:
                 if isinstance(block, dict) and block.get("type") == "text":
                     parsed.note(str(block.get("text") or ""))
+                elif isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id"):
+                    parsed.calls[str(block["id"])] = block.get("input")
         elif kind == "user":
             parsed.progress += 1  # a tool result
         elif kind == "result":
             parsed.finished = True
             text = event.get("result")
+            refused = event.get("permission_denials")
+            if isinstance(refused, list):  # the whole session's refusals, each with its input
+                for d in refused:
+                    if isinstance(d, dict):
+                        parsed.deny(denial(d.get("tool_name"), d.get("tool_input")))
             if event.get("is_error"):
                 self._result_error(parsed, event)
             elif isinstance(text, str):

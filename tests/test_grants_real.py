@@ -1,0 +1,130 @@
+"""Grants and denials with the real claude against the scripted model API
+(tests/model_api.py): the "model" asks for the tool calls a worker makes, the real claude
+decides with wf's argv whether it may run them, and wf judges what landed. Run when
+WF_REAL_TOOLS names the folder holding the pinned binaries; nothing leaves 127.0.0.1
+(every tool's proxy is the server, which refuses and notes anywhere else)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests import wfproc
+from tests.conftest import WfRunner, git
+from tests.model_api import ModelApi, Request, Step, Text, ToolUse
+
+REAL_BIN = os.environ.get("WF_REAL_TOOLS", "")
+pytestmark = [
+    pytest.mark.real,
+    pytest.mark.skipif(not REAL_BIN, reason="WF_REAL_TOOLS is not set (.ci/run sets it)"),
+]
+ROOT = Path(__file__).resolve().parent.parent
+REPORT = "result: done\ncommit: -\nfollowups: -\nnote: made and merged"
+
+
+def real_env(api: ModelApi) -> dict[str, str]:
+    """wf's environment: the real claude first on PATH (then wf itself), an API key, the
+    scripted API as its model and every proxy, no traffic but the model's."""
+    if not (Path(REAL_BIN) / "claude").exists():
+        pytest.skip(f"claude is not in WF_REAL_TOOLS ({REAL_BIN})")
+    path = os.pathsep.join([REAL_BIN, str(Path(sys.executable).parent), os.environ["PATH"]])
+    drop = ("ANTHROPIC_", "OPENAI_", "IS_SANDBOX")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    return env | {
+        "PATH": path,
+        "PYTHONPATH": str(ROOT),
+        "ANTHROPIC_BASE_URL": api.url,
+        "ANTHROPIC_API_KEY": "x",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "1",
+        "WF_RESULT_GRACE": "0.5",
+        **api.env(),
+    }
+
+
+def wf_run(
+    root: Path, env: dict[str, str], *args: str, timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    return wfproc.run(
+        [sys.executable, "-m", "wf", *args], cwd=root, capture_output=True, text=True, env=env,
+        timeout=timeout, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def setup(root: Path, toml: str, tasks: str) -> None:
+    (root / "wf.toml").write_text(toml)
+    (root / "TASKS.md").write_text("# Tasks\n" + tasks)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "setup")
+
+
+def steps(*calls: Step) -> Callable[[Request], Step]:
+    """One step per model request of the main session, by the tool results it holds."""
+
+    def script(request: Request) -> Step:
+        return calls[min(request.step, len(calls) - 1)]
+
+    return script
+
+
+# ------------------------------------------------------------------ lane workers
+
+
+def lane_worker(request: Request) -> Step:
+    """A lane worker as a model plays it: write the file (Write, an absolute path in the
+    worktree its prompt names), `git add`, `git commit`, `wf merge`, the four lines."""
+    prompt = " ".join(str(b.get("text")) for b in request.blocks("text"))
+    found = re.search(r"Worktree: (\S+)", prompt)
+    tree = found.group(1) if found else "."
+    calls: list[Step] = [
+        ToolUse("Write", {"file_path": f"{tree}/made.txt", "content": "made\n"}, id="toolu_w"),
+        ToolUse("Bash", {"command": "git add made.txt", "description": "stage"}, id="toolu_a"),
+        ToolUse("Bash", {"command": "git commit -qm 'make made.txt'", "description": "commit"}, id="toolu_c"),
+        ToolUse("Bash", {"command": "wf merge", "description": "merge"}, id="toolu_m"),
+        Text(REPORT),
+    ]
+    return calls[min(request.step, len(calls) - 1)]
+
+
+LANE = '[lanes.sonnet]\nmodel = "sonnet"\nadapter = "claude"\n'
+TASK = "\n## t1: Make made.txt\nModel: sonnet\nDone: test -f made.txt\n"
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("grants", ["default", "no git"])
+def test_a_lane_without_a_git_grant_hands_back_naming_the_denied_command(wf: WfRunner, grants: str) -> None:
+    """The same task twice with the real claude: with the default grants the worker's
+    `git add`, `git commit` and `wf merge` run and the task is merged; with grants that
+    lack Bash(git ...) claude refuses the two git calls (exit 0, the report says done),
+    the post-checks find nothing merged, and the task is handed back with a note naming
+    the refused commands and the wf.toml key that grants them."""
+    toml = LANE
+    if grants == "no git":
+        toml += 'allowed_tools = ["Bash(wf:*)", "Read", "Edit", "Write", "Glob", "Grep"]\n'
+    setup(wf.root, toml, TASK)
+    with ModelApi(lane_worker) as api:
+        r = wf_run(wf.root, real_env(api), "orch", "run", "sonnet")
+    assert api.outside == [], r.stdout + r.stderr
+    done = (wf.root / "DONE.md").read_text() if (wf.root / "DONE.md").exists() else ""
+    tasks = (wf.root / "TASKS.md").read_text()
+    if grants == "default":
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "t1" in done and "t1" not in tasks
+        assert (wf.root / "made.txt").read_text() == "made\n"
+        return
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "t1" not in done and not (wf.root / "made.txt").exists()
+    [note] = [ln for ln in tasks.splitlines() if ln.startswith("Note:")]
+    assert "handback: claude denied Bash `git add made.txt`, Bash `git commit -qm 'make made.txt'`" in note
+    assert "(grant it in wf.toml lanes.sonnet.allowed_tools)" in note
+    assert "handed back: claude denied Bash `git add made.txt`" in r.stdout
+    status = json.loads(next((wf.root / ".wf").rglob("sonnet-t1-*/status.json")).read_text())
+    assert status["state"] == "done" and status["exit_code"] == 0
+    assert status["denied"][0] == {"tool": "Bash", "what": "git add made.txt"}
