@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -128,3 +129,46 @@ def test_a_lane_without_a_git_grant_hands_back_naming_the_denied_command(wf: WfR
     status = json.loads(next((wf.root / ".wf").rglob("sonnet-t1-*/status.json")).read_text())
     assert status["state"] == "done" and status["exit_code"] == 0
     assert status["denied"][0] == {"tool": "Bash", "what": "git add made.txt"}
+
+
+# ------------------------------------------------------------------ prep workers
+
+
+def preparer(request: Request) -> Step:
+    """A prep worker: read the task, give it a Done line and a Model, say so."""
+    calls: list[Step] = [
+        ToolUse("Bash", {"command": "wf show vague", "description": "read"}, id="toolu_s"),
+        ToolUse(
+            "Bash",
+            {"command": "wf set vague --done 'test -f vague.txt' --model sonnet", "description": "prepare"},
+            id="toolu_p",
+        ),
+        Text("vague -> Done: test -f vague.txt"),
+    ]
+    return calls[min(request.step, len(calls) - 1)]
+
+
+@pytest.mark.timeout(300)
+def test_a_prep_batch_with_the_real_claude_sets_the_done_line(wf: WfRunner) -> None:
+    """Prep workers get the grants for `wf show`, `wf set` and `wf add` (without them the
+    real claude refused every wf command and the summary said `vague -> unchanged`)."""
+    setup(wf.root, LANE, "\n## vague: Make it better\n\nSomething vague.\n")
+    with ModelApi(preparer) as api:
+        env = real_env(api)
+        r = wf_run(wf.root, env, "batch", "1", "--prep")
+        assert r.returncode == 0, r.stdout + r.stderr
+        deadline = time.monotonic() + 240
+        while True:
+            st = json.loads(wf_run(wf.root, env, "batch", "--status", "--json").stdout)
+            if st["job"] is not None and not st["alive"]:
+                break
+            assert time.monotonic() < deadline, st
+            time.sleep(0.5)
+    assert api.outside == []
+    assert st["reason"] == "prep done", st
+    lines = Path(st["summary"]).read_text().splitlines()
+    assert "- vague -> Done: test -f vague.txt" in lines, lines
+    head = git(wf.root, "show", "HEAD:TASKS.md")
+    assert "Done: test -f vague.txt" in head and "Model: sonnet" in head
+    [unit] = list((wf.root / ".wf").rglob("prep-sonnet-1/status.json"))
+    assert "denied" not in json.loads(unit.read_text())

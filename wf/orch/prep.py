@@ -24,6 +24,9 @@ from wf.project import Project
 
 PER_WORKER = 3
 PREP_PROMPT = "prep-prompt.md"
+# what a prep worker may do without asking (claude --allowedTools): read the code, and run
+# wf (show, set, add, status); nothing that edits code or commits
+PREP_TOOLS = ("Bash(wf:*)", "Read", "Grep", "Glob")
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ def manifest(project: Project, chosen: list[Target], path: Path) -> None:
             "model": cfg.model,
             "cwd": str(project.root),
             "permission_mode": cfg.permission_mode,
+            "allowed_tools": list(PREP_TOOLS),
         }
         if cfg.cmd:
             unit["cmd"] = list(cfg.cmd)
