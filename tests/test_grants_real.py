@@ -172,3 +172,29 @@ def test_a_prep_batch_with_the_real_claude_sets_the_done_line(wf: WfRunner) -> N
     assert "Done: test -f vague.txt" in head and "Model: sonnet" in head
     [unit] = list((wf.root / ".wf").rglob("prep-sonnet-1/status.json"))
     assert "denied" not in json.loads(unit.read_text())
+
+
+# ------------------------------------------------------------------ one unit
+
+
+@pytest.mark.timeout(120)
+def test_a_dispatched_claude_unit_passes_permission_prompts_none_and_records_its_denials(
+    wf: WfRunner,
+) -> None:
+    """2.1.332's --help lists --permission-prompts: wf passes `none` (a prompt becomes a
+    recorded denial, never a wait). A unit with no grants whose Bash call is refused ends
+    done (exit 0), with the refusal in status.json and in the line wf prints."""
+    command = "python3 -c \"open('made.txt', 'w')\""
+    script = steps(ToolUse("Bash", {"command": command, "description": "make"}), Text("done"))
+    with ModelApi(script) as api:
+        r = wf_run(wf.root, real_env(api), "dispatch", "r1", "u1", "--adapter", "claude", "--model", "sonnet",
+                   "--prompt", "Do the task.", timeout=100)  # fmt: skip
+    assert api.outside == []
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"done (claude denied Bash `{command}`)" in r.stdout
+    status = json.loads((wf.root / ".wf" / "runs" / "r1" / "u1" / "status.json").read_text())
+    assert "--permission-prompts=none" in status["argv"]
+    assert status["state"] == "done" and status["denied"] == [{"tool": "Bash", "what": command}]
+    events = [json.loads(x) for x in (wf.root / ".wf" / "runs" / "r1" / "u1" / "worker.log").open()]
+    [refusal] = [e for e in events if e.get("subtype") == "permission_denied"]
+    assert refusal["decision_reason_type"] == "asyncAgent"  # what --permission-prompts none says

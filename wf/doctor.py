@@ -60,9 +60,9 @@ def stale_locks(project: Project, now: float | None = None) -> list[Path]:
 
 def help_options(text: str) -> set[str]:
     """The option tokens a --help text lists (``--allowedTools``, ``-m``), exactly."""
-    import re
+    from wf.adapters.base import help_options as listed
 
-    return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
+    return listed(text)
 
 
 def adapter_findings(project: Project) -> list[Finding]:

@@ -18,6 +18,7 @@ from wf.adapters.base import (
     PERMISSION_MODES,
     SANDBOXES,
     Adapter,
+    Denial,
     Failure,
     Parsed,
     Problem,
@@ -37,6 +38,7 @@ __all__ = [
     "PERMISSION_MODES",
     "SANDBOXES",
     "Adapter",
+    "Denial",
     "Failure",
     "Parsed",
     "Problem",
@@ -230,6 +232,11 @@ def describe(status: dict[str, Any]) -> str:
     head = (
         state if not failure or failure in (state, {"stalled": "stall"}.get(state)) else f"{state} {failure}"
     )
+    refused = [d for d in map(Denial.from_json, status.get("denied") or []) if d is not None]
+    denied = f" ({status.get('adapter') or 'the tool'} denied {', '.join(d.text() for d in refused[:3])}" + (
+        f" and {len(refused) - 3} more)" if len(refused) > 3 else ")"
+    )
     if state in ("queued", "running", "done") and not failure:
-        return head
-    return f"{head}: {reason}" if reason else head
+        return head + (denied if refused else "")
+    out = f"{head}: {reason}" if reason else head
+    return out + (denied if refused else "")

@@ -32,6 +32,8 @@ PERMISSION_MODES = ("acceptEdits", "auto", "bypassPermissions", "dontAsk", "plan
 _LOGIN_CACHE: dict[tuple[str, ...], tuple[bool | None, str]] = {}
 _LOGIN_VARS = ("HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 DEFAULT_TIMEOUT = 7200.0  # no unit runs unbounded: two hours unless the lane or unit says
+# the option tokens an installed program's --help lists, per (path, mtime): asked once
+_OPTIONS_CACHE: dict[tuple[str, int], frozenset[str]] = {}
 
 
 class Failure(str, enum.Enum):  # noqa: UP042 - the interface the orchestration loop uses
@@ -273,6 +275,27 @@ class Adapter:
     def feed(self, parsed: Parsed, event: dict[str, Any]) -> None:
         """Read one JSON event."""
 
+    def options(self) -> frozenset[str]:
+        """The option tokens the installed program's own ``--help`` lists (empty when it is
+        not installed or says nothing): how wf passes a flag only where it exists. Asked
+        once per program file, with no traffic but the program's own start."""
+        path = self.executable()
+        if path is None:
+            return frozenset()
+        try:
+            key = (path, os.stat(path).st_mtime_ns)
+        except OSError:
+            return frozenset()
+        if key not in _OPTIONS_CACHE:
+            env = {**os.environ, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+            try:
+                p = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=30,
+                                   stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+                _OPTIONS_CACHE[key] = frozenset(help_options(p.stdout + p.stderr))
+            except (OSError, subprocess.TimeoutExpired):
+                _OPTIONS_CACHE[key] = frozenset()
+        return _OPTIONS_CACHE[key]
+
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
 
@@ -355,6 +378,11 @@ class Adapter:
         if parsed.progress == 0 and not parsed.finished:
             return classify_words(words) or Failure.tool, words or f"exit {code} before its first event"
         return Failure.task, words
+
+
+def help_options(text: str) -> set[str]:
+    """The option tokens a --help text lists (``--allowedTools``, ``-m``), exactly."""
+    return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
 
 
 def last_line(text: str) -> str | None:

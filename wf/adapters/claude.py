@@ -42,6 +42,7 @@ MODEL_RE = re.compile(
     r"|claude-[a-z0-9.-]+@[0-9]+"  # Vertex
 )
 WEB_TOOLS = ("WebFetch", "WebSearch")
+PROMPTS_FLAG = "--permission-prompts"  # 2.1.259 and later: passed where --help lists it
 # the input field that says what a refused call wanted, per tool (else the input as JSON)
 _WHAT = {"Bash": "command", "Read": "file_path", "Edit": "file_path", "Write": "file_path",
          "NotebookEdit": "notebook_path", "WebFetch": "url", "WebSearch": "query",
@@ -127,6 +128,9 @@ class Claude(Adapter):
         if spec.effort:
             argv.append(f"--effort={spec.effort}")
         argv.append(f"--permission-mode={spec.permission_mode}")
+        if PROMPTS_FLAG in self.options():
+            # nobody answers a prompt: anything that would ask is a recorded denial, never a wait
+            argv.append(f"{PROMPTS_FLAG}=none")
         tools = list(spec.allowed_tools)
         if spec.network:
             tools += [t for t in WEB_TOOLS if t not in tools]
@@ -153,10 +157,10 @@ class Claude(Adapter):
                     f"{event.get('error') or ''} {event.get('error_status') or ''}",
                     _API_ERRORS.get(str(event.get("error"))) or Failure.network,
                 )
-        elif kind == "system" and event.get("subtype") == "permission_denied":
-            # the refusal as it happens (the result lists it again): kept for a run that never ends
-            call = parsed.calls.get(str(event.get("tool_use_id")))
-            parsed.deny(denial(event.get("tool_name"), call))
+            elif event.get("subtype") == "permission_denied":
+                # the refusal as it happens (the result lists it again): kept for a run that never ends
+                call = parsed.calls.get(str(event.get("tool_use_id")))
+                parsed.deny(denial(event.get("tool_name"), call))
         elif kind == "assistant":
             msg = event.get("message") or {}
             if event.get("error"):  # an API error shown as a message (model <synthetic>)

@@ -1,0 +1,107 @@
+"""Denials and grants without the real binaries: the claude adapter reads refused calls
+from the events 2.1.332 prints (tests/README-model-api.md), the fake claude refuses a
+Bash call its argv does not grant as the real one does, and wf reports what was refused
+(tests/test_grants_real.py runs the same with the real claude)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import WfRunner
+from tests.test_workers import Workers
+from wf import adapters
+from wf.adapters import Denial, Failure, Parsed
+
+COMMAND = "git commit -qm work"
+# the events of a refused call as 2.1.332 prints them (tests/test_model_api.py)
+TOOL_USE: dict[str, Any] = {
+    "type": "assistant",
+    "message": {
+        "model": "claude-sonnet-4-6",
+        "content": [{"type": "tool_use", "id": "toolu_01", "name": "Bash",
+                     "input": {"command": COMMAND, "description": "commit"}}],
+    },
+}  # fmt: skip
+REFUSED: dict[str, Any] = {
+    "type": "system",
+    "subtype": "permission_denied",
+    "tool_name": "Bash",
+    "tool_use_id": "toolu_01",
+    "decision_reason_type": "rule",
+    "message": "Claude requested permissions to use Bash, but you haven't granted it yet.",
+}
+RESULT: dict[str, Any] = {
+    "type": "result",
+    "subtype": "success",
+    "is_error": False,
+    "result": "done",
+    "permission_denials": [
+        {
+            "tool_name": "Bash",
+            "tool_use_id": "toolu_01",
+            "tool_input": {"command": COMMAND, "description": "x"},
+        },
+        {
+            "tool_name": "Write",
+            "tool_use_id": "toolu_02",
+            "tool_input": {"file_path": "/etc/x", "content": "y"},
+        },
+    ],
+}
+
+
+def feed(*events: dict[str, Any]) -> Parsed:
+    parsed = Parsed()
+    for event in events:
+        adapters.get("claude").feed(parsed, event)
+    return parsed
+
+
+def test_claude_result_lists_every_refused_call_with_what_it_wanted() -> None:
+    assert feed(RESULT).denied == [Denial("Bash", COMMAND), Denial("Write", "/etc/x")]
+
+
+def test_claude_refusal_event_counts_before_any_result() -> None:
+    """A run killed before its result still tells which call was refused (the event names
+    only the call's id: its command comes from the tool_use block)."""
+    parsed = feed(TOOL_USE, REFUSED)
+    assert parsed.denied == [Denial("Bash", COMMAND)]
+    assert feed(TOOL_USE, REFUSED, RESULT).denied == [Denial("Bash", COMMAND), Denial("Write", "/etc/x")]
+
+
+def test_a_failed_run_with_refused_calls_is_denied_not_task() -> None:
+    a = adapters.get("claude")
+    parsed = feed(TOOL_USE, REFUSED, {**RESULT, "subtype": "error_max_turns", "is_error": True})
+    assert a.classify(parsed, 1, "", "")[0] is Failure.denied
+    assert a.classify(feed({**RESULT, "subtype": "error_max_turns", "is_error": True, "permission_denials": []}),
+                      1, "", "")[0] is Failure.task  # fmt: skip
+
+
+# ------------------------------------------------------------------ the fake, through the CLI
+
+
+@pytest.mark.parametrize("grant", [None, "Bash(git:*)", "Bash(git commit *)", "Bash"])
+def test_the_fake_claude_refuses_an_ungranted_bash_call_as_the_real_one(
+    wf: WfRunner, tmp_path: Path, grant: str | None
+) -> None:
+    """As 2.1.332 in print mode: not granted, the call is refused, listed in the result's
+    permission_denials, the run goes on and ends done (exit 0); wf records the refusal in
+    status.json and says it on the unit's line."""
+    w = Workers(wf.root, tmp_path)
+    unit: dict[str, object] = {"id": "u1", "adapter": "claude", "model": "sonnet", "prompt": "DENIED"}
+    if grant is not None:
+        unit["allowed_tools"] = [grant, "Read"]
+    (tmp_path / "m.json").write_text(json.dumps({"units": [unit]}))
+    r = w.run("run", str(tmp_path / "m.json"), "--run", "r1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    st = w.status("r1", "u1")
+    assert st["state"] == "done" and st["exit_code"] == 0
+    if grant is not None:
+        assert "denied" not in st and "denied" not in r.stdout
+        return
+    assert st["denied"] == [{"tool": "Bash", "what": COMMAND}]
+    assert f"u1: done (claude denied Bash `{COMMAND}`)" in r.stdout
