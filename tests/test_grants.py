@@ -6,6 +6,9 @@ Bash call its argv does not grant as the real one does, and wf reports what was 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -105,3 +108,59 @@ def test_the_fake_claude_refuses_an_ungranted_bash_call_as_the_real_one(
         return
     assert st["denied"] == [{"tool": "Bash", "what": COMMAND}]
     assert f"u1: done (claude denied Bash `{COMMAND}`)" in r.stdout
+
+
+# ------------------------------------------------------------------ the loop, with the fake
+
+ASKS = "print('result: awaiting\\ncommit: -\\nfollowups: -\\nnote: Which colour?')\n"
+# merges its work, then leaves a stray file in its worktree: a post-check red after the merge
+MERGES_UNTIDY = """import subprocess
+from pathlib import Path
+Path("made.txt").write_text("made\\n")
+subprocess.run("git add made.txt && git commit -qm made && wf merge", shell=True, capture_output=True)
+Path("stray.txt").write_text("x\\n")
+print("result: done\\ncommit: -\\nfollowups: -\\nnote: merged")
+"""
+
+
+def run_fake_lane(root: Path, tmp_path: Path, agent_code: str) -> subprocess.CompletedProcess[str]:
+    """`wf orch run` of one claude lane granted only Read, with the fake claude: its Bash
+    call is refused, then the agent program plays the rest."""
+    from tests.conftest import git
+    from tests.test_workers import FAKES as fakes
+
+    agent = tmp_path / "agent.py"
+    agent.write_text(f"#!{sys.executable}\n{agent_code}")
+    agent.chmod(0o755)
+    (root / "wf.toml").write_text(
+        '[lanes.s]\nmodel = "sonnet"\nadapter = "claude"\nallowed_tools = ["Read"]\n'
+    )
+    (root / "TASKS.md").write_text("# Tasks\n\n## t1: Paint it\nModel: sonnet\nDone: true\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "setup")
+    env = dict(os.environ, PATH=f"{fakes}{os.pathsep}{os.environ['PATH']}", FAKE_CLAUDE_SCRIPT=str(agent),
+               FAKE_CLAUDE_BASH=COMMAND, WF_RESULT_GRACE="0.5",
+               PYTHONPATH=str(Path(__file__).resolve().parent.parent))  # fmt: skip
+    return subprocess.run([sys.executable, "-m", "wf", "orch", "run", "s"], cwd=root, env=env, text=True,
+                          capture_output=True, timeout=120, stdin=subprocess.DEVNULL)  # fmt: skip
+
+
+def test_a_question_with_refused_calls_stays_a_question(wf: WfRunner, tmp_path: Path) -> None:
+    """Refused calls hand back only work that did not land and was not a question: a
+    worker that asks stays awaiting, with its question, though a call was refused."""
+    r = run_fake_lane(wf.root, tmp_path, ASKS)
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "t1 awaits an answer: Which colour?" in r.stdout
+    tasks = (wf.root / "TASKS.md").read_text()
+    assert "Status: awaiting: Which colour?" in tasks and "denied" not in tasks
+    [status] = list((wf.root / ".wf").rglob("s-t1-*/status.json"))
+    assert json.loads(status.read_text())["denied"] == [{"tool": "Bash", "what": COMMAND}]
+
+
+def test_a_merged_task_with_refused_calls_is_never_handed_back(wf: WfRunner, tmp_path: Path) -> None:
+    """A worker that merged, then left its tree untidy, with a call refused: the post-check
+    is red after the merge, and the task stays merged (archived), not handed back."""
+    r = run_fake_lane(wf.root, tmp_path, MERGES_UNTIDY)
+    assert "post-check red for t1: the worktree" in r.stdout, r.stdout + r.stderr
+    assert "handed back" not in r.stdout and "handback" not in (wf.root / "TASKS.md").read_text()
+    assert "t1" in (wf.root / "DONE.md").read_text()

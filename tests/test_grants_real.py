@@ -86,6 +86,8 @@ def lane_worker(request: Request) -> Step:
     tree = found.group(1) if found else "."
     calls: list[Step] = [
         ToolUse("Write", {"file_path": f"{tree}/made.txt", "content": "made\n"}, id="toolu_w"),
+        # a check the narrow grants refuse (harmless to the task: it prints)
+        ToolUse("Bash", {"command": "python3 -c 'print(1)'", "description": "check"}, id="toolu_o"),
         ToolUse("Bash", {"command": "git add made.txt", "description": "stage"}, id="toolu_a"),
         ToolUse("Bash", {"command": "git commit -qm 'make made.txt'", "description": "commit"}, id="toolu_c"),
         ToolUse("Bash", {"command": "wf merge", "description": "merge"}, id="toolu_m"),
@@ -99,36 +101,45 @@ TASK = "\n## t1: Make made.txt\nModel: sonnet\nDone: test -f made.txt\n"
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("grants", ["default", "no git"])
+@pytest.mark.parametrize("grants", ["default", "git and wf", "no git"])
 def test_a_lane_without_a_git_grant_hands_back_naming_the_denied_command(wf: WfRunner, grants: str) -> None:
-    """The same task twice with the real claude: with the default grants the worker's
-    `git add`, `git commit` and `wf merge` run and the task is merged; with grants that
-    lack Bash(git ...) claude refuses the two git calls (exit 0, the report says done),
-    the post-checks find nothing merged, and the task is handed back with a note naming
-    the refused commands and the wf.toml key that grants them."""
+    """The same task with the real claude under three grants. The default grants and
+    narrow ones that grant git and wf: `git add`, `git commit` and `wf merge` run and the
+    task is merged (the narrow grants refuse a harmless check: the post-checks judge, not
+    the refusal). Grants that lack Bash(git ...): claude refuses the git calls (exit 0, the
+    report says done), the post-checks find nothing merged, and the task is handed back
+    with a note naming the refused commands and the wf.toml key that grants them."""
     toml = LANE
     if grants == "no git":
         toml += 'allowed_tools = ["Bash(wf:*)", "Read", "Edit", "Write", "Glob", "Grep"]\n'
+    elif grants == "git and wf":
+        toml += 'allowed_tools = ["Bash(git:*)", "Bash(wf:*)", "Read", "Edit", "Write"]\n'
     setup(wf.root, toml, TASK)
     with ModelApi(lane_worker) as api:
         r = wf_run(wf.root, real_env(api), "orch", "run", "sonnet")
     assert api.outside == [], r.stdout + r.stderr
     done = (wf.root / "DONE.md").read_text() if (wf.root / "DONE.md").exists() else ""
     tasks = (wf.root / "TASKS.md").read_text()
-    if grants == "default":
+    status = json.loads(next((wf.root / ".wf").rglob("sonnet-t1-*/status.json")).read_text())
+    assert status["state"] == "done" and status["exit_code"] == 0
+    check = {"tool": "Bash", "what": "python3 -c 'print(1)'"}
+    if grants != "no git":
+        # with the git grant the work lands: the post-checks judge, and it is merged (a
+        # refused call or not: the narrow grants refuse the check)
         assert r.returncode == 0, r.stdout + r.stderr
         assert "t1" in done and "t1" not in tasks
         assert (wf.root / "made.txt").read_text() == "made\n"
+        assert status.get("denied") == ([check] if grants == "git and wf" else None)
         return
     assert r.returncode == 4, r.stdout + r.stderr
     assert "t1" not in done and not (wf.root / "made.txt").exists()
     [note] = [ln for ln in tasks.splitlines() if ln.startswith("Note:")]
-    assert "handback: claude denied Bash `git add made.txt`, Bash `git commit -qm 'make made.txt'`" in note
+    assert (
+        f"handback: claude denied Bash `{check['what']}`, Bash `git add made.txt`, Bash `git commit" in note
+    )
     assert "(grant it in wf.toml lanes.sonnet.allowed_tools)" in note
-    assert "handed back: claude denied Bash `git add made.txt`" in r.stdout
-    status = json.loads(next((wf.root / ".wf").rglob("sonnet-t1-*/status.json")).read_text())
-    assert status["state"] == "done" and status["exit_code"] == 0
-    assert status["denied"][0] == {"tool": "Bash", "what": "git add made.txt"}
+    assert "handed back: claude denied Bash `python3" in r.stdout
+    assert status["denied"][:2] == [check, {"tool": "Bash", "what": "git add made.txt"}]
 
 
 # ------------------------------------------------------------------ prep workers

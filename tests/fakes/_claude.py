@@ -778,8 +778,8 @@ def main() -> int:
     if has_word(prompt, "CRASH"):
         s.request([{"type": "thinking", "thinking": "Starting.", "signature": "fake"}], 4, None)
         fail("fake crash", 1)
-    if has_word(prompt, "DENIED"):  # a `git commit` the argv may not grant
-        s.bash_round("git commit -qm work")
+    if has_word(prompt, "DENIED") or os.environ.get("FAKE_CLAUDE_BASH"):  # a call the argv may not grant
+        s.bash_round(os.environ.get("FAKE_CLAUDE_BASH") or "git commit -qm work")
     if has_word(prompt, "ERROR"):
         s.request([{"type": "thinking", "thinking": "Starting.", "signature": "fake"}], 4, None)
         event = s.result(None, "error_during_execution")
