@@ -209,3 +209,89 @@ def test_a_dispatched_claude_unit_passes_permission_prompts_none_and_records_its
     events = [json.loads(x) for x in (wf.root / ".wf" / "runs" / "r1" / "u1" / "worker.log").open()]
     [refusal] = [e for e in events if e.get("subtype") == "permission_denied"]
     assert refusal["decision_reason_type"] == "asyncAgent"  # what --permission-prompts none says
+
+
+# ------------------------------------------------------------------ the --agent orchestrator
+
+ORCHESTRATOR = "You are the orchestrator of an unattended wf batch"
+
+
+def said(request: Request, kind: str = "tool_result") -> str:
+    """The text of the last block of this kind in the conversation (a tool's output)."""
+    blocks = request.blocks(kind)
+    if not blocks:
+        return ""
+    content = blocks[-1].get("content")
+    if isinstance(content, list):
+        return "\n".join(str(c.get("text")) for c in content if isinstance(c, dict))
+    return str(content)
+
+
+def agent_batch(request: Request) -> Step:
+    """The model plays both the orchestrator (its prompt is the batch prompt) and the
+    wf-worker subagent it starts (its conversation starts from the pick's prompt lines)."""
+    if request.says(ORCHESTRATOR):
+        if request.step == 0:
+            return ToolUse("Bash", {"command": "wf orch pick sonnet", "description": "pick"}, id="toolu_p")
+        if request.step == 1:
+            picked = said(request)
+            prompt = picked[picked.index("Task: ") :] if "Task: " in picked else picked
+            call = {
+                "description": "t1",
+                "prompt": prompt,
+                "subagent_type": "wf-worker",
+                "run_in_background": False,
+            }
+            return ToolUse("Agent", call, id="toolu_a")
+        if request.step == 2:
+            report = said(request)
+            report = report[report.index("result: ") :] if "result: " in report else report
+            command = f"wf orch post sonnet --id t1 --report - --no-pick <<'EOF'\n{report.strip()}\nEOF"
+            return ToolUse("Bash", {"command": command, "description": "post"}, id="toolu_o")
+        return Text("added: -")
+    prompt = " ".join(str(b.get("text")) for b in request.blocks("text"))
+    found = re.search(r"Worktree: (\S+)", prompt)
+    tree = found.group(1) if found else "."
+    calls: list[Step] = [
+        ToolUse("Write", {"file_path": f"{tree}/made.txt", "content": "made\n"}, id="toolu_w"),
+        ToolUse(
+            "Bash",
+            {"command": f"cd {tree} && git add made.txt && git commit -qm made", "description": "commit"},
+            id="toolu_c",
+        ),
+        ToolUse("Bash", {"command": f"cd {tree} && wf merge", "description": "merge"}, id="toolu_m"),
+        Text(REPORT),
+    ]
+    return calls[min(request.step, len(calls) - 1)]
+
+
+def wait_batch(root: Path, env: dict[str, str], timeout: float = 240) -> dict[str, object]:
+    deadline = time.monotonic() + timeout
+    while True:
+        st: dict[str, object] = json.loads(wf_run(root, env, "batch", "--status", "--json").stdout)
+        if st["job"] is not None and not st["alive"]:
+            return st
+        assert time.monotonic() < deadline, st
+        time.sleep(0.5)
+
+
+@pytest.mark.timeout(300)
+def test_an_agent_batch_with_the_real_claude_merges_a_task(wf: WfRunner) -> None:
+    """`wf batch --agent`: the real claude orchestrates (wf orch pick, a wf-worker subagent
+    in the foreground, wf orch post); the subagent runs under the orchestrator's grants,
+    which hold the lane's, so its git add, git commit and wf merge run and the task is
+    merged (with only Bash(wf:*) the subagent's commit was refused)."""
+    setup(wf.root, LANE, TASK)
+    with ModelApi(agent_batch) as api:
+        env = real_env(api)
+        assert wf_run(wf.root, env, "install").returncode == 0
+        r = wf_run(wf.root, env, "batch", "1", "--agent", "--for", "10m")
+        assert r.returncode == 0, r.stdout + r.stderr
+        st = wait_batch(wf.root, env)
+    assert api.outside == []
+    log = wf.root / "out" / f"wf-batch-{st['stamp']}.log"
+    assert "t1" in (wf.root / "DONE.md").read_text(), (st, log.read_text() if log.exists() else "")
+    assert (wf.root / "made.txt").read_text() == "made\n"
+    assert any(q.is_subagent and q.says("Task: t1") for q in api.requests)
+    lines = Path(str(st["summary"])).read_text().splitlines()
+    assert [x.split()[2:5] for x in lines if " commit=" in x] == [["sonnet", "t1", "done"]], lines
