@@ -164,3 +164,18 @@ def test_a_merged_task_with_refused_calls_is_never_handed_back(wf: WfRunner, tmp
     assert "post-check red for t1: the worktree" in r.stdout, r.stdout + r.stderr
     assert "handed back" not in r.stdout and "handback" not in (wf.root / "TASKS.md").read_text()
     assert "t1" in (wf.root / "DONE.md").read_text()
+
+
+def test_doctor_warns_of_an_ask_rule_a_headless_worker_would_meet(wf: WfRunner) -> None:
+    """`permissions.ask` in the project's claude settings: claude asks even for a call the
+    lane grants, and nobody answers a headless worker (tests/test_grants_real.py shows
+    the real claude refusing such a call)."""
+    (wf.root / ".claude").mkdir()
+    settings = wf.root / ".claude" / "settings.json"
+    settings.write_text(json.dumps({"permissions": {"ask": ["Bash(git push:*)"], "allow": ["Read"]}}))
+    r = wf("doctor")
+    line = next(x for x in r.out.splitlines() if x.startswith("grants: "))
+    assert line.startswith(f"grants: {settings}: permissions.ask Bash(git push:*): a headless claude worker")
+    assert "(info)" not in line and r.code != 0  # the default lanes run claude
+    settings.write_text(json.dumps({"permissions": {"allow": ["Read"]}}))
+    assert "grants: " not in wf("doctor").out

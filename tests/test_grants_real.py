@@ -295,3 +295,26 @@ def test_an_agent_batch_with_the_real_claude_merges_a_task(wf: WfRunner) -> None
     assert any(q.is_subagent and q.says("Task: t1") for q in api.requests)
     lines = Path(str(st["summary"])).read_text().splitlines()
     assert [x.split()[2:5] for x in lines if " commit=" in x] == [["sonnet", "t1", "done"]], lines
+
+
+@pytest.mark.timeout(120)
+def test_an_ask_rule_refuses_a_call_the_argv_grants(wf: WfRunner) -> None:
+    """What `wf doctor` warns of (tests/test_grants.py), with the real claude: a project's
+    `permissions.ask` rule wins over the unit's --allowedTools grant; nobody is asked, the
+    call is refused."""
+    (wf.root / ".claude").mkdir()
+    (wf.root / ".claude" / "settings.json").write_text(
+        json.dumps({"permissions": {"ask": ["Bash(python3:*)"]}})
+    )
+    command = "python3 -c \"open('made.txt', 'w')\""
+    unit = {"id": "u1", "adapter": "claude", "model": "sonnet", "prompt": "Do the task.", "mode": "cwd",
+            "cwd": str(wf.root), "allowed_tools": ["Bash"]}  # fmt: skip
+    (wf.root / ".wf" / "m.json").write_text(json.dumps({"units": [unit]}))
+    script = steps(ToolUse("Bash", {"command": command, "description": "make"}), Text("done"))
+    with ModelApi(script) as api:
+        env = real_env(api)
+        r = wf_run(wf.root, env, "run", str(wf.root / ".wf" / "m.json"), "--run", "r1", timeout=100)
+    assert api.outside == []
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"u1: done (claude denied Bash `{command}`)" in r.stdout
+    assert not (wf.root / "made.txt").exists()
