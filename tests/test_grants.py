@@ -179,3 +179,19 @@ def test_doctor_warns_of_an_ask_rule_a_headless_worker_would_meet(wf: WfRunner) 
     assert "(info)" not in line and r.code != 0  # the default lanes run claude
     settings.write_text(json.dumps({"permissions": {"allow": ["Read"]}}))
     assert "grants: " not in wf("doctor").out
+
+
+def test_read_only_with_a_mode_that_contradicts_plan_is_refused(wf: WfRunner, tmp_path: Path) -> None:
+    """read-only runs claude in plan mode (tests/test_grants_real.py): a unit that also
+    asks for dontAsk is refused before anything starts, never run wider."""
+    w = Workers(wf.root, tmp_path)
+    unit = {"id": "u1", "adapter": "claude", "model": "sonnet", "prompt": "x", "sandbox": "read-only",
+            "permission_mode": "dontAsk"}  # fmt: skip
+    (tmp_path / "m.json").write_text(json.dumps({"units": [unit]}))
+    r = w.run("run", str(tmp_path / "m.json"), "--run", "r1")
+    assert r.returncode != 0
+    assert (
+        "read-only runs claude in plan mode: permission_mode dontAsk contradicts it"
+        in r.stdout + r.stderr
+    )
+    assert not (tmp_path / "argv.log").exists()

@@ -318,3 +318,31 @@ def test_an_ask_rule_refuses_a_call_the_argv_grants(wf: WfRunner) -> None:
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"u1: done (claude denied Bash `{command}`)" in r.stdout
     assert not (wf.root / "made.txt").exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_read_only_claude_unit_writes_nothing(wf: WfRunner) -> None:
+    """A read-only fan-out unit (`sandbox = "read-only"`) with claude runs in plan mode:
+    the real claude refuses its Write and a Bash command that writes, though the unit
+    grants Bash; a read-only command runs."""
+    calls = (
+        ToolUse("Write", {"file_path": f"{wf.root}/a.txt", "content": "x"}, id="toolu_w"),
+        ToolUse(
+            "Bash", {"command": "python3 -c \"open('b.txt', 'w')\"", "description": "write"}, id="toolu_b"
+        ),
+        ToolUse("Bash", {"command": "ls", "description": "look"}, id="toolu_l"),
+        Text("looked"),
+    )
+    unit = {"id": "u1", "adapter": "claude", "model": "sonnet", "prompt": "Review.", "mode": "cwd",
+            "cwd": str(wf.root), "allowed_tools": ["Bash", "Read"], "sandbox": "read-only"}  # fmt: skip
+    (wf.root / ".wf" / "m.json").write_text(json.dumps({"units": [unit]}))
+    with ModelApi(steps(*calls)) as api:
+        r = wf_run(wf.root, real_env(api), "run", str(wf.root / ".wf" / "m.json"), "--run", "r1", timeout=100)
+    assert api.outside == []
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not (wf.root / "a.txt").exists() and not (wf.root / "b.txt").exists()
+    status = json.loads((wf.root / ".wf" / "runs" / "r1" / "u1" / "status.json").read_text())
+    assert [d["tool"] for d in status["denied"]] == ["Write", "Bash"]
+    assert "--permission-mode=plan" in status["argv"]
+    [looked] = api.requests[3].blocks("tool_result")[-1:]
+    assert looked["is_error"] is False

@@ -127,7 +127,10 @@ class Claude(Adapter):
             argv.append(f"--model={spec.model}")
         if spec.effort:
             argv.append(f"--effort={spec.effort}")
-        argv.append(f"--permission-mode={spec.permission_mode}")
+        # read-only (a reviewing fan-out unit): plan mode, where claude refuses every edit and
+        # every Bash command that is not read-only, whatever --allowedTools grants
+        mode = "plan" if spec.sandbox == "read-only" else spec.permission_mode
+        argv.append(f"--permission-mode={mode}")
         if PROMPTS_FLAG in self.options():
             # nobody answers a prompt: anything that would ask is a recorded denial, never a wait
             argv.append(f"{PROMPTS_FLAG}=none")
@@ -230,6 +233,10 @@ class Claude(Adapter):
             and os.environ.get("IS_SANDBOX") != "1"
         ):
             out.append("claude refuses bypassPermissions as root unless IS_SANDBOX=1")
+        if spec.sandbox == "read-only" and spec.permission_mode in ("bypassPermissions", "auto", "dontAsk"):
+            out.append(
+                f"read-only runs claude in plan mode: permission_mode {spec.permission_mode} contradicts it"
+            )
         return out
 
     # ------------------------------------------------------------ vocabulary and login
