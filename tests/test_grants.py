@@ -190,8 +190,5 @@ def test_read_only_with_a_mode_that_contradicts_plan_is_refused(wf: WfRunner, tm
     (tmp_path / "m.json").write_text(json.dumps({"units": [unit]}))
     r = w.run("run", str(tmp_path / "m.json"), "--run", "r1")
     assert r.returncode != 0
-    assert (
-        "read-only runs claude in plan mode: permission_mode dontAsk contradicts it"
-        in r.stdout + r.stderr
-    )
+    assert "read-only runs claude in plan mode: permission_mode dontAsk contradicts it" in r.stdout + r.stderr
     assert not (tmp_path / "argv.log").exists()

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,25 +160,41 @@ def preparer(request: Request) -> Step:
     return calls[min(request.step, len(calls) - 1)]
 
 
+def prep_batch(root: Path, script: Callable[[Request], Step]) -> dict[str, Any]:
+    setup(root, LANE, "\n## vague: Make it better\n\nSomething vague.\n")
+    with ModelApi(script) as api:
+        env = real_env(api)
+        r = wf_run(root, env, "batch", "1", "--prep")
+        assert r.returncode == 0, r.stdout + r.stderr
+        st = wait_batch(root, env)
+    assert api.outside == []
+    return st
+
+
+def refused_preparer(request: Request) -> Step:
+    """A prep worker that tries a command prep workers are not granted, then gives up."""
+    calls: list[Step] = [
+        ToolUse("Bash", {"command": "python3 -c 'print(1)'", "description": "look"}, id="toolu_x"),
+        Text("vague -> unclear"),
+    ]
+    return calls[min(request.step, len(calls) - 1)]
+
+
+@pytest.mark.timeout(300)
+def test_a_prep_summary_names_the_calls_its_worker_was_refused(wf: WfRunner) -> None:
+    st = prep_batch(wf.root, refused_preparer)
+    lines = Path(str(st["summary"])).read_text().splitlines()
+    want = "- vague -> unchanged (still without Done, Model; claude denied Bash `python3 -c 'print(1)'`)"
+    assert want in lines, lines
+
+
 @pytest.mark.timeout(300)
 def test_a_prep_batch_with_the_real_claude_sets_the_done_line(wf: WfRunner) -> None:
     """Prep workers get the grants for `wf show`, `wf set` and `wf add` (without them the
     real claude refused every wf command and the summary said `vague -> unchanged`)."""
-    setup(wf.root, LANE, "\n## vague: Make it better\n\nSomething vague.\n")
-    with ModelApi(preparer) as api:
-        env = real_env(api)
-        r = wf_run(wf.root, env, "batch", "1", "--prep")
-        assert r.returncode == 0, r.stdout + r.stderr
-        deadline = time.monotonic() + 240
-        while True:
-            st = json.loads(wf_run(wf.root, env, "batch", "--status", "--json").stdout)
-            if st["job"] is not None and not st["alive"]:
-                break
-            assert time.monotonic() < deadline, st
-            time.sleep(0.5)
-    assert api.outside == []
+    st = prep_batch(wf.root, preparer)
     assert st["reason"] == "prep done", st
-    lines = Path(st["summary"]).read_text().splitlines()
+    lines = Path(str(st["summary"])).read_text().splitlines()
     assert "- vague -> Done: test -f vague.txt" in lines, lines
     head = git(wf.root, "show", "HEAD:TASKS.md")
     assert "Done: test -f vague.txt" in head and "Model: sonnet" in head
@@ -265,10 +282,10 @@ def agent_batch(request: Request) -> Step:
     return calls[min(request.step, len(calls) - 1)]
 
 
-def wait_batch(root: Path, env: dict[str, str], timeout: float = 240) -> dict[str, object]:
+def wait_batch(root: Path, env: dict[str, str], timeout: float = 240) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
-        st: dict[str, object] = json.loads(wf_run(root, env, "batch", "--status", "--json").stdout)
+        st: dict[str, Any] = json.loads(wf_run(root, env, "batch", "--status", "--json").stdout)
         if st["job"] is not None and not st["alive"]:
             return st
         assert time.monotonic() < deadline, st

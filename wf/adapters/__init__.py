@@ -24,6 +24,7 @@ from wf.adapters.base import (
     Problem,
     Spec,
     a_model,
+    denied_words,
     one_line,
     parse_line,
 )
@@ -233,9 +234,7 @@ def describe(status: dict[str, Any]) -> str:
         state if not failure or failure in (state, {"stalled": "stall"}.get(state)) else f"{state} {failure}"
     )
     refused = [d for d in map(Denial.from_json, status.get("denied") or []) if d is not None]
-    denied = f" ({status.get('adapter') or 'the tool'} denied {', '.join(d.text() for d in refused[:3])}" + (
-        f" and {len(refused) - 3} more)" if len(refused) > 3 else ")"
-    )
+    denied = f" ({denied_words(str(status.get('adapter') or 'the tool'), refused)})"
     if state in ("queued", "running", "done") and not failure:
         return head + (denied if refused else "")
     out = f"{head}: {reason}" if reason else head

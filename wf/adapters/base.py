@@ -95,6 +95,12 @@ class Denial:
         return cls(raw["tool"], str(raw.get("what") or ""))
 
 
+def denied_words(tool: str, denials: list[Denial] | tuple[Denial, ...]) -> str:
+    """``claude denied Bash `git add x`, Bash `git commit ...``` (three at most, then a count)."""
+    more = f" and {len(denials) - 3} more" if len(denials) > 3 else ""
+    return f"{tool} denied {', '.join(d.text() for d in denials[:3])}{more}"
+
+
 class Spec(NamedTuple):
     """One unit as the adapter needs it."""
 

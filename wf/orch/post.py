@@ -114,9 +114,9 @@ class Refused:
     grant: str
 
     def text(self) -> str:
-        shown = ", ".join(d.text() for d in self.calls[:3])
-        more = f" and {len(self.calls) - 3} more" if len(self.calls) > 3 else ""
-        return f"{self.tool} denied {shown}{more} (grant it in {self.grant})"
+        from wf.adapters.base import denied_words
+
+        return f"{denied_words(self.tool, self.calls)} (grant it in {self.grant})"
 
 
 # a report that did not finish the task, when calls were refused: the grant is the cause
