@@ -101,7 +101,6 @@ class Decision:
     commit: str | None
     lines: tuple[str, ...]
     task_note: str | None = None  # a dated Note: line to add (handback)
-    denied: bool = False  # a handback caused by tool calls the worker's grants lack
 
 
 @dataclass(frozen=True)
@@ -134,9 +133,7 @@ def denied_decision(d: Decision, task: str, refused: Refused | None, note: str) 
     why = refused.text()
     said = d.status_note if d.outcome is Outcome.POST_CHECK_RED else note
     full = f"{why}; {said}" if said else why
-    return Decision(
-        Outcome.HANDBACK, None, f"{task} handed back: {full}", None, d.lines, f"handback: {full}", True
-    )
+    return Decision(Outcome.HANDBACK, None, f"{task} handed back: {full}", None, d.lines, f"handback: {full}")
 
 
 def post(
