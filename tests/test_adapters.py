@@ -54,7 +54,7 @@ def classify(tool: str, folder: Path, name: str) -> tuple[Parsed, Failure, str |
 def test_failure_values_and_infrastructure() -> None:
     assert [f.value for f in Failure] == [
         "auth", "quota", "rate_limit", "network", "model", "tool", "task", "stall", "timeout",
-        "usage_limit", "overloaded",
+        "usage_limit", "overloaded", "denied",
     ]  # fmt: skip
     assert {f for f in Failure if f.infrastructure} == {
         Failure.auth, Failure.quota, Failure.rate_limit, Failure.network, Failure.model, Failure.tool,

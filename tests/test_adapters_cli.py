@@ -310,6 +310,8 @@ EVERY_CLASS: dict[str, tuple[dict[str, object], str, str]] = {
     "to": ({"adapter": "cmd", "cmd": ["no-such-program-wf"], "prompt": "x"}, "tool",
            "failed tool: cannot start no-such-program-wf"),
     "ta": ({"adapter": "claude", "prompt": "ERROR"}, "task", "failed task: fake error during execution"),
+    "de": ({"adapter": "claude", "prompt": "DENIED ERROR"}, "denied",
+           "failed denied: fake error during execution (claude denied Bash `git commit -qm work`)"),
     "st": ({"adapter": "opencode", "model": "a/b", "stall": 1, "prompt": "HANG"}, "stall",
            "stalled: no model event for 1s"),
     "ti": ({"adapter": "codex", "timeout": 1, "prompt": "FOREVER"}, "timeout", "timeout: still running after 1s"),

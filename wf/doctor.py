@@ -60,9 +60,9 @@ def stale_locks(project: Project, now: float | None = None) -> list[Path]:
 
 def help_options(text: str) -> set[str]:
     """The option tokens a --help text lists (``--allowedTools``, ``-m``), exactly."""
-    import re
+    from wf.adapters.base import help_options as listed
 
-    return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
+    return listed(text)
 
 
 def adapter_findings(project: Project) -> list[Finding]:
@@ -129,6 +129,48 @@ def adapter_findings(project: Project) -> list[Finding]:
     for ln in lanes:
         for prob in adapters.lane_problems(ln):
             out.append(Finding("lane", ln.name, f"{prob.message}; {prob.fix}", "problem"))
+    out += prompt_findings(project, "claude" in used)
+    return out
+
+
+def claude_settings_files(project: Project) -> list[Path]:
+    """The settings files a claude worker in this project reads that wf can read too:
+    the project's shared and local ones, and the user's (``$CLAUDE_CONFIG_DIR``)."""
+    import os
+
+    config = Path(os.environ.get("CLAUDE_CONFIG_DIR", "").split(",")[0] or Path.home() / ".claude")
+    folder = project.root / ".claude"
+    return [folder / "settings.json", folder / "settings.local.json", config / "settings.json"]
+
+
+def prompt_findings(project: Project, used: bool) -> list[Finding]:
+    """Settings that would stop a headless claude worker at a prompt nobody answers: a
+    ``permissions.ask`` rule (claude asks even where the argv grants the call; in print
+    mode the call is refused, or, without --permission-prompts none, it may wait). A
+    problem when a lane runs claude, else worth knowing. What wf cannot read (managed
+    settings, claude's own record of trusted folders) is not judged."""
+    import json
+
+    out = []
+    for path in claude_settings_files(project):
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            continue
+        perms = data.get("permissions") if isinstance(data, dict) else None
+        ask = perms.get("ask") if isinstance(perms, dict) else None
+        if isinstance(ask, list) and ask:
+            rules = ", ".join(str(r) for r in ask[:5]) + (f" and {len(ask) - 5} more" if len(ask) > 5 else "")
+            out.append(
+                Finding(
+                    "grants",
+                    str(path),
+                    f"permissions.ask {rules}: a headless claude worker is never asked, so such a call is "
+                    "refused (claude without --permission-prompts none may wait for an answer instead); "
+                    "move the rules a worker needs to permissions.allow, or grant them to the lane",
+                    "problem" if used else "info",
+                )
+            )
     return out
 
 

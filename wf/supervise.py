@@ -363,6 +363,8 @@ class Unit:
             error=p.error or reason or (self._stderr_tail() if state == "failed" else None),
             leftovers_killed=len(leftovers),
         )
+        if p.denied:  # calls the tool refused for want of a grant: the loop's handback names them
+            self.status["denied"] = [d.as_json() for d in p.denied]
         self._record_cost()
         self.save(durable=True)
 

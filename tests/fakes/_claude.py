@@ -287,6 +287,7 @@ class Session:
         self.parent: str | None = None
         self.requests: list[dict[str, int]] = []
         self.started = time.monotonic()
+        self.denials: list[dict[str, Any]] = []  # the result's permission_denials
         self.prior_context = 0
         if os.path.exists(path):
             for line in read_text(path).splitlines():
@@ -440,6 +441,43 @@ class Session:
                 }
             )
 
+    def granted(self, command: str) -> bool:
+        """Whether the argv grants this Bash command, as 2.1.332 decides for one plain
+        command: bypassPermissions, a bare `Bash`, or `Bash(PREFIX:*)` / `Bash(PREFIX *)`
+        whose prefix starts it (acceptEdits grants no Bash that is not a file edit)."""
+        if self.opts.get("permission_mode") == "bypassPermissions" or self.opts.get("skip_permissions"):
+            return True
+        for tool in re.split(r"[,\s]+(?![^()]*\))", " ".join(self.opts.get("allowed_tools") or [])):
+            if tool == "Bash":
+                return True
+            m = re.fullmatch(r"Bash\((.+?)(?::\*| \*)?\)", tool)
+            if m and (command == m.group(1) or command.startswith(m.group(1) + " ")):
+                return True
+        return False
+
+    def bash_round(self, command: str) -> None:
+        """A Bash call: run (pretended) when granted; else refused as 2.1.332 refuses it in
+        print mode: a system/permission_denied event, an error tool_result, and the call
+        in the result's permission_denials (the run goes on, exit 0)."""
+        tool_id = "toolu_01" + rand_id(22)
+        tool_input = {"command": command, "description": "Commit the work"}
+        block = {"type": "tool_use", "id": tool_id, "name": "Bash", "input": tool_input}
+        self.request([{"type": "text", "text": "Committing."}, block], 30, "tool_use")
+        if self.granted(command):
+            content = [{"tool_use_id": tool_id, "type": "tool_result", "content": "", "is_error": False}]
+        else:
+            said = "Claude requested permissions to use Bash, but you haven't granted it yet."
+            if self.stream:
+                emit({"type": "system", "subtype": "permission_denied", "tool_name": "Bash",
+                      "tool_use_id": tool_id, "decision_reason_type": "rule", "message": said,
+                      "uuid": uuid4(), "session_id": self.session_id})  # fmt: skip
+            self.denials.append({"tool_name": "Bash", "tool_use_id": tool_id, "tool_input": tool_input})
+            content = [{"tool_use_id": tool_id, "type": "tool_result", "content": said, "is_error": True}]
+        line_uuid = self.write({"type": "user", "message": {"role": "user", "content": content}})
+        if self.stream:
+            emit({"type": "user", "message": {"role": "user", "content": content}, "parent_tool_use_id": None,
+                  "session_id": self.session_id, "uuid": line_uuid})  # fmt: skip
+
     def answer_round(self, answer: str) -> None:
         self.request(
             [
@@ -522,7 +560,7 @@ class Session:
                 "total_cost_usd": cost,
                 "usage": usage,
                 "modelUsage": model_usage,
-                "permission_denials": [],
+                "permission_denials": list(self.denials),
                 "uuid": uuid4(),
             }
         )
@@ -740,6 +778,8 @@ def main() -> int:
     if has_word(prompt, "CRASH"):
         s.request([{"type": "thinking", "thinking": "Starting.", "signature": "fake"}], 4, None)
         fail("fake crash", 1)
+    if has_word(prompt, "DENIED") or os.environ.get("FAKE_CLAUDE_BASH"):  # a call the argv may not grant
+        s.bash_round(os.environ.get("FAKE_CLAUDE_BASH") or "git commit -qm work")
     if has_word(prompt, "ERROR"):
         s.request([{"type": "thinking", "thinking": "Starting.", "signature": "fake"}], 4, None)
         event = s.result(None, "error_during_execution")

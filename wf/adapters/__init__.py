@@ -18,11 +18,13 @@ from wf.adapters.base import (
     PERMISSION_MODES,
     SANDBOXES,
     Adapter,
+    Denial,
     Failure,
     Parsed,
     Problem,
     Spec,
     a_model,
+    denied_words,
     one_line,
     parse_line,
 )
@@ -37,6 +39,7 @@ __all__ = [
     "PERMISSION_MODES",
     "SANDBOXES",
     "Adapter",
+    "Denial",
     "Failure",
     "Parsed",
     "Problem",
@@ -230,6 +233,9 @@ def describe(status: dict[str, Any]) -> str:
     head = (
         state if not failure or failure in (state, {"stalled": "stall"}.get(state)) else f"{state} {failure}"
     )
+    refused = [d for d in map(Denial.from_json, status.get("denied") or []) if d is not None]
+    denied = f" ({denied_words(str(status.get('adapter') or 'the tool'), refused)})"
     if state in ("queued", "running", "done") and not failure:
-        return head
-    return f"{head}: {reason}" if reason else head
+        return head + (denied if refused else "")
+    out = f"{head}: {reason}" if reason else head
+    return out + (denied if refused else "")

@@ -35,6 +35,8 @@ PERMISSION_MODES = ("acceptEdits", "auto", "bypassPermissions", "dontAsk", "plan
 _LOGIN_CACHE: dict[tuple[str, ...], tuple[bool | None, str]] = {}
 _LOGIN_VARS = ("HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 DEFAULT_TIMEOUT = 7200.0  # no unit runs unbounded: two hours unless the lane or unit says
+# the option tokens an installed program's --help lists, per (path, mtime): asked once
+_OPTIONS_CACHE: dict[tuple[str, int], frozenset[str]] = {}
 
 
 class Failure(str, enum.Enum):  # noqa: UP042 - the interface the orchestration loop uses
@@ -53,6 +55,7 @@ class Failure(str, enum.Enum):  # noqa: UP042 - the interface the orchestration 
     timeout = "timeout"
     usage_limit = "usage_limit"  # the plan's window is used up until a reset: park, then go on
     overloaded = "overloaded"  # the API is overloaded (529): a short backoff, then a retry
+    denied = "denied"  # the tool refused a call the worker's grants lack (Parsed.denied says which)
 
     @property
     def infrastructure(self) -> bool:
@@ -83,6 +86,34 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.failure.value}: {self.message} ({self.fix})"
+
+
+@dataclass(frozen=True)
+class Denial:
+    """A tool call the tool itself refused because the worker's grants lack it (claude's
+    ``permission_denials``): which tool, and what it was asked to do (the command, the
+    path, the URL)."""
+
+    tool: str
+    what: str
+
+    def text(self) -> str:
+        return f"{self.tool} `{self.what}`" if self.what else self.tool
+
+    def as_json(self) -> dict[str, str]:
+        return {"tool": self.tool, "what": self.what}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Denial | None:
+        if not isinstance(raw, dict) or not isinstance(raw.get("tool"), str):
+            return None
+        return cls(raw["tool"], str(raw.get("what") or ""))
+
+
+def denied_words(tool: str, denials: list[Denial] | tuple[Denial, ...]) -> str:
+    """``claude denied Bash `git add x`, Bash `git commit ...``` (three at most, then a count)."""
+    more = f" and {len(denials) - 3} more" if len(denials) > 3 else ""
+    return f"{tool} denied {', '.join(d.text() for d in denials[:3])}{more}"
 
 
 class Spec(NamedTuple):
@@ -136,6 +167,12 @@ class Parsed:
         self._transient_at = -1  # the progress count when it came
         self.step: list[str] = []  # opencode: the text parts of the current step
         self.limit: Limit | None = None  # the plan's usage limit that rejected the run
+        self.denied: list[Denial] = []  # tool calls the tool refused (no grant), in order
+        self.calls: dict[str, Any] = {}  # claude: tool_use inputs by id (to name a refused call)
+
+    def deny(self, denial: Denial) -> None:
+        if denial not in self.denied:
+            self.denied.append(denial)
 
     def note(self, text: str) -> None:
         text = text.strip()
@@ -256,6 +293,7 @@ class Adapter:
     login_argv: tuple[str, ...] = ()
     login_fix = ""
     install = ""  # how to install or update it
+    grant_field = "allowed_tools"  # the lane key (lanes.<name>.<key>) that widens what it may do
 
     def cost(self, session_id: str | None) -> tuple[Any, str] | None:
         """The unit's cost from where this tool keeps its sessions: (wf.usage.Cost, kind),
@@ -278,6 +316,27 @@ class Adapter:
 
     def feed(self, parsed: Parsed, event: dict[str, Any]) -> None:
         """Read one JSON event."""
+
+    def options(self) -> frozenset[str]:
+        """The option tokens the installed program's own ``--help`` lists (empty when it is
+        not installed or says nothing): how wf passes a flag only where it exists. Asked
+        once per program file, with no traffic but the program's own start."""
+        path = self.executable()
+        if path is None:
+            return frozenset()
+        try:
+            key = (path, os.stat(path).st_mtime_ns)
+        except OSError:
+            return frozenset()
+        if key not in _OPTIONS_CACHE:
+            env = {**os.environ, "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
+            try:
+                p = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=30,
+                                   stdin=subprocess.DEVNULL, env=env)  # fmt: skip
+                _OPTIONS_CACHE[key] = frozenset(help_options(p.stdout + p.stderr))
+            except (OSError, subprocess.TimeoutExpired):
+                _OPTIONS_CACHE[key] = frozenset()
+        return _OPTIONS_CACHE[key]
 
     def version_argv(self) -> list[str]:
         return [self.binary, "--version"]
@@ -345,6 +404,9 @@ class Adapter:
     ) -> tuple[Failure, str | None]:
         """Why a unit that ended `failed` failed, and the tool's own words."""
         words = parsed.error or last_line(stderr)
+        if parsed.denied and parsed.failure in (None, Failure.task):
+            # the work failed with calls refused: the missing grant, not the task, is the cause
+            return Failure.denied, words
         if parsed.failure is not None:
             return parsed.failure, words
         if code in (126, 127):
@@ -358,6 +420,11 @@ class Adapter:
         if parsed.progress == 0 and not parsed.finished:
             return classify_words(words) or Failure.tool, words or f"exit {code} before its first event"
         return Failure.task, words
+
+
+def help_options(text: str) -> set[str]:
+    """The option tokens a --help text lists (``--allowedTools``, ``-m``), exactly."""
+    return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
 
 
 def last_line(text: str) -> str | None:

@@ -16,7 +16,7 @@ import uuid
 from typing import Any
 
 from wf.adapters import limits
-from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line
+from wf.adapters.base import Adapter, Denial, Failure, Parsed, Spec, classify_words, one_line
 from wf.errors import WfError
 
 # assistant.error values (the whole enum of 2.1.332) and what they mean; None: read the words
@@ -43,6 +43,22 @@ MODEL_RE = re.compile(
     r"|claude-[a-z0-9.-]+@[0-9]+"  # Vertex
 )
 WEB_TOOLS = ("WebFetch", "WebSearch")
+PROMPTS_FLAG = "--permission-prompts"  # 2.1.259 and later: passed where --help lists it
+# the input field that says what a refused call wanted, per tool (else the input as JSON)
+_WHAT = {"Bash": "command", "Read": "file_path", "Edit": "file_path", "Write": "file_path",
+         "NotebookEdit": "notebook_path", "WebFetch": "url", "WebSearch": "query",
+         "Glob": "pattern", "Grep": "pattern"}  # fmt: skip
+
+
+def denial(tool: Any, tool_input: Any) -> Denial:
+    """One refused call as wf records it: the tool and what it wanted, on one line."""
+    name = str(tool or "?")
+    given = tool_input if isinstance(tool_input, dict) else {}
+    field = _WHAT.get(name)
+    what = given.get(field) if field else None
+    if not isinstance(what, str):
+        what = json.dumps(given, sort_keys=True) if given else ""
+    return Denial(name, one_line(what, 200) or "")
 
 
 def api_failure(error: str, words: str) -> Failure:
@@ -113,7 +129,13 @@ class Claude(Adapter):
             argv.append(f"--model={spec.model}")
         if spec.effort:
             argv.append(f"--effort={spec.effort}")
-        argv.append(f"--permission-mode={spec.permission_mode}")
+        # read-only (a reviewing fan-out unit): plan mode, where claude refuses every edit and
+        # every Bash command that is not read-only, whatever --allowedTools grants
+        mode = "plan" if spec.sandbox == "read-only" else spec.permission_mode
+        argv.append(f"--permission-mode={mode}")
+        if PROMPTS_FLAG in self.options():
+            # nobody answers a prompt: anything that would ask is a recorded denial, never a wait
+            argv.append(f"{PROMPTS_FLAG}=none")
         tools = list(spec.allowed_tools)
         if spec.network:
             tools += [t for t in WEB_TOOLS if t not in tools]
@@ -143,6 +165,10 @@ class Claude(Adapter):
                     if overloaded
                     else _API_ERRORS.get(str(event.get("error"))) or Failure.network,
                 )
+            elif event.get("subtype") == "permission_denied":
+                # the refusal as it happens (the result lists it again): kept for a run that never ends
+                call = parsed.calls.get(str(event.get("tool_use_id")))
+                parsed.deny(denial(event.get("tool_name"), call))
         elif kind == "rate_limit_event":  # allowed, allowed_warning: a report; rejected: the limit
             limit = limits.claude_event(event.get("rate_limit_info"))
             if limit is not None:
@@ -159,11 +185,18 @@ class Claude(Adapter):
             for block in msg.get("content") or []:
                 if isinstance(block, dict) and block.get("type") == "text":
                     parsed.note(str(block.get("text") or ""))
+                elif isinstance(block, dict) and block.get("type") == "tool_use" and block.get("id"):
+                    parsed.calls[str(block["id"])] = block.get("input")
         elif kind == "user":
             parsed.progress += 1  # a tool result
         elif kind == "result":
             parsed.finished = True
             text = event.get("result")
+            refused = event.get("permission_denials")
+            if isinstance(refused, list):  # the whole session's refusals, each with its input
+                for d in refused:
+                    if isinstance(d, dict):
+                        parsed.deny(denial(d.get("tool_name"), d.get("tool_input")))
             if event.get("is_error"):
                 self._result_error(parsed, event)
             elif isinstance(text, str):
@@ -222,6 +255,10 @@ class Claude(Adapter):
             and os.environ.get("IS_SANDBOX") != "1"
         ):
             out.append("claude refuses bypassPermissions as root unless IS_SANDBOX=1")
+        if spec.sandbox == "read-only" and spec.permission_mode in ("bypassPermissions", "auto", "dontAsk"):
+            out.append(
+                f"read-only runs claude in plan mode: permission_mode {spec.permission_mode} contradicts it"
+            )
         return out
 
     # ------------------------------------------------------------ vocabulary and login

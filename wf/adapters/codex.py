@@ -41,6 +41,7 @@ class Codex(Adapter):
     login_argv = ("codex", "login", "status")
     login_fix = "run `codex login` (or `codex login --with-api-key` with OPENAI_API_KEY on stdin)"
     install = "npm install -g @openai/codex"
+    grant_field = "sandbox"
 
     def cost(self, session_id: str | None) -> tuple[Any, str] | None:
         from wf import usage

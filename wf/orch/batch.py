@@ -477,7 +477,8 @@ def _prep_end(project: Project, stamp: str, prepared: tuple[bytes, list[Any]]) -
 
     before, chosen = prepared
     summary = project.root / f"out/wf-batch-{stamp}.md"
-    for line in prep.outcome_lines(project, chosen):
+    refused = prep.refusals(project, f"prep-{stamp.lower()}", chosen)
+    for line in prep.outcome_lines(project, chosen, refused):
         append_line(summary, f"- {line}")
     return prep.commit_changes(project, before, stamp)
 

@@ -25,7 +25,10 @@ PREP_TITLE = "wf-batch-prep"
 DEFAULT_MEM = 4 << 30
 DEFAULT_FOR = 6 * 3600.0
 AGENT_MODEL = "sonnet"  # the orchestrator's model when --model is not given
-AGENT_TOOLS = "Bash(wf:*),Task,Read,Grep,Glob"
+# the orchestrator's own grants: wf, its subagents (Agent; 2.1.332's init still calls the
+# tool Task), reading. Its wf-worker subagents run under the same grants, so the lanes'
+# allowed_tools are added (agent_tools): without them a worker's git commit is refused
+AGENT_TOOLS = "Bash(wf:*),Agent,Task,Read,Grep,Glob"
 BG_WAIT_VAR = "CLAUDE_CODE_PRINT_BG_WAIT_CEILING_MS"
 BATCH_PROMPT = "batch-prompt.md"
 TAIL = 600.0  # the wall limit is --for x 1.5 + this: running workers finish their task
@@ -53,6 +56,25 @@ class End(enum.StrEnum):
     FAILED = "failed to start"
     PREP_DONE = "prep done"
     AGENT_FAILED = "orchestrator failed"  # an --agent batch whose claude ended in an error
+
+
+def agent_tools(project: Project, lanes: list[str]) -> str:
+    """The ``--allowedTools`` of an ``--agent`` batch's claude: its own grants, then every
+    grant of the batch's lanes (wf.toml ``lanes.<name>.allowed_tools``), which its wf-worker
+    subagents need (they run under the session's grants: claude has no grants per subagent)."""
+    tools = AGENT_TOOLS.split(",")
+    for name in lanes:
+        cfg = project.config.lane(name)
+        tools += [t for t in (cfg.allowed_tools if cfg else ()) if t not in tools]
+    return ",".join(tools)
+
+
+def prompts_none() -> tuple[str, ...]:
+    """``--permission-prompts none`` where the installed claude's --help lists it."""
+    from wf import adapters
+    from wf.adapters.claude import PROMPTS_FLAG
+
+    return (f"{PROMPTS_FLAG}=none",) if PROMPTS_FLAG in adapters.get("claude").options() else ()
 
 
 def stop_file(project: Project) -> Path:
@@ -231,7 +253,8 @@ def plan(
         claude = shutil.which("claude") or "claude"
         argv: tuple[str, ...] = (
             claude, "-p", "--model", model, "--output-format", "text",
-            "--permission-mode", "acceptEdits", "--allowedTools", AGENT_TOOLS,
+            "--permission-mode", "acceptEdits", f"--allowedTools={agent_tools(project, names)}",
+            *prompts_none(),
         )  # fmt: skip
         env[BG_WAIT_VAR] = str(round(for_s * 1000))
         stdin = BATCH_PROMPT

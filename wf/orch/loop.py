@@ -52,7 +52,7 @@ from wf.errors import IssueKind, ParseError, WfError
 from wf.fsutil import append_line
 from wf.orch import gate, park, state
 from wf.orch.pick import Pick, live_holder, pick, worker_instructions
-from wf.orch.post import Posted, post, release
+from wf.orch.post import Posted, Refused, post, release
 from wf.orch.report import captured_report, read_report, run_outcomes
 from wf.orch.state import LaneRecord, Stop, StopReason
 from wf.project import Project
@@ -509,6 +509,14 @@ class Loop:
             float(duration) if isinstance(duration, (int, float)) else None,
         )
 
+    @staticmethod
+    def _refused(lane: str, unit: Unit) -> Refused | None:
+        """The calls the unit's tool refused for want of a grant, with the key that grants them."""
+        if not unit.parsed.denied:
+            return None
+        a = unit.adapter
+        return Refused(a.name, tuple(unit.parsed.denied), f"wf.toml lanes.{lane}.{a.grant_field}")
+
     def _tool_crash(self, unit: Unit, rec: LaneRecord) -> str | None:
         """Why a worker that failed without a report is its tool's fault though its adapter
         could not tell (None: it is the task's crash): it died before reading its prompt,
@@ -647,6 +655,7 @@ class Loop:
             no_pick=True,
             task_id=rec.id,
             owner=self.me,
+            refused=self._refused(lane, unit) if unit else None,
         )
 
     def _gate_brought_work(self) -> bool:

@@ -36,6 +36,7 @@ from wf.project import Project
 from wf.taskfile import check_id, utc_stamp
 
 if TYPE_CHECKING:
+    from wf.adapters.base import Denial
     from wf.usage import Cost
 
 
@@ -103,6 +104,39 @@ class Decision:
     task_note: str | None = None  # a dated Note: line to add (handback)
 
 
+@dataclass(frozen=True)
+class Refused:
+    """Tool calls a worker's tool refused for want of a grant: which tool (the adapter),
+    the calls, and the wf.toml key that grants them."""
+
+    tool: str
+    calls: tuple[Denial, ...]
+    grant: str
+
+    def text(self) -> str:
+        from wf.adapters.base import denied_words
+
+        return f"{denied_words(self.tool, self.calls)} (grant it in {self.grant})"
+
+
+# a report that did not finish the task, when calls were refused: the grant is the cause
+_DENIAL_OVERRIDES = frozenset(
+    {Outcome.POST_CHECK_RED, Outcome.HANDBACK, Outcome.WIP, Outcome.CRASHED_RECOVERY, Outcome.CRASHED_TWICE}
+)
+
+
+def denied_decision(d: Decision, task: str, refused: Refused | None, note: str) -> Decision:
+    """A worker whose calls were refused and whose work did not land is handed back with a
+    note naming the refused calls and their grant; a done that passed its post-checks (or
+    a question, a slice, a raised model) stands: the post-checks judge, not the exit code."""
+    if refused is None or not refused.calls or d.outcome not in _DENIAL_OVERRIDES or d.commit:
+        return d
+    why = refused.text()
+    said = d.status_note if d.outcome is Outcome.POST_CHECK_RED else note
+    full = f"{why}; {said}" if said else why
+    return Decision(Outcome.HANDBACK, None, f"{task} handed back: {full}", None, d.lines, f"handback: {full}")
+
+
 def post(
     project: Project,
     lane: str,
@@ -118,6 +152,7 @@ def post(
     task_id: str | None = None,
     owner: int | None = None,
     on_wait: Callable[[str], None] | None = None,
+    refused: Refused | None = None,
 ) -> Posted:
     """Post a worker's report. Everything up to the next pick runs under the project
     lock (it changes TASKS.md and may merge in the main checkout); the next pick, which
@@ -154,6 +189,7 @@ def post(
             _read_records(project)
             spent = _read_cost(project, rec, agent, session, adapter)
             d = decide(project, rec, res, _one_line(note), on_wait)
+            d = denied_decision(d, rec.id, refused, _one_line(note))
             posted = apply(project, rec, d, spent=spent, duration=duration)
     rule = TABLE[d.outcome]
     if rule.next is Next.RECOVERY:

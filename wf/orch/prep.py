@@ -24,6 +24,9 @@ from wf.project import Project
 
 PER_WORKER = 3
 PREP_PROMPT = "prep-prompt.md"
+# what a prep worker may do without asking (claude --allowedTools): read the code, and run
+# wf (show, set, add, status); nothing that edits code or commits
+PREP_TOOLS = ("Bash(wf:*)", "Read", "Grep", "Glob")
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ def manifest(project: Project, chosen: list[Target], path: Path) -> None:
             "model": cfg.model,
             "cwd": str(project.root),
             "permission_mode": cfg.permission_mode,
+            "allowed_tools": list(PREP_TOOLS),
         }
         if cfg.cmd:
             unit["cmd"] = list(cfg.cmd)
@@ -112,10 +116,30 @@ def argv(project: Project, manifest_path: str, run_id: str) -> tuple[str, ...]:
     return (sys.executable, "-m", "wf", "-C", str(project.root), "run", manifest_path, "--run", run_id)
 
 
-def outcome_lines(project: Project, chosen: list[Target]) -> list[str]:
-    """``<id> -> Done: ...``, ``<id> -> awaiting <question id>`` or ``<id> -> unchanged``."""
+def refusals(project: Project, run_id: str, chosen: list[Target]) -> dict[str, str]:
+    """Per target, the calls its prep worker's tool refused for want of a grant, in words
+    (``claude denied Bash `wf set ...```); targets whose worker had none are left out."""
+    from wf import runs
+    from wf.adapters.base import Denial, denied_words
+
+    out: dict[str, str] = {}
+    for n, (lane, ids) in enumerate(workers(chosen), 1):
+        try:
+            st = json.loads((runs.unit_dir(project, run_id, f"prep-{lane}-{n}") / "status.json").read_text())
+        except (OSError, ValueError):
+            continue
+        refused = [d for d in map(Denial.from_json, st.get("denied") or []) if d is not None]
+        if refused:
+            out.update(dict.fromkeys(ids, denied_words(str(st.get("adapter") or "its tool"), refused)))
+    return out
+
+
+def outcome_lines(project: Project, chosen: list[Target], refused: dict[str, str] | None = None) -> list[str]:
+    """``<id> -> Done: ...``, ``<id> -> awaiting <question id>`` or ``<id> -> unchanged``
+    (with the calls its worker's tool refused, if any)."""
     from wf import backlog
 
+    refused = refused or {}
     bl = backlog.load(project)
     lines = []
     for target in chosen:
@@ -129,7 +153,8 @@ def outcome_lines(project: Project, chosen: list[Target]) -> list[str]:
         elif t.done and t.model:
             lines.append(f"{target.id} -> Done: {t.done}")
         else:
-            lines.append(f"{target.id} -> unchanged (still without {', '.join(target.missing)})")
+            why = f"; {refused[target.id]}" if target.id in refused else ""
+            lines.append(f"{target.id} -> unchanged (still without {', '.join(target.missing)}{why})")
     return lines
 
 
