@@ -6,6 +6,7 @@ loop's own) wait out a save as writes do, so half a save never reads as "no task
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -15,6 +16,7 @@ import pytest
 
 from tests.conftest import WfRunner
 from tests.test_hostile import EDITOR, WRITER, _env, _wf
+from tests.test_orch import Orch, lanes_toml, task
 from wf import taskfile
 
 # ------------------------------------------------------------------ writers make progress
@@ -184,3 +186,125 @@ def test_a_file_whose_tasks_come_and_go_is_not_taken_half_way(wf: WfRunner, tmp_
         assert ids == ["t0", "t1", "agent-task"], ids
     else:
         assert r.returncode == 1 and "wf wrote nothing" in r.stderr, r.stderr
+
+
+# ------------------------------------------------------------------ reads settle like writes
+
+# A program that saves in two writes, closing the file between them (nobody holds it
+# open for writing while it is half-saved): the first write leaves out the tasks from
+# CUT on, the second, GAP seconds later, appends them.
+PIECES = """
+import sys, time
+from pathlib import Path
+path, cut_at, half, gap = Path(sys.argv[1]), sys.argv[2].encode(), Path(sys.argv[3]), float(sys.argv[4])
+with open(path, "r+b") as f:
+    base = f.read()
+    cut = base.index(cut_at)
+    f.seek(0)
+    f.truncate()
+    f.write(base[:cut])
+half.touch()
+time.sleep(gap)
+with open(path, "ab") as f:
+    f.write(base[cut:])
+"""
+
+
+def _read_during_a_save_in_pieces(o: Orch, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    half = tmp_path / "half"
+    saver = subprocess.Popen(
+        [sys.executable, "-c", PIECES, str(o.root / "TASKS.md"), "## a1:", str(half), "0.4"],
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not half.exists():
+            assert time.monotonic() < deadline and saver.poll() in (None, 0)
+            time.sleep(0.005)
+        r = o.proc(*args)
+    finally:
+        saver.wait(timeout=30)
+    return r
+
+
+@pytest.fixture
+def o(wf: WfRunner) -> Orch:
+    return Orch(wf)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["ctx", "show", "list", "list-cached"])
+def test_a_read_waits_out_a_save_in_two_writes(o: Orch, tmp_path: Path, command: str) -> None:
+    """The issue's reproduction: half-way through a person's save (the file closed, a1
+    not yet written back) a worker's `wf ctx` said "no task a1", and its task was handed
+    back. `wf ctx`, `wf show` and `wf list` (its cache too: an answer computed, or
+    stored, for the whole file) read the file once the save is done, as a write does."""
+    o.setup(lanes_toml("a"), task("a0", "a") + task("a1", "a"))
+    o.wf.ok("note", "a0", "wf wrote the file: it remembers two tasks")
+    if command == "list-cached":
+        assert "a1" in o.wf.ok("list")
+    args = {"ctx": ("ctx", "a1", "--json"), "show": ("show", "a1", "--json")}.get(command, ("list", "--json"))
+    r = _read_during_a_save_in_pieces(o, tmp_path, *args)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    if command in ("ctx", "show"):
+        assert out["title"] == "Task a1"
+    else:
+        assert [t["id"] for t in out] == ["a0", "a1"]
+    assert "Task a1" in o.wf.ok("show", "a1")  # and the save itself is whole
+    if command.startswith("list"):
+        # the person now deletes a1 for real: the file holds what the half-save held,
+        # and no answer stored for the whole file is given for it
+        text = (o.root / "TASKS.md").read_bytes()
+        (o.root / "TASKS.md").write_bytes(text[: text.index(b"## a1:")])
+        assert [t["id"] for t in json.loads(o.wf.ok("list", "--json"))] == ["a0"]
+
+
+SAVING_IN_PIECES = """
+import sys, time
+from pathlib import Path
+path, stop = Path(sys.argv[1]), Path(sys.argv[2])
+saves = 0
+while not stop.exists():
+    with open(path, "r+b") as f:  # in two writes, closing between them
+        base = f.read()
+        cut = base.find(b"\\n## ")
+        if cut < 0:
+            break  # every task is done
+        f.seek(0)
+        f.truncate()
+        f.write(base[:cut])
+    time.sleep(0.3)
+    with open(path, "ab") as f:
+        f.write(base[cut:])
+    saves += 1
+    time.sleep(0.15)
+print("SAVES", saves, flush=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_loop_and_its_workers_wait_out_saves_in_pieces(o: Orch, tmp_path: Path) -> None:
+    """A person's editor saves TASKS.md in two writes, again and again, while `wf orch
+    run` works: each worker's `wf ctx` and the loop's own reads (pick, post) wait for
+    the whole file, so no task is handed back ("no task") and every one is done."""
+    o.setup(lanes_toml("a"), "".join(task(f"a{i}", "a", f"write a{i}.txt x") for i in range(3)))
+    o.wf.ok("note", "a0", "wf wrote the file: it remembers three tasks")
+    stop = tmp_path / "stop"
+    saver = subprocess.Popen(
+        [sys.executable, "-c", SAVING_IN_PIECES, str(o.root / "TASKS.md"), str(stop)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        r = o.proc("orch", "run", "a")
+    finally:
+        stop.touch()
+        out, _ = saver.communicate(timeout=30)
+    assert int(out.split()[1]) > 0, out
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [e["outcome"] for e in o.orch_log()] == ["done"] * 3, r.stdout
+    assert sorted(o.archived()) == ["a0", "a1", "a2"]
+    assert not list((o.root / ".wf" / "orch").glob("held/*"))
