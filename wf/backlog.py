@@ -353,13 +353,17 @@ def read_settled(project: Project) -> tuple[bytes | None, bytes | None]:
     """TASKS.md's and the archive's bytes (None: no file) for a reader, settled as a write
     reads them (``settle.settled_read``): never half of a person's save, in place or in
     pieces (a file that lost tasks since wf last wrote it a moment ago is waited for, as a
-    write waits), within the lock timeout."""
+    write waits), within the lock timeout. A file that stays missing for a second is read
+    as missing (a write would refuse)."""
     from wf import settle
 
     cfg, wf_dir, timeout = project.config, project.wf_dir, project.lock_timeout
-    data, _ = settle.settled_read(project.tasks_path, cfg.tasks, settle.load_seen(wf_dir, cfg.tasks), timeout)
+    seen = settle.load_seen
+    data, _ = settle.settled_read(
+        project.tasks_path, cfg.tasks, seen(wf_dir, cfg.tasks), timeout, reading=True
+    )
     archive_data, _ = settle.settled_read(
-        project.archive_path, cfg.archive, settle.load_seen(wf_dir, cfg.archive), timeout, b"- "
+        project.archive_path, cfg.archive, seen(wf_dir, cfg.archive), timeout, b"- ", reading=True
     )
     return data, archive_data
 

@@ -245,7 +245,13 @@ def _unsettled_why(
 
 
 def settled_read(
-    path: Path, name: str, seen: Stamp | None, timeout: float, marker: bytes = b"## "
+    path: Path,
+    name: str,
+    seen: Stamp | None,
+    timeout: float,
+    marker: bytes = b"## ",
+    *,
+    reading: bool = False,
 ) -> tuple[bytes | None, Stamp | None]:
     """The file's bytes (None if it does not exist) once nobody is saving it, and its
     stamp. Raises Unsettled after ``timeout`` seconds.
@@ -255,7 +261,9 @@ def settled_read(
     saves every 50 ms would otherwise hold every write off for good. Once every complete
     read for that long showed the same number of tasks, the file is taken as it is (a
     save cut in two would have changed it); the compare-and-swap of ``replace_checked``
-    still keeps any save that lands after this read."""
+    still keeps any save that lands after this read. ``reading``: for a reader only (it
+    writes nothing from it), a file that stays missing that long is missing (a person
+    deleted it), where a write would wait and refuse."""
     start = time.monotonic()
     same_since: float | None = None  # deferring since, to reads that all had ``same_units``
     same_units = -1
@@ -264,9 +272,10 @@ def settled_read(
         if wait is None:
             return data, stamp
         now = time.monotonic()
-        if wait.deferred and stamp is not None:
-            if same_since is None or stamp.units != same_units:
-                same_since, same_units = now, stamp.units
+        if wait.deferred or (reading and wait is Wait.MISSING):
+            units_now = -1 if stamp is None else stamp.units
+            if same_since is None or units_now != same_units:
+                same_since, same_units = now, units_now
             elif now - same_since >= DEFER:
                 return data, stamp
         if now - start >= timeout:
