@@ -7,7 +7,11 @@ archive it reads them *settled*: nobody holds the file open for writing (a read 
 probe, or a scan of ``/proc/*/fd`` where leases are not allowed), its size and mtime did
 not move during the read, it did not change in the last moments (unless wf itself wrote
 it), and it did not lose tasks since wf last wrote it (an empty file that held tasks is
-never taken as the truth). wf waits for that within the lock timeout, else refuses.
+never taken as the truth). wf waits for that within the lock timeout, else refuses. The
+last two rules wait for a person's *finished* saves, which may keep coming (an editor
+saving every 50 ms): wf defers to them for at most ``DEFER``, then takes the file if
+every read meanwhile showed the same number of tasks. Readers (``backlog.read_settled``)
+read the same way.
 
 The replace is a compare-and-swap against the settled bytes, and it is checked after the
 rename too: if a program that had the old file open wrote into it around the rename,
@@ -295,24 +299,6 @@ def _is_text(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
-
-
-def read_after_save(path: Path, name: str, timeout: float) -> bytes | None:
-    """The file's bytes for a reader (None if it does not exist); if a program had it open
-    for writing while wf read it (an editor half-way through a save in place), its bytes
-    once that save is done (a settled read): a half-saved file is never the one read."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        data = _read_fd(fd)
-        writing = being_written(fd)
-    finally:
-        os.close(fd)
-    if not writing:
-        return data
-    return settled_read(path, name, None, timeout)[0]
 
 
 def reread_until_text(path: Path, name: str, data: bytes, timeout: float) -> bytes:
