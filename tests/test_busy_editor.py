@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import WfRunner
 from tests.test_hostile import EDITOR, WRITER, _env, _wf
 from tests.test_orch import Orch, lanes_toml, task
-from wf import taskfile
+from wf import settle, taskfile
 
 # ------------------------------------------------------------------ writers make progress
 
@@ -264,7 +264,7 @@ SAVING_IN_PIECES = """
 import sys, time
 from pathlib import Path
 path, stop = Path(sys.argv[1]), Path(sys.argv[2])
-saves = 0
+saves, longest = 0, 0.0
 while not stop.exists():
     with open(path, "r+b") as f:  # in two writes, closing between them
         base = f.read()
@@ -274,12 +274,14 @@ while not stop.exists():
         f.seek(0)
         f.truncate()
         f.write(base[:cut])
+    half = time.monotonic()
     time.sleep(0.3)
     with open(path, "ab") as f:
+        longest = max(longest, time.monotonic() - half)  # how long the file was half-saved
         f.write(base[cut:])
     saves += 1
     time.sleep(0.15)
-print("SAVES", saves, flush=True)
+print("SAVES", saves, longest, flush=True)
 """
 
 
@@ -303,8 +305,14 @@ def test_the_loop_and_its_workers_wait_out_saves_in_pieces(o: Orch, tmp_path: Pa
     finally:
         stop.touch()
         out, _ = saver.communicate(timeout=30)
-    assert int(out.split()[1]) > 0, out
+    saves, longest = int(out.split()[1]), float(out.split()[2])
+    assert saves > 0, out
+    outcomes = [e["outcome"] for e in o.orch_log()]
+    if outcomes != ["done"] * 3 and longest >= settle.DEFER:
+        # a starved CPU (a load of 10 on 2 cores): the half file stayed still for a second,
+        # which the rule takes for the person's (a deletion); the test cannot judge that run
+        pytest.skip(f"the saver was starved: its file stayed half-saved for {longest:.1f}s")
     assert r.returncode == 0, r.stdout + r.stderr
-    assert [e["outcome"] for e in o.orch_log()] == ["done"] * 3, r.stdout
+    assert outcomes == ["done"] * 3, r.stdout
     assert sorted(o.archived()) == ["a0", "a1", "a2"]
     assert not list((o.root / ".wf" / "orch").glob("held/*"))
