@@ -48,6 +48,7 @@ def storm(
             stdout=subprocess.PIPE,
             text=True,
             env=env,
+            cwd=tmp,  # not this checkout: `python -c` imports wf from its folder first, not --rev's
         )
         procs = [
             subprocess.Popen(
@@ -56,6 +57,7 @@ def storm(
                 stderr=subprocess.PIPE,
                 text=True,
                 env=env,
+                cwd=tmp,
             )
             for n in range(writers)
         ]
