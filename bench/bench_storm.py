@@ -4,6 +4,7 @@ acknowledged adds missing from the final file, and saves of the person that a la
 of theirs no longer found (the file shrank below what they saved).
 
     .venv/bin/python bench/bench_storm.py --rounds 15 [--rev REV] [--mode inplace|rename|both]
+    .venv/bin/python bench/bench_storm.py --deleted 3 ...   # after a person deleted 3 tasks
 
 The long version of tests/test_hostile.py's storms; the figures go in bench/RESULTS.md.
 """
@@ -26,20 +27,28 @@ from _common import PYTHON, ROOT, export_rev, run
 from tests.test_hostile import EDITOR, WRITER
 
 
-def storm(pythonpath: str, mode: str, writers: int, count: int) -> dict[str, int | float]:
+def storm(
+    pythonpath: str, mode: str, writers: int, count: int, deleted: int = 0, lock_timeout: float = 30
+) -> dict[str, int | float]:
     with tempfile.TemporaryDirectory(prefix="wf-storm-") as tmp:
         root = Path(tmp) / "repo"
         root.mkdir()
-        env = dict(os.environ, PYTHONPATH=pythonpath, WF_LOCK_TIMEOUT="30")
+        env = dict(os.environ, PYTHONPATH=pythonpath, WF_LOCK_TIMEOUT=f"{lock_timeout:g}")
         run(["git", "init", "-q", "-b", "main"], root)
         run([str(PYTHON), "-m", "wf", "init"], root, env=env)
         run([str(PYTHON), "-m", "wf", "add", "Before the storm"], root, env=env)
+        for k in range(deleted):  # wf writes them (.wf/seen.json counts them), the person deletes them
+            run([str(PYTHON), "-m", "wf", "add", f"Deleted {k}", "--id", f"deleted-{k}"], root, env=env)
+        if deleted:
+            text = (root / "TASKS.md").read_text()
+            (root / "TASKS.md").write_text(text[: text.index("## deleted-0:")])
         go, stop = Path(tmp) / "go", Path(tmp) / "stop"
         editor = subprocess.Popen(
             [str(PYTHON), "-c", EDITOR, str(root), mode, str(stop)],
             stdout=subprocess.PIPE,
             text=True,
             env=env,
+            cwd=tmp,  # not this checkout: `python -c` imports wf from its folder first, not --rev's
         )
         procs = [
             subprocess.Popen(
@@ -48,6 +57,7 @@ def storm(pythonpath: str, mode: str, writers: int, count: int) -> dict[str, int
                 stderr=subprocess.PIPE,
                 text=True,
                 env=env,
+                cwd=tmp,
             )
             for n in range(writers)
         ]
@@ -87,6 +97,8 @@ def main() -> int:
     ap.add_argument("--count", type=int, default=3, help="adds per writer")
     ap.add_argument("--mode", choices=["inplace", "rename", "both"], default="both")
     ap.add_argument("--rev", help="measure wf as of this git revision (default: the working tree)")
+    ap.add_argument("--deleted", type=int, default=0, help="tasks wf wrote that the person deletes first")
+    ap.add_argument("--lock-timeout", type=float, default=30, help="WF_LOCK_TIMEOUT of the writers")
     args = ap.parse_args()
     pythonpath = str(ROOT)
     label = "working tree"
@@ -95,10 +107,16 @@ def main() -> int:
         label = export_rev(args.rev, dest / "src")[:12]
         pythonpath = f"{dest / 'src'}{os.pathsep}{ROOT}"
     modes = ["inplace", "rename"] if args.mode == "both" else [args.mode]
-    print(f"wf at {label}; {args.writers} writers x {args.count} adds; {args.rounds} rounds per mode")
+    print(
+        f"wf at {label}; {args.writers} writers x {args.count} adds; {args.rounds} rounds per mode; "
+        f"{args.deleted} task(s) deleted first; lock_timeout {args.lock_timeout:g}"
+    )
     print("mode      rounds  losing  acked  lost-adds  saves  seen-missing  lost-saves  refused  median-s")
     for mode in modes:
-        results = [storm(pythonpath, mode, args.writers, args.count) for _ in range(args.rounds)]
+        results = [
+            storm(pythonpath, mode, args.writers, args.count, args.deleted, args.lock_timeout)
+            for _ in range(args.rounds)
+        ]
         losing = sum(1 for r in results if r["lost_adds"] or r["lost_saves"] or r["seen_missing"])
         med = sorted(r["seconds"] for r in results)[len(results) // 2]
         keys = ("acked", "lost_adds", "saves", "seen_missing", "lost_saves", "refused")

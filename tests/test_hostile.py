@@ -403,7 +403,7 @@ def test_a_save_that_opens_writes_and_closes_during_the_read_is_seen(
 
     _save_during_read(monkeypatch, save)
     why, _data, _stamp = settle._unsettled_why(path, None, b"## ")
-    assert why == "it changed while wf read it"
+    assert why is settle.Wait.CHANGED_DURING_READ
     assert settle._unsettled_why(path, None, b"## ")[0] is None  # and once it is still: taken
 
 
@@ -422,7 +422,7 @@ def test_a_save_renamed_in_during_the_read_is_seen(tmp_path: Path, monkeypatch: 
 
     _save_during_read(monkeypatch, save)
     why, _data, _stamp = settle._unsettled_why(path, None, b"## ")
-    assert why == "it was replaced while wf read it"
+    assert why is settle.Wait.REPLACED_DURING_READ
     assert settle.settled_read(path, "TASKS.md", None, 1.0)[0] == b"# Tasks\n\n## a: A\nhuman line\n"
 
 

@@ -18,7 +18,6 @@ from wf import holds as holdsmod
 from wf import taskfile
 from wf.config import Config
 from wf.errors import IssueKind, ParseError, ParseIssue, WfError
-from wf.fsutil import read_bytes
 from wf.holds import Hold, HoldKind
 from wf.project import Project
 from wf.taskfile import Task, TasksFile
@@ -351,17 +350,35 @@ def _line_of(task: Task, key: str) -> int:
     return task.line
 
 
-def load(project: Project) -> Backlog:
-    """The backlog. A TASKS.md that a program is saving is read once the save is done; one
-    that is not UTF-8 is read again a few times first (a save may be cut in a character);
-    if it stays so, the ParseError names its line and byte offset."""
+def read_settled(project: Project) -> tuple[bytes | None, bytes | None]:
+    """TASKS.md's and the archive's bytes (None: no file) for a reader, settled as a write
+    reads them (``settle.settled_read``): never half of a person's save, in place or in
+    pieces (a file that lost tasks since wf last wrote it a moment ago is waited for, as a
+    write waits), within the lock timeout. A file that stays missing for a second is read
+    as missing (a write would refuse)."""
     from wf import settle
 
-    name = project.config.tasks
-    data = settle.read_after_save(project.tasks_path, name, project.lock_timeout)
+    cfg, wf_dir, timeout = project.config, project.wf_dir, project.lock_timeout
+    seen = settle.load_seen
+    data, _ = settle.settled_read(
+        project.tasks_path, cfg.tasks, seen(wf_dir, cfg.tasks), timeout, reading=True
+    )
+    archive_data, _ = settle.settled_read(
+        project.archive_path, cfg.archive, seen(wf_dir, cfg.archive), timeout, b"- ", reading=True
+    )
+    return data, archive_data
+
+
+def load(project: Project) -> Backlog:
+    """The backlog. A TASKS.md that a program is saving is read once the save is done
+    (``read_settled``); one that is not UTF-8 is read again a few times first (a save may
+    be cut in a character); if it stays so, the ParseError names its line and byte offset."""
+    from wf import settle
+
+    data, archive_data = read_settled(project)
     if data is not None and not data.isascii():
-        data = settle.reread_until_text(project.tasks_path, name, data, project.lock_timeout)
-    return from_bytes(project, data, read_bytes(project.archive_path))
+        data = settle.reread_until_text(project.tasks_path, project.config.tasks, data, project.lock_timeout)
+    return from_bytes(project, data, archive_data)
 
 
 def from_bytes(project: Project, data: bytes | None, archive_data: bytes | None) -> Backlog:
@@ -380,12 +397,11 @@ def from_bytes(project: Project, data: bytes | None, archive_data: bytes | None)
     return Backlog(project, doc, archive, data, archive_data)
 
 
-def load_readable(project: Project) -> Backlog:
-    """The backlog for reading only (``wf list``): a TASKS.md or archive that is not
-    UTF-8 is read with each bad byte shown as U+FFFD and its error added, so every task
-    that can be read is still listed. Never write from it: its text is not the file's."""
-    data = read_bytes(project.tasks_path)
-    archive_data = read_bytes(project.archive_path)
+def load_readable(project: Project, data: bytes | None, archive_data: bytes | None) -> Backlog:
+    """The backlog for reading only (``wf list``), from the files' bytes (``read_settled``):
+    a TASKS.md or archive that is not UTF-8 is read with each bad byte shown as U+FFFD and
+    its error added, so every task that can be read is still listed. Never write from it:
+    its text is not the file's."""
     try:
         return from_bytes(project, data, archive_data)
     except ParseError:

@@ -268,6 +268,19 @@ def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[F
                 fix,
             )
         )
+    git_dir = Path(gitops.out(root, "rev-parse", "--absolute-git-dir").strip())
+    for stray in gitops.stale_indexes(git_dir):  # a wf killed inside an archive commit
+        if fix:
+            stray.unlink(missing_ok=True)
+        out.append(
+            Finding(
+                "stale-index",
+                stray.name,
+                "a temporary index left by a killed wf" + ("" if fix else " (--fix removes it)"),
+                "problem",
+                fix,
+            )
+        )
 
     regs = gitops.worktrees(root)
     for e in regs:

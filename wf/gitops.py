@@ -253,7 +253,7 @@ def commit_files(cwd: Path, branch: str, files: dict[str, str], message: str) ->
         raise WfError(f"no branch {branch}")
     blobs = {p: run(cwd, "hash-object", "-w", "--stdin", stdin=text).out.strip() for p, text in files.items()}
     git_dir = Path(out(cwd, "rev-parse", "--absolute-git-dir").strip())
-    tmp_index = git_dir / f"wf-index.{os.getpid()}"
+    tmp_index = git_dir / f"{TMP_INDEX}{_tmp_index_id(os.getpid())}"
     try:
         env_run(cwd, {"GIT_INDEX_FILE": str(tmp_index)}, "read-tree", head)
         for p, blob in blobs.items():
@@ -273,6 +273,57 @@ def commit_files(cwd: Path, branch: str, files: dict[str, str], message: str) ->
     for p, blob in blobs.items():
         run(cwd, "update-index", "--add", "--cacheinfo", f"100644,{blob},{p}")
     return commit
+
+
+TMP_INDEX = "wf-index."  # commit_files' temporary index in the git folder: wf-index.PID.START
+
+
+def _proc_start(pid: int) -> tuple[str, str] | None:
+    """(state letter, start in clock ticks after boot) of a process, from /proc; None if
+    it is gone; ('?', '') where there is no /proc to ask."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), fields[19].decode()
+    except (FileNotFoundError, ProcessLookupError):
+        if os.path.isdir("/proc/self"):
+            return None
+    except (OSError, IndexError, UnicodeDecodeError):
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass
+    return "?", ""
+
+
+def _tmp_index_id(pid: int) -> str:
+    """PID.START: the pid and its start time name one process for as long as the machine
+    runs, so a later process given the same pid does not keep a dead one's file."""
+    found = _proc_start(pid)
+    return f"{pid}.{found[1]}" if found and found[1] else str(pid)
+
+
+def stale_indexes(git_dir: Path) -> list[Path]:
+    """Temporary index files of ``commit_files`` (and git's locks of them) that no living
+    wf uses: their process is gone (a kill -9 inside the commit), or its pid now names a
+    later process. A name wf does not make is stale too."""
+    stale = []
+    for path in sorted(git_dir.glob(f"{TMP_INDEX}*")):
+        parts = path.name.removeprefix(TMP_INDEX).split(".")
+        if parts[-1] == "lock":
+            parts.pop()
+        if not 1 <= len(parts) <= 2 or not all(x.isdigit() for x in parts):
+            stale.append(path)
+            continue
+        found = _proc_start(int(parts[0]))
+        if found is None or found[0] in ("Z", "X"):
+            stale.append(path)
+        elif len(parts) == 2 and found[1] and found[1] != parts[1]:
+            stale.append(path)  # the pid was given to a later process
+    return stale
 
 
 def env_run(cwd: Path, extra: dict[str, str], *args: str) -> Result:

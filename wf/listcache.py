@@ -23,11 +23,14 @@ from wf.project import Project
 KEEP = 8
 
 
-def key(project: Project, options: tuple[Any, ...]) -> bytes | None:
+def key(
+    project: Project, options: tuple[Any, ...], tasks: bytes | None, archive: bytes | None
+) -> bytes | None:
+    """The key of an answer computed from ``tasks`` and ``archive`` (the bytes the caller
+    read, settled: ``backlog.read_settled``) and wf.toml as it is now."""
     h = hashlib.blake2b(digest_size=20, person=b"wf-list")
     h.update(f"{__version__}\0{options!r}\0".encode())
-    for path in (project.tasks_path, project.archive_path, project.config_path):
-        data = read_bytes(path)
+    for data in (tasks, archive, read_bytes(project.config_path)):
         if data is None:
             h.update(b"\1")
         else:

@@ -15,7 +15,6 @@ succeeded, failed, or was killed anywhere finishes the job or says what is left.
 from __future__ import annotations
 
 import enum
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -100,11 +99,9 @@ def repair(project: Project, main: str) -> list[str]:
     root = project.root
     done: list[str] = []
     git_dir = Path(gitops.out(root, "rev-parse", "--absolute-git-dir").strip())
-    for stray in git_dir.glob("wf-index.*"):
-        pid = stray.name.removeprefix("wf-index.")
-        if not pid.isdigit() or not _alive(int(pid)):
-            stray.unlink(missing_ok=True)
-            done.append(f"removed {stray.name}, left by a killed wf")
+    for stray in gitops.stale_indexes(git_dir):
+        stray.unlink(missing_ok=True)
+        done.append(f"removed {stray.name}, left by a killed wf")
     subject = gitops.out(root, "log", "-1", "--format=%s", main).strip()
     if not subject.startswith("wf: archive ") or gitops.rev(root, f"{main}^") is None:
         return done
@@ -126,16 +123,6 @@ def repair(project: Project, main: str) -> list[str]:
             settle.replace_checked(root / path, _content(root, now), work, project.lock_timeout)
             done.append(f"{path} held the version before the archive commit; set to {main}'s")
     return done
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _blob(root: Path, spec: str) -> str | None:

@@ -7,7 +7,11 @@ archive it reads them *settled*: nobody holds the file open for writing (a read 
 probe, or a scan of ``/proc/*/fd`` where leases are not allowed), its size and mtime did
 not move during the read, it did not change in the last moments (unless wf itself wrote
 it), and it did not lose tasks since wf last wrote it (an empty file that held tasks is
-never taken as the truth). wf waits for that within the lock timeout, else refuses.
+never taken as the truth). wf waits for that within the lock timeout, else refuses. The
+last two rules wait for a person's *finished* saves, which may keep coming (an editor
+saving every 50 ms): wf defers to them for at most ``DEFER``, then takes the file if
+every read meanwhile showed the same number of tasks. Readers (``backlog.read_settled``)
+read the same way.
 
 The replace is a compare-and-swap against the settled bytes, and it is checked after the
 rename too: if a program that had the old file open wrote into it around the rename,
@@ -16,6 +20,7 @@ its bytes are put back and the caller starts over from them.
 
 from __future__ import annotations
 
+import enum
 import errno
 import fcntl
 import functools
@@ -31,6 +36,7 @@ from wf.fsutil import fsync_dir
 
 QUIET = 0.02  # a file whose mtime is younger than this (and not wf's own write) is still moving
 LOST_QUIET = 1.0  # a file that lost tasks must have been still this long (a person's deletion)
+DEFER = 1.0  # or wf watched saves keep it so (the same number of tasks) this long
 POLL = 0.01
 FUTURE = 1.0  # an mtime further ahead than this is a skewed clock, not a save in progress
 
@@ -172,15 +178,40 @@ def _read_fd(fd: int) -> bytes:
         offset += len(chunk)
 
 
+class Wait(enum.Enum):
+    """Why a read of the file is not yet the file's settled content."""
+
+    MISSING = "it is missing, but held tasks when wf last wrote it"
+    CHANGED_DURING_READ = "it changed while wf read it"
+    REPLACED_DURING_READ = "it was replaced while wf read it"
+    OPEN_FOR_WRITING = "another program has it open for writing"
+    RECENT = "it changed a moment ago"
+    EMPTY = "it is empty, but held task(s) when wf last wrote it"
+    LOST_RECENT = "it lost tasks a moment ago"
+
+    @property
+    def deferred(self) -> bool:
+        """A finished save that may have a second part coming (a save in two writes):
+        wf waits for the file to be still, but only for ``DEFER`` seconds of saves that
+        all show the same number of tasks. The other reasons are a save in progress (or
+        a file that never holds the backlog) and are waited out whatever it takes."""
+        return self in (Wait.RECENT, Wait.LOST_RECENT)
+
+    def text(self, seen: Stamp | None) -> str:
+        if self is Wait.EMPTY and seen is not None:
+            return f"it is empty, but held {seen.units} task(s) when wf last wrote it"
+        return self.value
+
+
 def _unsettled_why(
     path: Path, seen: Stamp | None, marker: bytes
-) -> tuple[str | None, bytes | None, Stamp | None]:
+) -> tuple[Wait | None, bytes | None, Stamp | None]:
     """(why the file is not settled or None, its bytes, its stamp)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         if seen is not None and seen.units:
-            return "it is missing, but held tasks when wf last wrote it", None, None
+            return Wait.MISSING, None, None
         return None, None, None
     try:
         st1 = os.fstat(fd)
@@ -195,40 +226,64 @@ def _unsettled_why(
     except FileNotFoundError:
         now_ino = -1
     if (st1.st_size, st1.st_mtime_ns) != (st2.st_size, st2.st_mtime_ns) or len(data) != st2.st_size:
-        return "it changed while wf read it", data, stamp
+        return Wait.CHANGED_DURING_READ, data, stamp
     if now_ino != st2.st_ino:
-        return "it was replaced while wf read it", data, stamp
+        return Wait.REPLACED_DURING_READ, data, stamp
     if writing:
-        return "another program has it open for writing", data, stamp
+        return Wait.OPEN_FOR_WRITING, data, stamp
     own = seen is not None and seen[:3] == stamp[:3]
     if own:
         return None, data, stamp
+    lost = seen is not None and stamp.units < seen.units
+    if lost and not data:
+        return Wait.EMPTY, data, stamp
     age = time.time() - st2.st_mtime_ns / 1e9
     # An mtime more than a second ahead is a clock that runs ahead (a copied file, a
     # network file system), not a save in progress: it would hold wf off for hours.
     recent = age > -FUTURE
     if recent and age < QUIET:
-        return "it changed a moment ago", data, stamp
-    if seen is not None and stamp.units < seen.units:
-        if not data:
-            return f"it is empty, but held {seen.units} task(s) when wf last wrote it", data, stamp
-        if recent and age < LOST_QUIET:
-            return "it lost tasks a moment ago", data, stamp
+        return Wait.RECENT, data, stamp
+    if lost and recent and age < LOST_QUIET:
+        return Wait.LOST_RECENT, data, stamp
     return None, data, stamp
 
 
 def settled_read(
-    path: Path, name: str, seen: Stamp | None, timeout: float, marker: bytes = b"## "
+    path: Path,
+    name: str,
+    seen: Stamp | None,
+    timeout: float,
+    marker: bytes = b"## ",
+    *,
+    reading: bool = False,
 ) -> tuple[bytes | None, Stamp | None]:
     """The file's bytes (None if it does not exist) once nobody is saving it, and its
-    stamp. Raises Unsettled after ``timeout`` seconds."""
+    stamp. Raises Unsettled after ``timeout`` seconds.
+
+    wf defers to a person's finished saves (a file changed a moment ago, or one that lost
+    tasks and was not still for a second) for at most ``DEFER`` seconds: an editor that
+    saves every 50 ms would otherwise hold every write off for good. Once every complete
+    read for that long showed the same number of tasks, the file is taken as it is (a
+    save cut in two would have changed it); the compare-and-swap of ``replace_checked``
+    still keeps any save that lands after this read. ``reading``: for a reader only (it
+    writes nothing from it), a file that stays missing that long is missing (a person
+    deleted it), where a write would wait and refuse."""
     start = time.monotonic()
+    same_since: float | None = None  # deferring since, to reads that all had ``same_units``
+    same_units = -1
     while True:
-        why, data, stamp = _unsettled_why(path, seen, marker)
-        if why is None:
+        wait, data, stamp = _unsettled_why(path, seen, marker)
+        if wait is None:
             return data, stamp
-        if time.monotonic() - start >= timeout:
-            raise Unsettled(name, why, round(timeout, 1))
+        now = time.monotonic()
+        if wait.deferred or (reading and wait is Wait.MISSING):
+            units_now = -1 if stamp is None else stamp.units
+            if same_since is None or units_now != same_units:
+                same_since, same_units = now, units_now
+            elif now - same_since >= DEFER:
+                return data, stamp
+        if now - start >= timeout:
+            raise Unsettled(name, wait.text(seen), round(timeout, 1))
         time.sleep(POLL)
 
 
@@ -244,24 +299,6 @@ def _is_text(data: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
-
-
-def read_after_save(path: Path, name: str, timeout: float) -> bytes | None:
-    """The file's bytes for a reader (None if it does not exist); if a program had it open
-    for writing while wf read it (an editor half-way through a save in place), its bytes
-    once that save is done (a settled read): a half-saved file is never the one read."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        data = _read_fd(fd)
-        writing = being_written(fd)
-    finally:
-        os.close(fd)
-    if not writing:
-        return data
-    return settled_read(path, name, None, timeout)[0]
 
 
 def reread_until_text(path: Path, name: str, data: bytes, timeout: float) -> bytes:

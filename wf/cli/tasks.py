@@ -219,21 +219,20 @@ def list_cmd(
     Example:
       wf list --runner --lane sonnet
     """
-    from wf import listcache, views
+    from wf import backlog, listcache, views
 
     proj = _project(ctx)
     if lane is not None and proj.config.lane(lane) is None:
         raise WfError(f"no lane {lane!r} (lanes: {', '.join(ln.name for ln in proj.config.lanes)})")
     if limit is None:
         limit = views.RUNNER_LIMIT if runner else 0
-    k = listcache.key(proj, ("list", 2, runner, lane, status, limit))
+    data, archive_data = backlog.read_settled(proj)  # never half of a person's save, nor its answer
+    k = listcache.key(proj, ("list", 2, runner, lane, status, limit), data, archive_data)
     cached = listcache.load(proj, k) if k else None
     if cached is not None:
         records, total, warnings = cached
     else:
-        from wf import backlog
-
-        bl = backlog.load_readable(proj)
+        bl = backlog.load_readable(proj, data, archive_data)
         records, total = views.list_rows(bl, runner=runner, lane=lane, status=status, limit=limit)
         warnings = views.issue_lines(bl.errors(), limit=10)
         if k:
