@@ -131,6 +131,10 @@ def test_an_empty_file_saved_again_and_again_is_still_never_taken(wf: WfRunner, 
     stop = tmp_path / "stop"
     saver = subprocess.Popen([sys.executable, "-c", EMPTYING, str(wf.root / "TASKS.md"), str(stop)])
     try:
+        for _ in range(600):  # the editor has saved its first empty buffer (not a race with it)
+            if (wf.root / "TASKS.md").read_bytes() == b"":
+                break
+            time.sleep(0.01)
         r = _wf(wf.root, "add", "Agent task", WF_LOCK_TIMEOUT="3")  # three deferrals long
     finally:
         stop.touch()
