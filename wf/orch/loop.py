@@ -145,6 +145,15 @@ class Loop:
         """What can be checked cheaply before anything is claimed: every lane's program
         resolves, its tool is logged in (the tool's own offline probe), and its model and
         effort fit the tool. A problem is an error naming the lane, with nothing claimed."""
+        from wf import worktrees
+
+        worktrees.preflight(self.project)  # main a branch, a git identity: before any claim
+        main = worktrees.main_branch(self.project)
+        for lane in self.lanes:
+            try:
+                worktrees.lane_clash(lane, main)
+            except WfError as e:
+                raise worktrees.CannotClaim(e) from None
         problems = []
         for lane in self.lanes:
             cfg = self.project.config.lane(lane)

@@ -1,0 +1,151 @@
+"""Issue 26, item 6: every check that can refuse a pick, a claim or a batch runs before
+its first write; a claim stranded by a pick that died half-way is found and freed by
+``wf doctor``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import WfRunner, git
+from tests.test_orch import Orch, lanes_toml, task
+
+
+@pytest.fixture
+def o(wf: WfRunner) -> Orch:
+    return Orch(wf)
+
+
+def _nothing_written(o: Orch) -> None:
+    """No claim, no lane record, no batch record or log: as if the command never ran."""
+    assert not list((o.root / ".wf" / "orch").glob("*.json")) if (o.root / ".wf" / "orch").exists() else True
+    assert not (o.root / ".wf" / "batch").exists()
+    assert not list((o.root / "out").glob("wf-batch-*")) if (o.root / "out").exists() else True
+    assert o.status("a1") == "pending"
+    assert git(o.root, "status", "--porcelain") == ""
+
+
+def test_a_detached_head_refuses_pick_run_and_batch_before_any_write(o: Orch) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    git(o.root, "checkout", "-q", "--detach")
+    for args in (("orch", "pick", "a"), ("orch", "pick"), ("orch", "run"), ("batch", "1")):
+        r = o.proc(*args)
+        _nothing_written(o)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert "nothing was claimed: the main checkout is not on a branch" in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr
+    # with main a branch again, nothing is left to free: the task runs as if never picked
+    git(o.root, "checkout", "-q", "main")
+    r = o.proc("orch", "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert o.archived() == ["a1"]
+
+
+def _no_identity(o: Orch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine where git knows nobody: no name or email in any config or variable, and
+    git told not to make one up from the host name (as it may, or may not, elsewhere)."""
+    for var in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL"):
+        monkeypatch.delenv(var)
+        o.env.pop(var, None)
+    home = Path(os.environ["HOME"])
+    (home / ".gitconfig").write_text("[init]\n\tdefaultBranch = main\n[user]\n\tuseConfigOnly = true\n")
+
+
+def test_no_git_identity_refuses_before_claiming_and_names_the_fix(
+    o: Orch, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    _no_identity(o, monkeypatch)
+    for args in (("orch", "run"), ("orch", "pick", "a"), ("batch", "1")):
+        r = o.proc(*args)
+        _nothing_written(o)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert "nothing was claimed: git has no identity" in r.stderr, (args, r.stderr)
+        assert 'git config user.name "Your Name" && git config user.email' in r.stderr
+        assert "start a1" not in r.stdout  # no worker was started
+    # the JSON form of the error is the same one line
+    r = o.proc("orch", "pick", "a", "--json")
+    assert r.returncode == 1 and "nothing was claimed: git has no identity" in r.stderr
+    git(o.root, "config", "user.name", "Someone")
+    git(o.root, "config", "user.email", "someone@example.invalid")
+    r = o.proc("orch", "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert o.archived() == ["a1"]
+
+
+def test_doctor_finds_and_frees_a_claim_whose_pick_died_half_way(o: Orch) -> None:
+    """A pick killed while it waits for the tree lock leaves its claim and a record in
+    state picking: nobody finishes it (wf orch run leaves it to 'an interactive
+    orchestrator'). wf doctor names it; --fix puts the task back as it was."""
+    from wf.lock import project_lock
+
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", extra="Status: pending"))
+    record = o.root / ".wf" / "orch" / "a.json"
+    with project_lock(o.root / ".wf", 5, None, name="wt.lock"):  # the pick waits here, claimed
+        p = subprocess.Popen(
+            [sys.executable, "-m", "wf", "orch", "pick", "a"], cwd=o.root, env=o.env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not (record.exists() and o.status("a1").startswith("in progress")):
+            assert time.monotonic() < deadline, "the pick never claimed a1"
+            assert p.poll() is None, "the pick ended before it claimed"
+            time.sleep(0.05)
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=30)
+    assert json.loads(record.read_text())["state"] == "picking"
+    r = o.proc("orch", "run")
+    assert "a1 was picked by an interactive orchestrator" in r.stdout
+    r = o.proc("doctor", "--json")
+    assert r.returncode == 1, r.stdout + r.stderr
+    found = [f for f in json.loads(r.stdout) if f["kind"] == "claim"]
+    assert len(found) == 1 and found[0]["subject"] == "a" and not found[0]["fixed"], found
+    assert (
+        "a1 is claimed by a pick" in found[0]["message"]
+        and "(--fix releases it: pending again)" in found[0]["message"]
+    )
+    r = o.proc("doctor", "--fix")
+    assert "claim: a: a1 is claimed by a pick" in r.stdout and "released, a1 is pending again" in r.stdout
+    assert not record.exists()
+    assert o.status("a1") == "pending"
+    assert "Status: pending" in (o.root / "TASKS.md").read_text()  # its own line, as it was
+    r = o.proc("doctor")
+    assert "claim:" not in r.stdout
+    r = o.proc("orch", "run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert o.archived() == ["a1"]
+
+
+def test_doctor_leaves_a_pick_that_is_still_running(o: Orch) -> None:
+    """The second guard of the finding: a pick whose process lives is finishing its own
+    record; doctor --fix must not release it under it."""
+    from wf.lock import project_lock
+
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    record = o.root / ".wf" / "orch" / "a.json"
+    with project_lock(o.root / ".wf", 5, None, name="wt.lock"):
+        p = subprocess.Popen(
+            [sys.executable, "-m", "wf", "orch", "pick", "a"], cwd=o.root, env=o.env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not record.exists():
+            assert time.monotonic() < deadline, "the pick never wrote its record"
+            time.sleep(0.05)
+        r = o.proc("doctor", "--fix")
+        assert "claim:" not in r.stdout, r.stdout
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert "Task: a1  Lane: a" in out
+    assert json.loads(record.read_text())["state"] == "ready"
+    # a finished pick (an interactive orchestrator's worker at work, no pid wf knows) is no stranded claim
+    r = o.proc("doctor", "--fix")
+    assert "claim:" not in r.stdout, r.stdout
+    assert json.loads(record.read_text())["state"] == "ready"
