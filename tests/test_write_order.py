@@ -149,3 +149,74 @@ def test_doctor_leaves_a_pick_that_is_still_running(o: Orch) -> None:
     r = o.proc("doctor", "--fix")
     assert "claim:" not in r.stdout, r.stdout
     assert json.loads(record.read_text())["state"] == "ready"
+
+
+# ------------------------------------------------------------------ a report after wf's own signal
+
+# A worker that answers a signal with a report, as the scripted worker does when a wf
+# command it runs in-process is interrupted ("wf: interrupted"): that report is no answer
+# to the task. On its recovery pick it does the task (the scripted worker).
+ANSWERS_SIGNALS = """
+import signal, subprocess, sys, time
+prompt = sys.stdin.read()
+if "Recovery:" in prompt:
+    sys.exit(subprocess.run([sys.executable, "-m", "wf.scripted"], input=prompt, text=True).returncode)
+def answer(signum, frame):
+    print("result: handback\\ncommit: -\\nfollowups: -\\nnote: wf: interrupted", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGINT, answer)
+signal.signal(signal.SIGTERM, answer)
+open(sys.argv[1], "w").close()
+time.sleep(600)
+"""
+
+
+def test_a_report_after_the_killed_batch_was_swept_is_recovered_not_handed_back(
+    o: Orch, tmp_path: Path
+) -> None:
+    """kill -9 of the batch job; wf batch --status ends the surviving loop and worker
+    (SIGTERM), and the worker answers the signal with a handback report. That report
+    must not park the task: the next run recovers it in place and finishes it."""
+    worker = tmp_path / "worker.py"
+    worker.write_text(ANSWERS_SIGNALS)
+    started = tmp_path / "started"
+    cmd = json.dumps([sys.executable, str(worker), str(started)])
+    o.setup(f'[lanes.a]\nmodel = "ma"\nadapter = "cmd"\ncmd = {cmd}\n', task("a1", "a", "write a1.txt x"))
+    r = o.proc("batch", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    st = json.loads(o.proc("batch", "--status", "--json").stdout)
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert time.monotonic() < deadline, "the worker never started"
+        time.sleep(0.05)
+    os.kill(st["pid"], signal.SIGKILL)  # the batch job: its loop and worker live on
+    r = o.proc("batch", "--status", "--json")  # notices the job dead, ends what is left
+    assert r.returncode == 0 and json.loads(r.stdout)["alive"] is False, r.stdout + r.stderr
+    r = o.proc("orch", "run")
+    tasks = (o.root / "TASKS.md").read_text()
+    assert "handback" not in tasks and "handback" not in r.stdout, r.stdout
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "(recovery: the previous run was interrupted)" in r.stdout, r.stdout
+    assert o.archived() == ["a1"]
+    outcomes = [e["outcome"] for e in o.orch_log()]
+    assert "handback" not in outcomes and outcomes[-1] == "done", outcomes
+
+
+def test_a_report_after_the_loop_stopped_a_stalled_worker_is_a_crash_to_recover(
+    o: Orch, tmp_path: Path
+) -> None:
+    """The loop itself signals a worker that stalled; the worker answers the signal with
+    a handback report. That is a crash, recovered in place, not a handback."""
+    worker = tmp_path / "worker.py"
+    worker.write_text(ANSWERS_SIGNALS)
+    cmd = json.dumps([sys.executable, str(worker), str(tmp_path / "started")])
+    o.setup(
+        f'[lanes.a]\nmodel = "ma"\nadapter = "cmd"\nstall = 1\ncmd = {cmd}\n',
+        task("a1", "a", "write a1.txt x"),
+    )
+    r = o.proc("orch", "run")
+    assert "a1 was signalled by wf before it reported" in r.stdout, r.stdout + r.stderr
+    assert "handback" not in (o.root / "TASKS.md").read_text(), r.stdout
+    assert "start a1 with cmd model=ma  (recovery: " in r.stdout, r.stdout
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert o.archived() == ["a1"]

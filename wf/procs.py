@@ -220,6 +220,8 @@ def git_processes(inside: Path) -> list[int]:
 
 
 TOKEN_VAR = "WF_UNIT_TOKEN"
+DIR_VAR = "WF_UNIT_DIR"  # a unit's run folder, in its worker's environment
+SIGNALLED = "signalled"  # in a unit's folder: wf signalled its tree (the file's time says when)
 
 
 _SUBREAPER = False
@@ -297,6 +299,48 @@ def with_token(token: str, var: str = TOKEN_VAR) -> list[int]:
     return found
 
 
+def _environ(pid: int) -> dict[bytes, bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    return dict(x.partition(b"=")[::2] for x in raw.split(b"\0") if x)
+
+
+def mark_signalled(folder: Path) -> None:
+    """Note in a unit's folder, before any signal goes out, that wf itself is ending its
+    tree: whatever the worker says after this moment is an answer to the signal (a child
+    that printed "wf: interrupted"), never its answer to the task. The first mark stays."""
+    try:
+        os.close(os.open(folder / SIGNALLED, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        pass
+    except OSError:
+        pass  # the folder is gone: nobody will read a report from it
+
+
+def _mark_units(pids: list[int], marked: set[int]) -> None:
+    """Mark the folder of every unit one of ``pids`` belongs to (its environment names the
+    folder and the unit's token; the folder's status.json must carry that same token, so
+    a worker cannot have another unit's folder marked)."""
+    for pid in pids:
+        if pid in marked:
+            continue
+        marked.add(pid)
+        env = _environ(pid)
+        folder, token = env.get(DIR_VAR.encode()), env.get(TOKEN_VAR.encode())
+        if not folder or not token:
+            continue
+        path = Path(os.fsdecode(folder))
+        try:
+            status = json.loads((path / "status.json").read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(status, dict) and status.get("token") == token.decode(errors="replace"):
+            mark_signalled(path)
+
+
 def _living(pids: list[int]) -> list[int]:
     return [pid for pid in pids if alive(pid)]
 
@@ -332,10 +376,12 @@ def kill_tree(
         return _living(sorted(pids))
 
     signalled: set[int] = set()
+    marked: set[int] = set()
     for sig in signals or (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
         pids = snapshot()
         if not pids:
             break
+        _mark_units(pids, marked)  # before the signal: a report after it is no answer
         signalled.update(pids)
         _signal_all(pids, sig)
         deadline = time.monotonic() + (grace if sig != signal.SIGKILL else 5.0)

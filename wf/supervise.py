@@ -157,6 +157,7 @@ class Unit:
         argv = self.adapter.argv(spec)
         env = self.adapter.env(spec, dict(os.environ))
         env[procs.TOKEN_VAR] = self.token
+        env[procs.DIR_VAR] = str(self.folder.resolve())  # whoever signals the tree marks the folder
         log = open(self.folder / "worker.log", "wb")  # noqa: SIM115 - closed in _close_files
         err = open(self.folder / "worker.err", "wb")  # noqa: SIM115
         # The prompt from an unlinked file, not a pipe: the worker shares its offset, so

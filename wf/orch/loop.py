@@ -367,9 +367,14 @@ class Loop:
             self._infra(lane, unit, rec, failure)
             return
         answer = runs.read_output(unit.folder)
-        rep = read_report(answer) if not unit.status.get("fallback") else None
+        late = runs.answered_after_signal(unit.folder)  # wf signalled it first: no answer
+        rep = read_report(answer) if not unit.status.get("fallback") and not late else None
         duration = unit.status.get("duration_s")
-        if rep is None and unit.state == "done":
+        if late:
+            how = f"{unit.state}, exit {unit.status.get('exit_code')}"
+            self.emit(f"{lane}: {rec.id} was signalled by wf before it reported ({how}): a crash to recover")
+            result, commit, note = "crashed", None, f"signalled by wf before its report ({how})"
+        elif rep is None and unit.state == "done":
             self.emit(f"{lane}: {rec.id} ended without the four report lines")
             result, commit, note = "handback", None, f"no report: {runs.preview(answer, 80)}"
         elif rep is None:
@@ -582,8 +587,9 @@ class Loop:
     def _post_only(self, lane: str, unit: Unit, rec: LaneRecord) -> None:
         """On the way out: a worker that already reported is posted, nothing new starts."""
         answer = runs.read_output(unit.folder)
-        rep = read_report(answer) if not unit.status.get("fallback") else None
-        if rep is None:
+        trusted = not unit.status.get("fallback") and not runs.answered_after_signal(unit.folder)
+        rep = read_report(answer) if trusted else None
+        if rep is None:  # no report, or one said after wf signalled it: a later run recovers it
             state.save(self.project, rec.but(pid=None))
             return
         try:
