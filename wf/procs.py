@@ -420,6 +420,26 @@ def own_child(pid: int) -> None:
     _OWN_CHILDREN.add(pid)
 
 
+def adopted() -> list[int]:
+    """Live processes this one adopted as subreaper (a worker's descendant that detached:
+    its parent exited and the kernel gave it to us), but not the children it started
+    itself nor those marked with keep()."""
+    spared: set[int] = set(_OWN_CHILDREN)
+    for pid in _KEEP:
+        spared.update(tree(pid))
+    return [pid for pid in children(os.getpid()) if pid not in spared and alive(pid)]
+
+
+def end_strays(strays: list[list[float]]) -> list[int]:
+    """End recorded strays ([pid, start time] pairs) and their trees, each only while its
+    pid still names the process that started then; returns the pids signalled."""
+    ended: list[int] = []
+    for pid, since in strays:
+        if same_process(int(pid), since):
+            ended += kill_tree(int(pid), None, grace=1.0)
+    return ended
+
+
 def reap_orphans() -> None:
     """Collect exit statuses of reparented orphans (we are their subreaper), never of
     the children that subprocess waits for itself."""

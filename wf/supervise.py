@@ -575,6 +575,21 @@ class _Waker:
         self.rfd = self.wfd = -1
 
 
+def note_strays(running: list[Unit], seen: set[int]) -> None:
+    """Record in each running unit's status.json the processes this supervisor adopted
+    since the last look (a descendant that detached and may have cleared its
+    environment: no token finds it). Any of the units running then may own it; when the
+    supervisor is gone, whichever command notices ends them (``procs.end_strays``)."""
+    new = [pid for pid in procs.adopted() if pid not in seen]
+    if not new:
+        return
+    seen.update(new)
+    pairs = [[pid, procs.started(pid)] for pid in new]
+    for u in running:
+        u.status["strays"] = [*u.status.get("strays", []), *pairs]
+        u.save()
+
+
 def supervise(
     units: list[Unit],
     max_parallel: int,
@@ -597,6 +612,7 @@ def supervise(
     waker = _Waker()
     pending = list(units)
     running: list[Unit] = []
+    strays: set[int] = set()
     try:
         while (pending or running) and not interrupted.is_set():
             while pending and len(running) < max(1, max_parallel):
@@ -608,6 +624,7 @@ def supervise(
                         on_start(u)
                 elif on_end:
                     on_end(u)
+            note_strays(running, strays)  # before any unit ends: it may own them
             now = time.monotonic()
             ending = [(u, why) for u in running for why in [u.due(now)] if why is not None]
             if ending:

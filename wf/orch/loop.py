@@ -50,7 +50,7 @@ from wf.orch.post import Posted, post, release
 from wf.orch.report import captured_report, read_report, run_outcomes
 from wf.orch.state import LaneRecord, Stop, StopReason
 from wf.project import Project
-from wf.supervise import POLL, Unit
+from wf.supervise import POLL, Unit, note_strays
 
 # every lane on that tool stops: the next worker would meet the same wall
 TOOL_WIDE = frozenset({Failure.auth, Failure.quota, Failure.rate_limit, Failure.network})
@@ -307,6 +307,10 @@ class Loop:
         if rec.pid and rec.worker_alive():
             # its loop is gone: end the orphaned worker's whole tree, then recover
             procs.kill_tree(rec.pid, rec.token)
+        if rec.run and rec.unit:  # and what its loop adopted from it (detached, env cleared)
+            from wf.workers.watch import end_strays
+
+            end_strays(runs.unit_dir(self.project, rec.run, rec.unit))
         holder = live_holder(rec)
         if holder:
             self._stop(lane, StopReason(Stop.HELD, f"{rec.id} is held by {holder}"))
@@ -622,7 +626,9 @@ class Loop:
             last_tick = 0.0
             last_look = time.monotonic()
             last_seen = _stamp(self.project.tasks_path)
+            strays: set[int] = set()
             while not interrupted.is_set():
+                note_strays([u for u, _ in self.units.values()], strays)  # before a unit ends
                 self._poll_all(then_pick=True)
                 self._say_red_gates()
                 procs.reap_orphans()
