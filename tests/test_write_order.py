@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -220,3 +221,91 @@ def test_a_report_after_the_loop_stopped_a_stalled_worker_is_a_crash_to_recover(
     assert "start a1 with cmd model=ma  (recovery: " in r.stdout, r.stdout
     assert r.returncode == 0, r.stdout + r.stderr
     assert o.archived() == ["a1"]
+
+
+# ------------------------------------------------------------------ the Done-when: a kill -9 storm
+
+STORM_TRIALS = 20
+
+
+class Trial(NamedTuple):
+    parked: int  # tasks parked as a handback (after the kill, and after the recovery run)
+    lost: int  # tasks in neither TASKS.md nor the archive
+    unfinished: int  # tasks not archived after one recovery run
+    log: str
+
+
+def _storm_trial(template: Path, root: Path, env: dict[str, str], kill_after: float) -> Trial:
+    """One batch killed with SIGKILL ``kill_after`` seconds after it started, noticed by
+    ``wf batch --status``, then recovered by one ``wf orch run``."""
+    import shutil
+
+    shutil.copytree(template, root, symlinks=True)
+    env = dict(env, XDG_STATE_HOME=str(root.parent / f"{root.name}-state"))
+
+    def wf(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "wf", *args], cwd=root, env=env, capture_output=True, text=True,
+            timeout=120, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    r = wf("batch", "4")
+    assert r.returncode == 0, r.stdout + r.stderr
+    st = json.loads(wf("batch", "--status", "--json").stdout)
+    time.sleep(kill_after)
+    try:
+        os.kill(st["pid"], signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # it had ended already: nothing to kill this time
+    r = wf("batch", "--status", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["alive"] is False, r.stdout + r.stderr
+    parked_now = (root / "TASKS.md").read_text().count("handback")
+    run = wf("orch", "run")
+    ids = {"a1", "a2", "b1", "b2"}
+    archived = {e["id"] for e in json.loads(wf("log", "-n", "100", "--json").stdout)}
+    open_ids = {t["id"] for t in json.loads(wf("list", "--json").stdout)}
+    parked = max(parked_now, (root / "TASKS.md").read_text().count("handback"))
+    return Trial(parked, len(ids - archived - open_ids), len(ids - archived), run.stdout + run.stderr)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_kill_9_storm_on_the_batch_job_parks_no_task_as_a_handback(
+    o: Orch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 26's Done-when: STORM_TRIALS batches, each killed with SIGKILL at a different
+    moment (starting, picking, working, merging, posting), then found dead by wf batch
+    --status (which ends the loop and workers that survived it): no task parked as a
+    handback, and after a recovery run no task lost."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    o.setup(
+        lanes_toml("a", "b"),
+        task("a1", "a", "write a1.txt x")
+        + task("a2", "a", "write a2.txt x")
+        + task("b1", "b", "write b1.txt x")
+        + task("b2", "b", "write b2.txt x"),
+    )
+    rng = random.Random(26)
+    moments = [rng.uniform(0.2, 3.0) for _ in range(STORM_TRIALS)]
+    began = time.monotonic()
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        results = list(
+            pool.map(
+                lambda i: _storm_trial(o.root, tmp_path / f"t{i}", dict(o.env), moments[i]),
+                range(STORM_TRIALS),
+            )
+        )
+    parked = sum(t.parked for t in results)
+    lost = sum(t.lost for t in results)
+    unfinished = sum(t.unfinished for t in results)
+    figures = (
+        f"kill -9 storm on the batch job: trials={STORM_TRIALS} handbacks_parked={parked} "
+        f"tasks_lost={lost} unfinished_after_one_recovery_run={unfinished} "
+        f"wall_s={time.monotonic() - began:.0f}"
+    )
+    with capsys.disabled():
+        print("\n" + figures)
+    bad = [f"trial {i}:\n{t.log}" for i, t in enumerate(results) if t.parked or t.lost]
+    assert parked == 0 and lost == 0, figures + "\n" + "\n\n".join(bad[:2])
