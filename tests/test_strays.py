@@ -10,10 +10,11 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import WfRunner
-from tests.test_orch import Orch, task
+from tests.test_orch import Orch, lane_worker_pid, task
 from tests.test_workers import Workers, manifest, w  # noqa: F401 - the fixture
 from wf.procs import alive
 
@@ -26,9 +27,9 @@ ESCAPES = (
 )
 
 
-def _wait(pred: object, what: str, timeout: float = 60) -> None:
+def _wait(pred: Callable[[], object], what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
-    while not pred():  # type: ignore[operator]
+    while not pred():
         assert time.monotonic() < deadline, what
         time.sleep(0.05)
 
@@ -93,8 +94,9 @@ def test_wf_orch_run_ends_what_a_killed_run_adopted_from_its_worker(wf: WfRunner
     try:
         _wait(lambda: pidfile.exists() and pidfile.read_text().strip(), "the grandchild never started")
         escaped = int(pidfile.read_text())
-        unit = lambda: json.loads((o.root / ".wf" / "orch" / "a.json").read_text())  # noqa: E731
-        folder = o.root / ".wf" / "runs" / unit()["run"] / unit()["unit"]
+        lane_worker_pid(o.root, "a")  # the record names the worker's unit
+        rec = json.loads((o.root / ".wf" / "orch" / "a.json").read_text())
+        folder = o.root / ".wf" / "runs" / rec["run"] / rec["unit"]
         _wait(lambda: json.loads((folder / "status.json").read_text()).get("strays"), "never noted")
         os.killpg(p.pid, signal.SIGKILL)  # the loop and its worker (its own session): not the grandchild
         p.wait(timeout=30)
