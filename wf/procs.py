@@ -360,10 +360,13 @@ def kill_tree(
     *,
     var: str = TOKEN_VAR,
     signals: tuple[int, ...] | None = None,
+    mark: bool = True,
 ) -> list[int]:
     """End a unit's whole tree: SIGINT, then SIGTERM, then SIGKILL (or ``signals``),
     with ``grace`` seconds between, listing the tree again before every step (a dying
-    process may start others). Returns the pids that were signalled."""
+    process may start others). Returns the pids that were signalled. ``mark`` False: the
+    caller knows the unit's answer is in already (its result event came, its worker
+    exited), so its folder is not marked signalled."""
     import signal
     import time
 
@@ -381,7 +384,8 @@ def kill_tree(
         pids = snapshot()
         if not pids:
             break
-        _mark_units(pids, marked)  # before the signal: a report after it is no answer
+        if mark:
+            _mark_units(pids, marked)  # before the signal: a report after it is no answer
         signalled.update(pids)
         _signal_all(pids, sig)
         deadline = time.monotonic() + (grace if sig != signal.SIGKILL else 5.0)

@@ -280,7 +280,8 @@ class Unit:
     def stop(self, why: str) -> None:
         if self.proc is not None and self.state == "running":
             began = time.time()
-            procs.kill_tree(self.proc.pid, self.token)
+            # its result event came before this stop: what it said then is its answer
+            procs.kill_tree(self.proc.pid, self.token, mark=self.finished_at is None)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -313,7 +314,7 @@ class Unit:
         proc = self.proc
         assert proc is not None
         # Whatever the worker left behind (a detached grandchild) ends with the unit.
-        leftovers = procs.kill_tree(None, self.token, grace=1.0)
+        leftovers = procs.kill_tree(None, self.token, grace=1.0, mark=False)  # its worker has exited
         code = proc.poll()
         if code is None:
             try:
