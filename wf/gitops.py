@@ -145,6 +145,30 @@ def rev(cwd: Path, revision: str) -> str | None:
     return (r.out.strip() or None) if r.status == 0 else None
 
 
+class NoIdentity(WfError):
+    """git has no author or committer identity here: every commit (a worker's, a merge,
+    an archive commit) would fail."""
+
+    def __init__(self, cwd: Path, reason: str) -> None:
+        self.cwd = cwd
+        self.reason = reason
+        super().__init__(
+            f"git has no identity in {cwd} ({reason}); set one: "
+            'git config user.name "Your Name" && git config user.email you@example.com '
+            "(add --global for every repository)"
+        )
+
+
+def identity_problem(cwd: Path) -> NoIdentity | None:
+    """Why git could not commit here for want of a name or email (None: it can), asked of
+    git itself (``git var``), so that config, environment and git's own rules all count."""
+    for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
+        r = run(cwd, "var", var, ok=(0, 128))
+        if r.status != 0:
+            return NoIdentity(cwd, GitError(["var", var], r.status, r.err, cwd).reason)
+    return None
+
+
 def current_branch(cwd: Path) -> str | None:
     r = run(cwd, "symbolic-ref", "--quiet", "--short", "HEAD", ok=(0, 1))
     return r.out.strip() if r.status == 0 else None

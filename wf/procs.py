@@ -220,6 +220,8 @@ def git_processes(inside: Path) -> list[int]:
 
 
 TOKEN_VAR = "WF_UNIT_TOKEN"
+DIR_VAR = "WF_UNIT_DIR"  # a unit's run folder, in its worker's environment
+SIGNALLED = "signalled"  # in a unit's folder: wf signalled its tree (the file's time says when)
 
 
 _SUBREAPER = False
@@ -297,6 +299,48 @@ def with_token(token: str, var: str = TOKEN_VAR) -> list[int]:
     return found
 
 
+def _environ(pid: int) -> dict[bytes, bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    return dict(x.partition(b"=")[::2] for x in raw.split(b"\0") if x)
+
+
+def mark_signalled(folder: Path) -> None:
+    """Note in a unit's folder, before any signal goes out, that wf itself is ending its
+    tree: whatever the worker says after this moment is an answer to the signal (a child
+    that printed "wf: interrupted"), never its answer to the task. The first mark stays."""
+    try:
+        os.close(os.open(folder / SIGNALLED, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        pass
+    except OSError:
+        pass  # the folder is gone: nobody will read a report from it
+
+
+def _mark_units(pids: list[int], marked: set[int]) -> None:
+    """Mark the folder of every unit one of ``pids`` belongs to (its environment names the
+    folder and the unit's token; the folder's status.json must carry that same token, so
+    a worker cannot have another unit's folder marked)."""
+    for pid in pids:
+        if pid in marked:
+            continue
+        marked.add(pid)
+        env = _environ(pid)
+        folder, token = env.get(DIR_VAR.encode()), env.get(TOKEN_VAR.encode())
+        if not folder or not token:
+            continue
+        path = Path(os.fsdecode(folder))
+        try:
+            status = json.loads((path / "status.json").read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(status, dict) and status.get("token") == token.decode(errors="replace"):
+            mark_signalled(path)
+
+
 def _living(pids: list[int]) -> list[int]:
     return [pid for pid in pids if alive(pid)]
 
@@ -316,10 +360,13 @@ def kill_tree(
     *,
     var: str = TOKEN_VAR,
     signals: tuple[int, ...] | None = None,
+    mark: bool = True,
 ) -> list[int]:
     """End a unit's whole tree: SIGINT, then SIGTERM, then SIGKILL (or ``signals``),
     with ``grace`` seconds between, listing the tree again before every step (a dying
-    process may start others). Returns the pids that were signalled."""
+    process may start others). Returns the pids that were signalled. ``mark`` False: the
+    caller knows the unit's answer is in already (its result event came, its worker
+    exited), so its folder is not marked signalled."""
     import signal
     import time
 
@@ -332,10 +379,13 @@ def kill_tree(
         return _living(sorted(pids))
 
     signalled: set[int] = set()
+    marked: set[int] = set()
     for sig in signals or (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
         pids = snapshot()
         if not pids:
             break
+        if mark:
+            _mark_units(pids, marked)  # before the signal: a report after it is no answer
         signalled.update(pids)
         _signal_all(pids, sig)
         deadline = time.monotonic() + (grace if sig != signal.SIGKILL else 5.0)
@@ -372,6 +422,26 @@ def kill_descendants(grace: float = 1.0) -> list[int]:
 def own_child(pid: int) -> None:
     """Note a child this process waits for itself (subprocess.Popen): reap_orphans leaves it."""
     _OWN_CHILDREN.add(pid)
+
+
+def adopted() -> list[int]:
+    """Live processes this one adopted as subreaper (a worker's descendant that detached:
+    its parent exited and the kernel gave it to us), but not the children it started
+    itself nor those marked with keep()."""
+    spared: set[int] = set(_OWN_CHILDREN)
+    for pid in _KEEP:
+        spared.update(tree(pid))
+    return [pid for pid in children(os.getpid()) if pid not in spared and alive(pid)]
+
+
+def end_strays(strays: list[list[float]]) -> list[int]:
+    """End recorded strays ([pid, start time] pairs) and their trees, each only while its
+    pid still names the process that started then; returns the pids signalled."""
+    ended: list[int] = []
+    for pid, since in strays:
+        if same_process(int(pid), since):
+            ended += kill_tree(int(pid), None, grace=1.0)
+    return ended
 
 
 def reap_orphans() -> None:

@@ -202,6 +202,33 @@ def preview(text: str, width: int = 60) -> str:
     return flat if len(flat) <= width else flat[: width - 3] + "..."
 
 
+def answered_after_signal(folder: Path) -> bool:
+    """Whether wf signalled the unit's tree (``procs.mark_signalled``) before its worker
+    last wrote where its answer comes from (its stdout, its answer file): what it said
+    then answers the signal (a child's "wf: interrupted"), not the task. A write in the
+    same clock tick as the mark counts as after it: a crash recovered in place loses
+    nothing, a false handback parks a task for a person."""
+    from wf.procs import SIGNALLED
+
+    try:
+        mark = (folder / SIGNALLED).stat().st_mtime_ns
+    except OSError:
+        return False
+    names = ["worker.log", "answer.out"]
+    try:
+        if (read_status(folder) or {}).get("answer") == "output_file":
+            names.append("output.txt")  # written by the worker itself (codex -o, answer.out)
+    except WfError:
+        names.append("output.txt")
+    for name in names:
+        try:
+            if (folder / name).stat().st_mtime_ns >= mark:
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def read_output(folder: Path) -> str:
     try:
         return (folder / "output.txt").read_text("utf-8", errors="replace")

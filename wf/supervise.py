@@ -159,6 +159,7 @@ class Unit:
         argv = self.adapter.argv(spec)
         env = self.adapter.env(spec, dict(os.environ))
         env[procs.TOKEN_VAR] = self.token
+        env[procs.DIR_VAR] = str(self.folder.resolve())  # whoever signals the tree marks the folder
         log = open(self.folder / "worker.log", "wb")  # noqa: SIM115 - closed in _close_files
         err = open(self.folder / "worker.err", "wb")  # noqa: SIM115
         # The prompt from an unlinked file, not a pipe: the worker shares its offset, so
@@ -281,7 +282,8 @@ class Unit:
     def stop(self, why: str) -> None:
         if self.proc is not None and self.state == "running":
             began = time.time()
-            procs.kill_tree(self.proc.pid, self.token)
+            # its result event came before this stop: what it said then is its answer
+            procs.kill_tree(self.proc.pid, self.token, mark=self.finished_at is None)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -314,7 +316,7 @@ class Unit:
         proc = self.proc
         assert proc is not None
         # Whatever the worker left behind (a detached grandchild) ends with the unit.
-        leftovers = procs.kill_tree(None, self.token, grace=1.0)
+        leftovers = procs.kill_tree(None, self.token, grace=1.0, mark=False)  # its worker has exited
         code = proc.poll()
         if code is None:
             try:
@@ -580,6 +582,21 @@ class _Waker:
         self.rfd = self.wfd = -1
 
 
+def note_strays(running: list[Unit], seen: set[int]) -> None:
+    """Record in each running unit's status.json the processes this supervisor adopted
+    since the last look (a descendant that detached and may have cleared its
+    environment: no token finds it). Any of the units running then may own it; when the
+    supervisor is gone, whichever command notices ends them (``procs.end_strays``)."""
+    new = [pid for pid in procs.adopted() if pid not in seen]
+    if not new:
+        return
+    seen.update(new)
+    pairs = [[pid, procs.started(pid)] for pid in new]
+    for u in running:
+        u.status["strays"] = [*u.status.get("strays", []), *pairs]
+        u.save()
+
+
 def supervise(
     units: list[Unit],
     max_parallel: int,
@@ -602,6 +619,7 @@ def supervise(
     waker = _Waker()
     pending = list(units)
     running: list[Unit] = []
+    strays: set[int] = set()
     try:
         while (pending or running) and not interrupted.is_set():
             while pending and len(running) < max(1, max_parallel):
@@ -613,6 +631,7 @@ def supervise(
                         on_start(u)
                 elif on_end:
                     on_end(u)
+            note_strays(running, strays)  # before any unit ends: it may own them
             now = time.monotonic()
             ending = [(u, why) for u in running for why in [u.due(now)] if why is not None]
             if ending:

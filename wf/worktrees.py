@@ -87,6 +87,44 @@ def main_problem(project: Project) -> str | None:
     return f"main = {main!r} names no branch of this repository (git branch --list shows them)"
 
 
+class CannotClaim(WfError):
+    """A check that refuses a pick, a claim or a batch failed: nothing was written."""
+
+    def __init__(self, cause: WfError) -> None:
+        self.cause = cause
+        super().__init__(f"nothing was claimed: {cause}")
+
+
+def preflight(project: Project, lane: str | None = None) -> None:
+    """Every check that can refuse a claim, run before its first write (CannotClaim): a
+    git repository, a main branch that is a branch with a commit, a lane that does not
+    clash with it, and a git identity (the worker's commits, the merge and the archive
+    commit all need one)."""
+    try:
+        if not project.is_git:
+            raise WfError(f"{project.root} is not a git repository; worktrees need one")
+        main = main_branch(project)
+        problem = main_problem(project)
+        if problem is not None:
+            raise WfError(problem)
+        if lane is not None:
+            lane_clash(lane, main)
+        if gitops.rev(project.root, main) is None:
+            raise WfError(f"the main branch {main!r} has no commit yet")
+        no_identity = gitops.identity_problem(project.root)
+        if no_identity is not None:
+            raise no_identity
+    except CannotClaim:
+        raise
+    except WfError as e:
+        raise CannotClaim(e) from None
+
+
+def lane_clash(lane: str, main: str) -> None:
+    if lane == main or main.startswith(f"{lane}/"):
+        raise WfError(f"lane {lane!r} clashes with the main branch {main!r} (branches are <lane>/<id>)")
+
+
 def _records_dir(project: Project) -> Path:
     return project.wf_dir / "wt"
 
@@ -319,8 +357,7 @@ def allocate(
     branch = branch_name(lane, task_id)
     with project_lock(project.wf_dir, WT_LOCK_TIMEOUT, on_wait, name="wt.lock"):
         main = main_branch(project)
-        if lane == main or main.startswith(f"{lane}/"):
-            raise WfError(f"lane {lane!r} clashes with the main branch {main!r} (branches are <lane>/<id>)")
+        lane_clash(lane, main)
         base = gitops.rev(project.root, main)
         if base is None:
             raise WfError(f"the main branch {main!r} has no commit yet")

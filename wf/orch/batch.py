@@ -112,6 +112,9 @@ def start(project: Project, p: Plan) -> Started:
         raise WfError(
             f"no lane has runner-ready work that a batch may take{held} (wf list --runner; wf batch K --prep)"
         )
+    from wf import worktrees
+
+    worktrees.preflight(project)  # main a branch, a git identity: before the batch writes anything
     stamp, log = _new_stamp(project)
     _dir(project).mkdir(parents=True, exist_ok=True)
     atomic_write_text(_dir(project) / f"{stamp}.plan.json", json.dumps(p.as_dict()) + "\n")

@@ -62,6 +62,7 @@ def findings(project: Project, *, fix: bool = False) -> list[Finding]:
         except recstore.CorruptRecord as e:
             why = e.why + (f"; moved to {recstore.move_aside(f).name}" if fix else "")
             out.append(Finding("cloud", f.stem, f"cloud record cannot be trusted: {why}", "problem", fix))
+    out += stranded_claims(project, fix=fix)
     for t in bl.doc.tasks:
         st = t.status
         if st.state == "progress" and st.who == "worker" and t.id not in held_ids:
@@ -74,4 +75,42 @@ def findings(project: Project, *, fix: bool = False) -> list[Finding]:
                     "problem",
                 )
             )
+    return out
+
+
+def stranded_claims(project: Project, *, fix: bool) -> list[Finding]:
+    """Lane records of picks that ended before their tree was ready (killed half-way)
+    with nobody left to finish them: their task stays claimed, and ``wf orch run`` leaves
+    such a record alone as an interactive orchestrator's. ``--fix`` releases the claim
+    under the project lock, after looking again: the task's status goes back to what it
+    was before the pick and the record is dropped."""
+    from wf.errors import WfError
+    from wf.lock import project_lock
+    from wf.orch.pick import live_holder
+    from wf.orch.post import release
+
+    def stranded(lane: str) -> orchstate.LaneRecord | None:
+        try:
+            rec = orchstate.load(project, lane)
+        except WfError:
+            return None  # a record that cannot be trusted is the check above's finding
+        if rec is None or rec.state is not orchstate.RecordState.PICKING or live_holder(rec):
+            return None
+        return rec
+
+    out = []
+    for path in orchstate.record_files(project):
+        rec = stranded(path.stem)
+        if rec is None:
+            continue
+        was = rec.prior_status or "pending"
+        msg = f"{rec.id} is claimed by a pick (pid {rec.picker}) that ended before its tree was ready"
+        fixed = False
+        if fix:
+            with project_lock(project.wf_dir, project.lock_timeout, None):
+                if stranded(rec.lane) is not None:
+                    release(project, rec.lane, "a stranded pick, released by wf doctor --fix")
+                    fixed = True
+        msg += f": released, {rec.id} is {was} again" if fixed else f" (--fix releases it: {was} again)"
+        out.append(Finding("claim", rec.lane, msg, "problem", fixed))
     return out

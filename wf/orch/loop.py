@@ -56,7 +56,7 @@ from wf.orch.post import Posted, Refused, post, release
 from wf.orch.report import captured_report, read_report, run_outcomes
 from wf.orch.state import LaneRecord, Stop, StopReason
 from wf.project import Project
-from wf.supervise import POLL, Unit
+from wf.supervise import POLL, Unit, note_strays
 
 # every lane on that tool stops: the next worker would meet the same wall
 TOOL_WIDE = frozenset({Failure.auth, Failure.quota, Failure.rate_limit, Failure.network})
@@ -159,6 +159,15 @@ class Loop:
         """What can be checked cheaply before anything is claimed: every lane's program
         resolves, its tool is logged in (the tool's own offline probe), and its model and
         effort fit the tool. A problem is an error naming the lane, with nothing claimed."""
+        from wf import worktrees
+
+        worktrees.preflight(self.project)  # main a branch, a git identity: before any claim
+        main = worktrees.main_branch(self.project)
+        for lane in self.lanes:
+            try:
+                worktrees.lane_clash(lane, main)
+            except WfError as e:
+                raise worktrees.CannotClaim(e) from None
         problems = []
         for lane in self.lanes:
             cfg = self.project.config.lane(lane)
@@ -329,6 +338,10 @@ class Loop:
         if rec.pid and rec.worker_alive():
             # its loop is gone: end the orphaned worker's whole tree, then recover
             procs.kill_tree(rec.pid, rec.token)
+        if rec.run and rec.unit:  # and what its loop adopted from it (detached, env cleared)
+            from wf.workers.watch import end_strays
+
+            end_strays(runs.unit_dir(self.project, rec.run, rec.unit))
         holder = live_holder(rec)
         if holder:
             self._stop(lane, StopReason(Stop.HELD, f"{rec.id} is held by {holder}"))
@@ -483,9 +496,14 @@ class Loop:
             self._infra(lane, unit, rec, failure)
             return
         answer = runs.read_output(unit.folder)
-        rep = read_report(answer) if not unit.status.get("fallback") else None
+        late = runs.answered_after_signal(unit.folder)  # wf signalled it first: no answer
+        rep = read_report(answer) if not unit.status.get("fallback") and not late else None
         duration = unit.status.get("duration_s")
-        if rep is None and unit.state == "done":
+        if late:
+            how = f"{unit.state}, exit {unit.status.get('exit_code')}"
+            self.emit(f"{lane}: {rec.id} was signalled by wf before it reported ({how}): a crash to recover")
+            result, commit, note = "crashed", None, f"signalled by wf before its report ({how})"
+        elif rep is None and unit.state == "done":
             self.emit(f"{lane}: {rec.id} ended without the four report lines")
             result, commit, note = "handback", None, f"no report: {runs.preview(answer, 80)}"
         elif rep is None:
@@ -713,8 +731,9 @@ class Loop:
     def _post_only(self, lane: str, unit: Unit, rec: LaneRecord) -> None:
         """On the way out: a worker that already reported is posted, nothing new starts."""
         answer = runs.read_output(unit.folder)
-        rep = read_report(answer) if not unit.status.get("fallback") else None
-        if rep is None:
+        trusted = not unit.status.get("fallback") and not runs.answered_after_signal(unit.folder)
+        rep = read_report(answer) if trusted else None
+        if rep is None:  # no report, or one said after wf signalled it: a later run recovers it
             state.save(self.project, rec.but(pid=None))
             return
         try:
@@ -747,7 +766,9 @@ class Loop:
             last_tick = 0.0
             last_look = time.monotonic()
             last_seen = _stamp(self.project.tasks_path)
+            strays: set[int] = set()
             while not interrupted.is_set():
+                note_strays([u for u, _ in self.units.values()], strays)  # before a unit ends
                 self._poll_all(then_pick=True)
                 self._unpark()
                 self._say_red_gates()

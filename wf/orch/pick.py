@@ -111,6 +111,8 @@ def pick(
         from wf.cloud import lane as cloud
 
         return cloud.send(project, task_id, on_wait=on_wait).pick
+    # every check that can refuse runs before the first write (a claim, a record)
+    worktrees.preflight(project, lane)
     if state.stop_file(project).exists() and recovery is None:
         where = state.stop_file(project).relative_to(project.root)
         return stopped(lane or "*", Stop.STOP_FILE, f"stop file {where} exists")
@@ -122,6 +124,7 @@ def pick(
                 return stopped("*", Stop.NO_WORK, "no runner-ready task in any free lane")
         if project.config.lane(lane) is None:
             raise WfError(f"no lane {lane!r} (wf lanes)")
+        worktrees.lane_clash(lane, worktrees.main_branch(project))  # a lane chosen here
         rec = state.load(project, lane)
         if recovery is not None:
             if rec is None:

@@ -50,8 +50,8 @@ def captured_report(project: Project, rec: LaneRecord) -> Report | None:
         status = runs.read_status(folder) or {}
     except records.CorruptRecord:  # its words cannot be trusted: nothing is taken from it
         return None
-    if status.get("fallback"):
-        return None
+    if status.get("fallback") or runs.answered_after_signal(folder):
+        return None  # what it said after wf signalled it answers the signal: a crash to recover
     rep = read_report(runs.read_output(folder))
     if rep is not None or status.get("state") not in (None, "queued", "running"):
         return rep

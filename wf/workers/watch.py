@@ -25,8 +25,10 @@ OK, ATTENTION, GAVE_UP = 0, 4, 5
 def _orphaned(st: dict[str, Any]) -> bool:
     """A unit that says it runs, but whose supervisor is gone (or its pid now names
     another process)."""
-    if st.get("state") not in runs.LIVE:
-        return False
+    return st.get("state") in runs.LIVE and _supervisor_gone(st)
+
+
+def _supervisor_gone(st: dict[str, Any]) -> bool:
     sup = st.get("supervisor")
     if not procs.alive(sup):
         return True
@@ -39,6 +41,8 @@ def repair_lost(project: Project, run: str) -> list[str]:
     trees and salvaging an answer); returns their ids."""
     marked = []
     for st in runs.units(project, run):
+        if st.get("strays") and _supervisor_gone(st):
+            end_strays(runs.unit_dir(project, run, str(st.get("unit"))))
         if not _orphaned(st):
             continue
         folder = runs.unit_dir(project, run, str(st.get("unit")))
@@ -66,6 +70,26 @@ def repair_lost(project: Project, run: str) -> list[str]:
         runs.write_status(folder, fresh, durable=True)
         marked.append(str(fresh.get("unit")))
     return marked
+
+
+def end_strays(folder: Path) -> None:
+    """End the processes a unit's supervisor adopted while the unit ran (detached, maybe
+    environment-cleared descendants), once that supervisor is gone: nobody else would."""
+    try:
+        st = runs.read_status(folder)
+    except runs.CorruptStatus:
+        return
+    strays = st.get("strays") if st else None
+    if not st or not isinstance(strays, list) or not _supervisor_gone(st):
+        return
+    pairs = [
+        [int(x[0]), float(x[1])]
+        for x in strays
+        if isinstance(x, list) and len(x) == 2 and all(isinstance(v, (int, float)) for v in x)
+    ]
+    ended = procs.end_strays(pairs)
+    st.update(strays=[], strays_ended=len(ended) + int(st.get("strays_ended") or 0))
+    runs.write_status(folder, st, durable=True)
 
 
 def superseded(found: list[dict[str, Any]]) -> set[str]:
