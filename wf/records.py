@@ -113,12 +113,12 @@ MAX_RECORD = 16 << 20  # a record is a few hundred bytes; a log grows, so it may
 
 
 def read_bytes(path: Path, limit: int = MAX_RECORD) -> bytes | None:
-    """The bytes of a state file, None if there is no such file. A folder, a FIFO, a
-    device, a file over ``limit`` bytes or one that cannot be read raises CorruptRecord
-    (opened without blocking: a FIFO never hangs a command)."""
+    """The bytes of a state file, None if there is no such file (nor the folder it would
+    be in). A folder, a FIFO, a device, a file over ``limit`` bytes or one that cannot be
+    read raises CorruptRecord (opened without blocking: a FIFO never hangs a command)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as e:
         raise CorruptRecord(path, f"cannot read it: {e.strerror or e}") from None
@@ -157,7 +157,7 @@ def _text(path: Path, raw: bytes) -> str:
     return text
 
 
-def _no_constant(name: str) -> Any:
+def no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number wf writes")
 
 
@@ -169,7 +169,7 @@ def load_json(path: Path, limit: int = MAX_RECORD) -> Any:
         return None
     text = _text(path, raw)
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        return json.loads(text, parse_constant=no_constant)
     except ValueError as e:
         raise CorruptRecord(path, f"not JSON: {e}") from None
 
