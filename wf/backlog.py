@@ -96,7 +96,7 @@ class Backlog:
         if bad is not None:
             return Hold(
                 HoldKind.CORRUPT,
-                f"its handback record cannot be trusted ({bad.why})",
+                f"its handback record cannot be trusted ({bad.path}: {bad.why})",
                 "wf doctor --fix moves the record aside",
             )
         rec = held.records.get(task.id)

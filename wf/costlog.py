@@ -162,6 +162,37 @@ def known_projects() -> list[str]:
     return seen
 
 
+def _decoded(raw: bytes) -> list[str | None]:
+    """The log's lines, None for one that is not UTF-8 (counted, never guessed at)."""
+    out: list[str | None] = []
+    for b in raw.split(b"\n"):
+        if not b.strip():
+            continue
+        try:
+            out.append(b.decode("utf-8"))
+        except UnicodeDecodeError:
+            out.append(None)
+    return out
+
+
+def parse_lines(raw: bytes) -> list[dict[str, str]]:
+    """The cost lines of a log's bytes that can be read (``line_faults`` counts the rest)."""
+    return [rec for t in _decoded(raw) if t is not None and (rec := parse_line(t)) is not None]
+
+
+def line_faults(raw: bytes) -> tuple[int, int]:
+    """Of a cost log's bytes: lines that cannot be read, and lines whose cost is not a
+    finite number >= 0 (unknown, never $0)."""
+    bad = unknown = 0
+    for t in _decoded(raw):
+        rec = parse_line(t) if t is not None else None
+        if rec is None:
+            bad += 1
+        elif _num(rec.get("usd")) is None:
+            unknown += 1
+    return bad, unknown
+
+
 def parse_line(text: str) -> dict[str, str] | None:
     rec: dict[str, str] = {}
     for part in text.split():
@@ -224,14 +255,8 @@ def records(since: str | None = None, project: str | None = None) -> tuple[list[
             continue
         if raw is None:
             continue
-        bad = 0
-        for line in raw.decode("utf-8", "replace").splitlines():
-            if not line.strip():
-                continue
-            rec = parse_line(line)
-            if rec is None:
-                bad += 1
-                continue
+        bad, unknown = line_faults(raw)
+        for rec in parse_lines(raw):
             if since and rec.get("ts", "") < since:
                 continue
             if project and project not in (rec.get("project"), root, Path(root).name):
@@ -239,6 +264,8 @@ def records(since: str | None = None, project: str | None = None) -> tuple[list[
             out.append(rec)
         if bad:
             problems.append(f"{path}: {bad} unreadable line(s) skipped; their costs are not known")
+        if unknown:
+            problems.append(f"{path}: {unknown} line(s) whose usd= is not a finite number: costs unknown")
     return out, problems
 
 

@@ -38,10 +38,11 @@ T = TypeVar("T")
 class CorruptRecord(WfError):
     """A state file wf cannot trust: unreadable, not JSON, or of the wrong shape."""
 
-    def __init__(self, path: Path, why: str) -> None:
+    def __init__(self, path: Path, why: str, fix: str = "'wf doctor --fix' moves it aside") -> None:
         self.path = Path(path)
         self.why = why
-        super().__init__(f"{path}: corrupt record ({why}); 'wf doctor --fix' moves it aside")
+        self.fix = fix
+        super().__init__(f"{path}: corrupt record ({why}); {fix}")
 
 
 def _check(value: Any, hint: Any) -> bool:
@@ -187,6 +188,15 @@ def load(cls: type[T], path: Path) -> T | None:
     if data is None and not os.path.lexists(path):
         return None
     return from_dict(cls, data, path)
+
+
+def is_regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file (not a folder, a FIFO or a device); a log that
+    is one is never moved aside by ``wf doctor --fix``: its lines may be money."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def corrupt_in(cls: type[Any], files: list[Path]) -> list[CorruptRecord]:

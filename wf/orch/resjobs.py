@@ -176,7 +176,7 @@ def save(job: Job) -> None:
     atomic_write_text(_jobs() / f"{job.id}.json", json.dumps(job.as_dict(), indent=1) + "\n")
 
 
-def _load_file(f: Path) -> Job | None:
+def load_file(f: Path) -> Job | None:
     """The job in ``f``, None if there is no such file; CorruptRecord otherwise."""
     from wf import records as store
 
@@ -193,7 +193,7 @@ def _load_file(f: Path) -> Job | None:
 
 
 def load(job_id: str) -> Job | None:
-    return _load_file(_jobs() / f"{check_job_id(job_id)}.json")
+    return load_file(_jobs() / f"{check_job_id(job_id)}.json")
 
 
 def record_files() -> list[Path]:
@@ -204,7 +204,7 @@ def record_files() -> list[Path]:
 def records() -> list[Job]:
     """Every job record; CorruptRecord for one that cannot be trusted (a running job it
     hides would otherwise be read as "no running jobs")."""
-    return [j for f in record_files() if (j := _load_file(f)) is not None]
+    return [j for f in record_files() if (j := load_file(f)) is not None]
 
 
 def finish(job: Job) -> None:
