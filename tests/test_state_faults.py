@@ -252,3 +252,123 @@ def test_fault_table(wf: WfRunner, sealed_env: Path) -> None:
         TABLE.write_text(head + "<!-- table -->\n" + text)
     assert failures == [], "\n".join(failures)
     assert TABLE.read_text().split("<!-- table -->\n", 1)[1] == text, "run with WRITE_FAULT_TABLE=1"
+
+
+# ------------------------------------------------------------------ the reproductions of issue 26
+
+
+def test_a_bad_projects_list_never_stops_a_post_midway(o: Orch, sealed_env: Path) -> None:
+    """A NUL or a non-UTF-8 byte in the state folder's projects list made costlog.append
+    raise after the cost line: the post died between its writes (a traceback, no orch log
+    line). Now the list is only an index: the post goes through whole, and the report
+    names the list."""
+    import os
+
+    from tests.test_post_atomic import AGENT, _cost_lines, _picked
+    from tests.test_usage import claude_root, write_session
+
+    commit = _picked(o, "write a1.txt x", "nomerge")
+    assert commit
+    write_session(claude_root())
+    projects = Path(os.environ["XDG_STATE_HOME"]) / "wf" / "projects"
+    projects.parent.mkdir(parents=True, exist_ok=True)
+    projects.write_bytes(b"/some/project\x00\xff\n")
+    r = o.wf("orch", "post", "a", "--result", "handback", "--note", "why", "--agent", AGENT, "--no-pick")
+    assert r.code == 0, r.err
+    assert len(_cost_lines(o)) == 1 and [e["outcome"] for e in o.orch_log()] == ["handback"]
+    assert not (o.root / ".wf" / "orch" / "a.json").exists()
+    rep = o.wf("usage", "--report")
+    assert rep.code == 1 and str(projects) in rep.err and "wf doctor --fix" in rep.err
+    assert "Traceback" not in rep.err
+
+
+def test_a_cost_that_is_not_a_number_is_unknown_in_the_report(wf: WfRunner, sealed_env: Path) -> None:
+    """usd=nan and dur_s=inf made wf usage --report print "nan" dollars and an "inf"
+    duration; now the total is unknown, and the file and the line count are named."""
+    import os
+
+    log = wf.root / "out" / "wf-cost.log"
+    log.parent.mkdir()
+    good = COST.decode()
+    log.write_text(good + good.replace("usd=0.5", "usd=nan").replace("dur_s=5", "dur_s=inf") + "cut short\n")
+    state = Path(os.environ["XDG_STATE_HOME"]) / "wf"
+    state.mkdir(parents=True)
+    (state / "projects").write_text(f"{wf.root}\n")
+    r = wf("usage", "--report")
+    assert r.code == 0
+    assert "nan" not in r.out and "inf" not in r.out and "unknown" in r.out
+    assert f"{log}: 1 line(s) whose usd= is not a finite number" in r.err
+    assert f"{log}: 1 unreadable line(s) skipped" in r.err
+    row = json.loads(wf.ok("usage", "--report", "--json"))[0]
+    assert row["total_usd"] is None and row["unknown_usd"] == 1 and row["median_dur_s"] == 5
+
+
+def _res_job(home: Path, **over: object) -> None:
+    jobs = home / "wf" / "res" / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    (jobs / f"{JOB['id']}.json").write_text(json.dumps({**JOB, **over}))
+
+
+def test_res_never_reads_a_broken_record_as_no_jobs(wf: WfRunner, sealed_env: Path) -> None:
+    """A corrupt job record read as "no running jobs", corrupt history as "no jobs yet",
+    a corrupt reservations ledger as no reservation (memory promised twice), a history
+    line without an exit code printed exit=None."""
+    import os
+
+    state = Path(os.environ["XDG_STATE_HOME"])
+    res = state / "wf" / "res"
+    _res_job(state, state="running", pid="x")
+    r = wf("res", "ls")
+    assert r.code == 1 and "no running jobs" not in r.out and f"{JOB['id']}.json" in r.err
+    (res / "jobs" / f"{JOB['id']}.json").unlink()
+    (res / "hist.jsonl").write_bytes(json.dumps({**JOB, "exit": None}).encode() + b"\n")
+    out = wf.ok("res", "hist")
+    assert "exit=-" in out and "None" not in out
+    (res / "hist.jsonl").write_bytes(json.dumps(JOB).encode() + b"\n\xff\n")
+    r = wf("res", "hist")
+    assert r.code == 1 and "no jobs yet" not in r.out and "hist.jsonl" in r.err and "not UTF-8" in r.err
+    (res / "hist.jsonl").unlink()
+    live = {"mem": 1 << 40, "pid": os.getpid(), "pid_start": 0.0}
+    for bad in (b"{", json.dumps({"j": {**live, "mem": "1T"}}).encode(), b"[]"):
+        (res / "reservations.json").write_bytes(bad)
+        r = wf("res", "run", "--mem", "64M", "--no-wait", "--", "true")
+        assert r.code == 1 and "reservations.json" in r.err and "wf doctor --fix" in r.err, r.err
+    (res / "reservations.json").unlink()
+    (res / "reservations.json").mkdir()  # a folder was a traceback
+    r = wf("res", "run", "--mem", "64M", "--no-wait", "--", "true")
+    assert r.code == 1 and "it is a folder" in r.err
+    out = wf("doctor", "--fix").out
+    assert "reservations.json" in out and "[fixed]" in out
+    assert wf("res", "run", "--mem", "64M", "--no-wait", "--", "true").code == 0
+
+
+def test_batch_status_names_a_broken_record_never_an_older_batch(wf: WfRunner) -> None:
+    """A corrupt newest batch record made wf batch --status say "no batch has run here"
+    or show an older batch as the newest."""
+    folder = wf.root / ".wf" / "batch"
+    folder.mkdir(parents=True)
+    old = {
+        "stamp": "20260101T000000Z", "started": STAMP, "summary": "s", "log": "l", "plan": {}, "state": "ended",
+        "job": "20260101-000000-1",
+    }  # fmt: skip
+    (folder / "20260101T000000Z.json").write_text(json.dumps(old))
+    assert "20260101T000000Z" in wf.ok("batch", "--status")
+    (folder / "20260102T000000Z.json").write_text('{"stamp": "20260102T000000Z", "sta')
+    r = wf("batch", "--status")
+    assert r.code == 1 and "20260102T000000Z.json" in r.err and "wf doctor --fix" in r.err
+    assert "20260101T000000Z" not in r.out and "no batch has run here" not in r.out
+    assert "[fixed]" in wf("doctor", "--fix").out
+    assert "20260101T000000Z" in wf.ok("batch", "--status")
+
+
+def test_a_broken_seen_record_stops_writes_instead_of_the_lost_tasks_guard(wf: WfRunner) -> None:
+    """.wf/seen.json read as "never seen" switched the lost-tasks guard off unseen."""
+    wf.ok("add", "First task")
+    seen = wf.root / ".wf" / "seen.json"
+    assert seen.exists()
+    seen.write_text('{"TASKS.md": [1, 2')
+    r = wf("add", "Second task")
+    assert r.code == 1 and str(seen) in r.err and "wf doctor --fix" in r.err
+    assert "Second task" not in (wf.root / "TASKS.md").read_text()
+    assert "[fixed]" in wf("doctor", "--fix").out
+    wf.ok("add", "Second task")
