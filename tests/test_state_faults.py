@@ -348,9 +348,13 @@ def test_batch_status_names_a_broken_record_never_an_older_batch(wf: WfRunner) -
     folder = wf.root / ".wf" / "batch"
     folder.mkdir(parents=True)
     old = {
-        "stamp": "20260101T000000Z", "started": STAMP, "summary": "s", "log": "l", "plan": {}, "state": "ended",
-        "job": "20260101-000000-1",
-    }  # fmt: skip
+        "stamp": "20260101T000000Z",
+        "started": STAMP,
+        "summary": "s",
+        "log": "l",
+        "plan": {},
+        "state": "ended",
+    }  # fmt: skip (no job id: a batch that ended before its job began is still a batch)
     (folder / "20260101T000000Z.json").write_text(json.dumps(old))
     assert "20260101T000000Z" in wf.ok("batch", "--status")
     (folder / "20260102T000000Z.json").write_text('{"stamp": "20260102T000000Z", "sta')

@@ -297,7 +297,7 @@ def batch(
 
 
 def _status_lines(st: dict[str, Any]) -> list[str]:
-    if st.get("job") is None:
+    if st.get("stamp") is None:  # no record at all (a record without a job is still a batch)
         return ["no batch has run here"]
     head = (
         f"batch {st['stamp']}: alive (job {st['job']}, pid {st['pid']}, since {st['started']})"
