@@ -44,8 +44,15 @@ def test_ctx_never_prints_a_worktree_outside_wfs_trees(o: Orch) -> None:
 def test_lanes_shows_a_wrong_typed_lane_record_as_corrupt(o: Orch) -> None:
     rec = _picked(o)
     data = json.loads(rec.read_text())
-    for bad in ({"id": 7}, {"pid": "x"}, {"crashes": -1}, {"started_at": float("inf")}):
-        rec.write_text(json.dumps({**data, **bad}))
+    for bad in (
+        {"id": 7},
+        {"pid": "x"},
+        {"crashes": -1},
+        {"started_at": float("inf")},
+        {"started_at": 1e308},
+    ):
+        # 1e999 is a number literal that JSON reads as inf (no Infinity constant to refuse)
+        rec.write_text(json.dumps({**data, **bad}).replace("1e+308", "1e999"))
         r = o.wf("lanes")
         assert r.code == 0, r.err
         assert "corrupt" in r.out and str(rec) in r.out and "wf doctor --fix" in r.out
@@ -280,6 +287,9 @@ def test_a_bad_projects_list_never_stops_a_post_midway(o: Orch, sealed_env: Path
     rep = o.wf("usage", "--report")
     assert rep.code == 1 and str(projects) in rep.err and "wf doctor --fix" in rep.err
     assert "Traceback" not in rep.err
+    projects.write_bytes(f"{o.root}\n/some/project\x00\n".encode())  # UTF-8, but a NUL
+    rep = o.wf("usage", "--report")
+    assert rep.code == 1 and str(projects) in rep.err and "a NUL byte on line 2" in rep.err
 
 
 def test_a_cost_that_is_not_a_number_is_unknown_in_the_report(wf: WfRunner, sealed_env: Path) -> None:
@@ -324,6 +334,9 @@ def test_res_never_reads_a_broken_record_as_no_jobs(wf: WfRunner, sealed_env: Pa
     (res / "hist.jsonl").write_bytes(json.dumps({**JOB, "exit": None}).encode() + b"\n")
     out = wf.ok("res", "hist")
     assert "exit=-" in out and "None" not in out
+    (res / "hist.jsonl").write_bytes(json.dumps({**JOB, "exit": "x"}).encode() + b"\n")
+    r = wf("res", "hist")
+    assert r.code == 1 and "line 1 is not a job of wf's" in r.err and "exit=x" not in r.out
     (res / "hist.jsonl").write_bytes(json.dumps(JOB).encode() + b"\n\xff\n")
     r = wf("res", "hist")
     assert r.code == 1 and "no jobs yet" not in r.out and "hist.jsonl" in r.err and "not UTF-8" in r.err
@@ -340,6 +353,12 @@ def test_res_never_reads_a_broken_record_as_no_jobs(wf: WfRunner, sealed_env: Pa
     out = wf("doctor", "--fix").out
     assert "reservations.json" in out and "[fixed]" in out
     assert wf("res", "run", "--mem", "64M", "--no-wait", "--", "true").code == 0
+    # a ledger that breaks while a job runs: the job's end is still its own (exit 7), and
+    # the ledger is left for wf doctor, never read as none
+    ledger = res / "reservations.json"
+    r = wf("res", "run", "--mem", "64M", "--no-wait", "--", "sh", "-c", f"echo '{{' > '{ledger}'; exit 7")
+    assert r.code == 7, r.err
+    assert ledger.read_text() == "{\n"
 
 
 def test_batch_status_names_a_broken_record_never_an_older_batch(wf: WfRunner) -> None:
