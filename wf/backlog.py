@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import bisect
 from pathlib import Path
-from typing import Any
 
 from wf import archive as archivemod
 from wf import holds as holdsmod
@@ -20,6 +19,7 @@ from wf.config import Config
 from wf.errors import IssueKind, ParseError, ParseIssue, WfError
 from wf.holds import Hold, HoldKind
 from wf.project import Project
+from wf.records import CorruptRecord
 from wf.taskfile import Task, TasksFile
 
 
@@ -38,7 +38,7 @@ class Backlog:
     ) -> None:
         self.project = project
         self._held = held  # the handback records: read on first need, once
-        self._lane_recs: dict[str, dict[str, Any] | None] = {}
+        self._lane_recs: dict[str, holdsmod.LaneRecord | CorruptRecord | None] = {}
         self.doc = doc
         self.archive = archive
         self.data = data
@@ -95,7 +95,7 @@ class Backlog:
         if bad is not None:
             return Hold(
                 HoldKind.CORRUPT,
-                f"its handback record cannot be trusted ({bad.why})",
+                f"its handback record cannot be trusted ({bad.path}: {bad.why})",
                 "wf doctor --fix moves the record aside",
             )
         rec = held.records.get(task.id)
@@ -107,6 +107,16 @@ class Backlog:
             f"change the task (wf edit {task.id}, wf set, an editor) or wf status {task.id} pending",
             rec.since or None,
         )
+
+    def lane_record(self, lane: str) -> holdsmod.LaneRecord | CorruptRecord | None:
+        """The lane's record, read once per command: None if it has none, the fault if it
+        cannot be trusted (each reader decides how to show it; none reads it as "none")."""
+        if lane not in self._lane_recs:
+            try:
+                self._lane_recs[lane] = holdsmod.lane_record(self.project.wf_dir, lane)
+            except CorruptRecord as e:
+                self._lane_recs[lane] = e
+        return self._lane_recs[lane]
 
     def hold(self, task: Task) -> Hold | None:
         """What holds the task for a person or for whoever picked it, and what releases it."""
@@ -123,17 +133,20 @@ class Backlog:
         if st.state == "blocked":
             return Hold(HoldKind.BLOCKED, st.text, f"fix what it names, then wf status {tid} pending")
         lane = self.lane_of(task)
-        if lane and lane not in self._lane_recs:
-            self._lane_recs[lane] = holdsmod.lane_record(self.project.wf_dir, lane)
-        rec = self._lane_recs.get(lane) if lane else None
-        if rec is not None and rec.get("id") == tid:
-            owner = rec.get("owner")
-            who = f"wf orch run pid {owner}" if owner else "an interactive orchestrator"
+        rec = self.lane_record(lane) if lane else None
+        if isinstance(rec, CorruptRecord):
+            return Hold(
+                HoldKind.CORRUPT,
+                f"its lane record cannot be trusted ({rec.path}: {rec.why})",
+                "wf doctor --fix moves the record aside",
+            )
+        if rec is not None and rec.id == tid:
+            who = f"wf orch run pid {rec.owner}" if rec.owner else "an interactive orchestrator"
             return Hold(
                 HoldKind.PICKED,
                 f"picked by {who} in lane {lane}",
                 f"wf orch post {lane} --result R (its report)",
-                str(rec.get("started") or "") or None,
+                rec.started or None,
             )
         return Hold(
             HoldKind.CLAIMED,

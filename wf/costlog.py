@@ -7,6 +7,7 @@ whenever wf writes a line, so ``wf usage --report`` can read them all.
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 from collections.abc import Iterable, Mapping
@@ -147,8 +148,9 @@ def models_of(rec: dict[str, str]) -> dict[str, float]:
         value = _num(usd)
         if sep and model and value is not None:
             out[model] = out.get(model, 0.0) + value
-    if not out:
-        out[rec.get("model", "-")] = _num(rec.get("usd")) or 0.0
+    whole = _num(rec.get("usd"))
+    if not out and whole is not None:  # an unknown cost is no model's $0
+        out[rec.get("model", "-")] = whole
     return out
 
 
@@ -166,15 +168,21 @@ def append(root: Path, rec: dict[str, Any]) -> Path:
 def has_line(root: Path, task_id: str, agent: str) -> bool:
     """Whether the project's cost log already has the line of this task's worker ``agent``
     (a post that was stopped after writing it, then run again). The log's last MiB is read:
-    a post that is run again follows the one that wrote it."""
+    a post that is run again follows the one that wrote it. CorruptRecord if it cannot be
+    read (a folder): the post stops there and, run again after the log is fixed, writes
+    nothing twice."""
     path = root / "out" / "wf-cost.log"
     try:
-        with open(path, "rb") as f:
+        with open(path, "rb") as f:  # a FIFO here blocks (tests use it to stop a post here)
             f.seek(0, os.SEEK_END)
             f.seek(max(0, f.tell() - (1 << 20)))
             tail = f.read().decode("utf-8", "replace")
     except (FileNotFoundError, NotADirectoryError):
         return False
+    except OSError as e:
+        from wf.records import CorruptRecord
+
+        raise CorruptRecord(path, f"cannot read it: {e.strerror or e}") from None
     want = {"id": _clean(task_id), "agent": _clean(agent)}
     for line in tail.splitlines():
         rec = parse_line(line)
@@ -184,23 +192,69 @@ def has_line(root: Path, task_id: str, agent: str) -> bool:
 
 
 def remember(root: Path) -> None:
-    folder = state_dir()
-    registry = folder / "projects"
-    known = set(known_projects())
-    if str(root) not in known:
-        append_line(registry, str(root))
+    """Add the project to the list ``wf usage --report`` reads. Never raises: the list is
+    an index, and a fault in it (reported by the report and by ``wf doctor``) must not
+    stop the write of a cost line, nor a post that makes one."""
+    from wf import records as store
+
+    try:
+        if str(root) not in known_projects():
+            append_line(projects_file(), str(root))
+    except (store.CorruptRecord, OSError):
+        pass
+
+
+def projects_file() -> Path:
+    return state_dir() / "projects"
 
 
 def known_projects() -> list[str]:
-    try:
-        lines = (state_dir() / "projects").read_text("utf-8").splitlines()
-    except OSError:
-        return []
+    """The projects whose cost logs the report reads; CorruptRecord if the list cannot be
+    trusted (not a file, not UTF-8, a NUL, a line that is not an absolute path)."""
+    from wf import records as store
+
+    path = projects_file()
     seen: list[str] = []
-    for line in lines:
-        if line.strip() and line.strip() not in seen:
-            seen.append(line.strip())
+    for n, line in enumerate(store.read_lines(path) or [], 1):
+        p = line.strip()
+        if not p:
+            continue
+        if not os.path.isabs(p):
+            raise store.CorruptRecord(path, f"line {n} is not a project's path: {p[:80]!r}")
+        if p not in seen:
+            seen.append(p)
     return seen
+
+
+def _decoded(raw: bytes) -> list[str | None]:
+    """The log's lines, None for one that is not UTF-8 (counted, never guessed at)."""
+    out: list[str | None] = []
+    for b in raw.split(b"\n"):
+        if not b.strip():
+            continue
+        try:
+            out.append(b.decode("utf-8"))
+        except UnicodeDecodeError:
+            out.append(None)
+    return out
+
+
+def parse_lines(raw: bytes) -> list[dict[str, str]]:
+    """The cost lines of a log's bytes that can be read (``line_faults`` counts the rest)."""
+    return [rec for t in _decoded(raw) if t is not None and (rec := parse_line(t)) is not None]
+
+
+def line_faults(raw: bytes) -> tuple[int, int]:
+    """Of a cost log's bytes: lines that cannot be read, and lines whose cost is not a
+    finite number >= 0 (unknown, never $0)."""
+    bad = unknown = 0
+    for t in _decoded(raw):
+        rec = parse_line(t) if t is not None else None
+        if rec is None:
+            bad += 1
+        elif _num(rec.get("usd")) is None:
+            unknown += 1
+    return bad, unknown
 
 
 def parse_line(text: str) -> dict[str, str] | None:
@@ -214,10 +268,12 @@ def parse_line(text: str) -> dict[str, str] | None:
 
 
 def _num(v: str | None) -> float | None:
+    """A finite, non-negative number, or None: not known (never $0, never nan or inf)."""
     try:
-        return float(v) if v not in (None, "-") else None
+        x = float(v) if v not in (None, "-") else None
     except ValueError:
         return None
+    return x if x is not None and math.isfinite(x) and x >= 0 else None
 
 
 num = _num  # a log value as a number, None when it is none
@@ -247,30 +303,37 @@ def since_date(text: str, now: float | None = None) -> str:
     raise ValueError(f"{text!r} is not a date: use {SINCE_FORMS}")
 
 
-def records(since: str | None = None, project: str | None = None) -> tuple[list[dict[str, str]], int]:
-    """Every cost line of every known project (newer than ``since``); and how many lines
-    could not be read."""
+def records(since: str | None = None, project: str | None = None) -> tuple[list[dict[str, str]], list[str]]:
+    """Every cost line of every known project (newer than ``since``); and what could not
+    be read, one sentence per file naming it (CorruptRecord if the projects list itself
+    cannot be trusted: every log would be missing from the report)."""
+    from wf import records as store
+
     out: list[dict[str, str]] = []
-    bad = 0
+    problems: list[str] = []
     for root in known_projects():
         path = Path(root) / "out" / "wf-cost.log"
         try:
-            text = path.read_text("utf-8", errors="replace")
-        except OSError:
+            raw = store.read_bytes(path, 1 << 30)
+        except store.CorruptRecord as e:
+            if not Path(root).is_dir():
+                continue  # a project that is gone: nothing to count there
+            problems.append(f"{path}: {e.why}; its costs are left out")
             continue
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            rec = parse_line(line)
-            if rec is None:
-                bad += 1
-                continue
+        if raw is None:
+            continue
+        bad, unknown = line_faults(raw)
+        for rec in parse_lines(raw):
             if since and rec.get("ts", "") < since:
                 continue
             if project and project not in (rec.get("project"), root, Path(root).name):
                 continue
             out.append(rec)
-    return out, bad
+        if bad:
+            problems.append(f"{path}: {bad} unreadable line(s) skipped; their costs are not known")
+        if unknown:
+            problems.append(f"{path}: {unknown} line(s) whose usd= is not a finite number: costs unknown")
+    return out, problems
 
 
 GROUPINGS: dict[str, tuple[str, ...]] = {
@@ -291,6 +354,7 @@ def report(recs: list[dict[str, str]], by: str = "lane") -> list[dict[str, Any]]
     rows: list[dict[str, Any]] = []
     for key, rs in sorted(groups.items()):
         usd = [x for x in (_num(r.get("usd")) for r in rs) if x is not None]
+        unknown = len(rs) - len(usd)  # a cost that cannot be read is not known: never $0
         turns = [x for x in (_num(r.get("turns")) for r in rs) if x is not None]
         durs = [x for x in (_num(r.get("dur_s")) for r in rs) if x is not None]
         done = sum(1 for r in rs if r.get("done") == "1")
@@ -305,8 +369,8 @@ def report(recs: list[dict[str, str]], by: str = "lane") -> list[dict[str, Any]]
                 "n": len(rs),
                 "done": done,
                 "median_usd": round(statistics.median(usd), 4) if usd else None,
-                "total_usd": round(total, 4),
-                "usd_per_done": round(total / done, 4) if done else None,
+                "total_usd": None if unknown else round(total, 4),
+                "usd_per_done": round(total / done, 4) if done and not unknown else None,
                 "median_turns": statistics.median(turns) if turns else None,
                 "median_dur_s": statistics.median(durs) if durs else None,
                 "estimated": any((_num(r.get("est")) or 0) > 0 for r in rs),
@@ -316,6 +380,8 @@ def report(recs: list[dict[str, str]], by: str = "lane") -> list[dict[str, Any]]
         )
         if len(by_model) > 1:  # subagents on other models: $ per model, largest first
             rows[-1]["models"] = {m: round(v, 4) for m, v in sorted(by_model.items(), key=lambda x: -x[1])}
+        if unknown:  # only then, like cost_check_differs
+            rows[-1]["unknown_usd"] = unknown
         differs = sum(1 for r in rs if r.get("check") == "differs")
         if differs:  # only then: the rows keep their shape for every other log
             rows[-1]["cost_check_differs"] = differs
@@ -345,7 +411,9 @@ def report_text(rows: list[dict[str, Any]], by: str = "lane") -> list[str]:
         return []
     fields = GROUPINGS[by]
 
-    def cell(v: float | None, r: dict[str, Any]) -> str:
+    def cell(v: float | None, r: dict[str, Any], unknown: int = 0) -> str:
+        if unknown:  # a cost that is not known: the sum is not known either, never $0 or nan
+            return "unknown"
         if v is None:
             return "-"
         return money(v, CostSource(r["cost_source"]), est=r["estimated"], digits=2).replace("$", "", 1)
@@ -358,8 +426,8 @@ def report_text(rows: list[dict[str, Any]], by: str = "lane") -> list[str]:
                 str(r["n"]),
                 str(r["done"]),
                 cell(r["median_usd"], r),
-                cell(r["total_usd"], r),
-                cell(r["usd_per_done"], r),
+                cell(r["total_usd"], r, r.get("unknown_usd", 0)),
+                cell(r["usd_per_done"], r, r.get("unknown_usd", 0) if r["done"] else 0),
                 "-" if r["median_turns"] is None else f"{r['median_turns']:g}",
                 "-" if r["median_dur_s"] is None else f"{r['median_dur_s']:g}s",
             ]
@@ -375,6 +443,9 @@ def report_text(rows: list[dict[str, Any]], by: str = "lane") -> list[str]:
             )
             key = " ".join(str(r[f]) for f in fields)  # the row's own grouping: lane, model or run
             lines.append(f"{key}: $ by model: {parts}")
+    unknown = sum(r.get("unknown_usd", 0) for r in rows)
+    if unknown:
+        lines.append(f"{unknown} line(s) with a cost that is not a finite number: their totals are unknown")
     unpriced = sorted({m for r in rows for m in r["unpriced"]})
     if unpriced:
         lines.append(f"unpriced (counted as $0): {', '.join(unpriced)}")

@@ -243,8 +243,80 @@ def _unarchived(project: Project, bl: Backlog, task_id: str, branch: str, made: 
     return Finding("merge", task_id, f"{msg}: archived{said}", "problem", True)
 
 
+def state_finding(
+    kind: str, what: str, bad: Exception | None, *, fix: bool, money: bool = False
+) -> list[Finding]:
+    """The finding of one state file that cannot be trusted (none if ``bad`` is None);
+    with ``fix``, the file is moved aside, unless it is a log of money that is a regular
+    file (moving it would forget what was spent): that one is left to a person."""
+    from wf import records as recstore
+
+    if not isinstance(bad, recstore.CorruptRecord):
+        return []
+    why = bad.why
+    fixed = False
+    if money and recstore.is_regular(bad.path):
+        why += "; it records money: mend or move it by hand (wf doctor --fix leaves it)"
+    elif fix:
+        why += f"; moved to {recstore.move_aside(bad.path).name}"
+        fixed = True
+    return [Finding(kind, str(bad.path), f"{what} cannot be trusted: {why}", "problem", fixed)]
+
+
+def corrupt_of(fn: Any) -> Exception | None:
+    from wf import records as recstore
+
+    try:
+        fn()
+    except recstore.CorruptRecord as e:
+        return e
+    return None
+
+
+def state_findings(project: Project, *, fix: bool = False) -> list[Finding]:
+    """The state files below the loop: what wf last saw of TASKS.md (the lost-tasks
+    guard), the projects list of the cost report, and the cost and cloud logs."""
+    from wf import costlog, settle
+
+    out = state_finding(
+        "seen",
+        "what wf last saw of the task files (the lost-tasks guard)",
+        corrupt_of(lambda: settle.load_seen(project.wf_dir, project.config.tasks)),
+        fix=fix,
+    )
+    projects = corrupt_of(costlog.known_projects)
+    out += state_finding("projects", "the projects list of wf usage --report", projects, fix=fix)
+    for log, what in (("wf-cost.log", "the cost log"), ("wf-cloud.log", "the cloud lane's spending log")):
+        path = project.out_dir / log
+        bad = corrupt_of(lambda path=path: _log_lines(project, path))
+        out += state_finding("log", what, bad, fix=fix, money=True)
+    return out
+
+
+def _log_lines(project: Project, path: Path) -> None:
+    """CorruptRecord if a money log has a line wf cannot read or a cost that is not one."""
+    from wf import costlog
+    from wf import records as recstore
+
+    raw = recstore.read_bytes(path, 1 << 30)
+    if raw is None:
+        return
+    if path.name == "wf-cost.log":
+        bad, unknown = costlog.line_faults(raw)
+        faults = [
+            f"{n} {w}" for n, w in ((bad, "unreadable line(s)"), (unknown, "cost(s) not a number")) if n
+        ]
+    else:
+        from wf.cloud import ledger
+
+        faults = list(ledger.read(project).bad)
+    if faults:
+        raise recstore.CorruptRecord(path, "; ".join(faults))
+
+
 def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[Finding]:
     out: list[Finding] = adapter_findings(project) if adapters else []
+    out += state_findings(project, fix=fix)
     if not project.is_git:
         return [*out, Finding("repo", str(project.root), "not a git repository", "info")]
     root = project.root

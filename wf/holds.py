@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import enum
 import hashlib
-import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +52,87 @@ class Held:
     digest: str
     since: str
     why: str
+
+
+class RecordState(enum.StrEnum):
+    PICKING = "picking"  # claimed, tree not ready yet
+    READY = "ready"
+
+
+@dataclass(frozen=True)
+class LaneRecord:
+    id: str
+    lane: str
+    model: str
+    worktree: str | None
+    branch: str
+    base: str | None
+    started: str
+    state: RecordState
+    slice: bool = False
+    solo: bool = False
+    recovery: str | None = None
+    crashes: int = 0
+    pid: int | None = None  # a headless worker's pid
+    run: str | None = None
+    unit: str | None = None
+    started_at: float = 0.0
+    picker: int | None = None  # the pid of the pick that is readying the tree
+    owner: int | None = None  # the pid of the wf orch run supervising it; None: interactive
+    recoveries: int = 0  # re-picks in place, whatever the reason
+    adapter: str | None = None  # the tool of a headless worker
+    prior_status: str | None = None  # the task's Status value before the claim (None: no line)
+    pick_id: str = ""  # names this pick in the orch log: a post is never logged twice
+    token: str | None = None  # the worker's unit token: its whole tree can be found and ended
+    pid_since: float | None = None  # when the worker started: a reused pid is not it
+    owner_since: float | None = None  # when the owner started (after a reboot its pid is another's)
+    parked_until: float | None = None  # epoch: a usage limit (or an overloaded API) parks the lane
+    parked_why: str | None = None  # the limit's window (five_hour, ...), "usage limit" or "overloaded"
+
+    def parked(self, now: float | None = None) -> str | None:
+        """``parked until 03:10 (five_hour)`` while the lane waits out a limit, else None."""
+        import time
+
+        from wf.adapters.limits import until_text
+
+        if self.parked_until is None or self.parked_until <= (time.time() if now is None else now):
+            return None
+        return f"parked {until_text(self.parked_until, self.parked_why)}"
+
+    def but(self, **changes: Any) -> LaneRecord:
+        return replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        from wf import records as store
+
+        return store.as_dict(self)
+
+    def problem(self, path: Path) -> str | None:
+        """What makes the record untrustworthy beyond its types: a negative count or pid,
+        or a worktree outside wf's own trees (a worker told to work there would work in
+        someone else's folder). ``path`` is ``<root>/.wf/orch/<lane>.json``."""
+        for name in ("pid", "picker", "owner"):
+            v = getattr(self, name)
+            if v is not None and v <= 0:
+                return f"field {name!r} has a bad value {v!r} (not a process id)"
+        for name in ("crashes", "recoveries", "started_at"):
+            if getattr(self, name) < 0:
+                return f"field {name!r} is negative"
+        if self.worktree is not None:
+            trees = os.path.realpath(path.parent.parent.parent / ".worktrees")
+            if os.path.dirname(os.path.realpath(self.worktree)) != trees:
+                return f"field 'worktree' names {self.worktree!r}, which is not one of wf's trees ({trees})"
+        return None
+
+    def worker_alive(self) -> bool:
+        from wf import procs
+
+        return procs.alive_as(self.pid, self.pid_since)
+
+    def owner_alive(self) -> bool:
+        from wf import procs
+
+        return procs.alive_as(self.owner, self.owner_since)
 
 
 def task_digest(text: str) -> str:
@@ -113,14 +193,13 @@ def release(wf_dir: Path, task_id: str) -> bool:
     return True
 
 
-def lane_record(wf_dir: Path, lane: str) -> dict[str, Any] | None:
-    """A lane's orchestration record as plain data (who picked what), None if it has none
-    or it cannot be read (``wf orch status`` and ``wf doctor`` report such a record)."""
-    try:
-        data = json.loads((wf_dir / "orch" / f"{lane}.json").read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+def lane_record(wf_dir: Path, lane: str) -> LaneRecord | None:
+    """A lane's orchestration record (who picked what), None if it has none; CorruptRecord
+    if it cannot be trusted (the one reader of lane records: ``wf lanes``, ``wf ctx``, the
+    holds of ``wf show`` and the loop all read it here)."""
+    from wf import records as store
+
+    return store.load(LaneRecord, wf_dir / "orch" / f"{lane}.json")
 
 
 def state_digest(wf_dir: Path) -> bytes:

@@ -6,13 +6,23 @@ a file that cannot be read, is not JSON, or whose fields have the wrong types ra
 ``CorruptRecord``, naming the file and what is wrong, so that nothing ever reads a
 broken record as "no record" (``wf doctor`` reports it, ``--fix`` moves it aside).
 Unknown keys are ignored (a newer wf may add some); missing keys take the field's
-default, and a missing key without a default is corrupt.
+default, and a missing key without a default is corrupt. Numbers must be finite; a
+record class may add its own checks (ranges, a path that must be inside wf's own
+trees) in a ``problem(path)`` method that returns what is wrong, or None.
+
+The same ground serves the state files that are not records: ``read_bytes`` (a regular
+file of bounded size, never a folder, a FIFO or a device), ``load_json`` (any JSON value,
+strictly UTF-8, no NaN) and ``read_lines`` (a UTF-8 log without NUL bytes), each raising
+``CorruptRecord`` on any fault.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import os
+import stat
 import time
 import types
 import typing
@@ -28,10 +38,11 @@ T = TypeVar("T")
 class CorruptRecord(WfError):
     """A state file wf cannot trust: unreadable, not JSON, or of the wrong shape."""
 
-    def __init__(self, path: Path, why: str) -> None:
+    def __init__(self, path: Path, why: str, fix: str = "'wf doctor --fix' moves it aside") -> None:
         self.path = Path(path)
         self.why = why
-        super().__init__(f"{path}: corrupt record ({why}); 'wf doctor --fix' moves it aside")
+        self.fix = fix
+        super().__init__(f"{path}: corrupt record ({why}); {fix}")
 
 
 def _check(value: Any, hint: Any) -> bool:
@@ -47,7 +58,7 @@ def _check(value: Any, hint: Any) -> bool:
     if hint is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if hint is str:
         return isinstance(value, str)
     if origin is tuple:
@@ -91,22 +102,101 @@ def from_dict(cls: type[T], data: Any, path: Path) -> T:
             kwargs[f.name] = _convert(value, hints[f.name])
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise CorruptRecord(path, f"field {f.name!r} is missing")
-    return cls(**kwargs)
+    rec = cls(**kwargs)
+    check = getattr(rec, "problem", None)
+    why = check(Path(path)) if callable(check) else None
+    if why:
+        raise CorruptRecord(path, str(why))
+    return rec
 
 
-def load(cls: type[T], path: Path) -> T | None:
-    """The record in ``path``, None if there is no such file; CorruptRecord otherwise."""
+MAX_RECORD = 16 << 20  # a record is a few hundred bytes; a log grows, so it may pass a larger limit
+
+
+def read_bytes(path: Path, limit: int = MAX_RECORD) -> bytes | None:
+    """The bytes of a state file, None if there is no such file (nor the folder it would
+    be in). A folder, a FIFO, a device, a file over ``limit`` bytes or one that cannot be
+    read raises CorruptRecord (opened without blocking: a FIFO never hangs a command)."""
     try:
-        raw = Path(path).read_bytes()
-    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as e:
         raise CorruptRecord(path, f"cannot read it: {e.strerror or e}") from None
     try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise CorruptRecord(path, "it is a folder, not a file")
+        if not stat.S_ISREG(st.st_mode):
+            raise CorruptRecord(path, "it is not a regular file (a FIFO, a socket or a device)")
+        chunks = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise CorruptRecord(path, f"larger than {limit >> 20} MiB, which wf never writes")
+        return b"".join(chunks)
+    except OSError as e:
+        raise CorruptRecord(path, f"cannot read it: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+
+
+def _text(path: Path, raw: bytes) -> str:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise CorruptRecord(path, f"not UTF-8 text (byte {e.start}, line {line})") from None
+    if "\0" in text:
+        line = text.count("\n", 0, text.index("\0")) + 1
+        raise CorruptRecord(path, f"a NUL byte on line {line}")
+    return text
+
+
+def no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number wf writes")
+
+
+def load_json(path: Path, limit: int = MAX_RECORD) -> Any:
+    """The JSON value in ``path``, None if there is no such file; CorruptRecord on any
+    fault (not a regular file, not UTF-8, not JSON, a NaN or an Infinity)."""
+    raw = read_bytes(path, limit)
+    if raw is None:
+        return None
+    text = _text(path, raw)
+    try:
+        return json.loads(text, parse_constant=no_constant)
+    except ValueError as e:
         raise CorruptRecord(path, f"not JSON: {e}") from None
+
+
+def read_lines(path: Path, limit: int = 256 << 20) -> list[str] | None:
+    """The lines of a log or list wf keeps, None if there is no such file; CorruptRecord
+    if it is not a regular file, not UTF-8, or holds a NUL byte."""
+    raw = read_bytes(path, limit)
+    return None if raw is None else _text(path, raw).splitlines()
+
+
+def load(cls: type[T], path: Path) -> T | None:
+    """The record in ``path``, None if there is no such file; CorruptRecord otherwise."""
+    data = load_json(path)
+    if data is None and not os.path.lexists(path):
+        return None
     return from_dict(cls, data, path)
+
+
+def is_regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file (not a folder, a FIFO or a device); a log that
+    is one is never moved aside by ``wf doctor --fix``: its lines may be money."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def corrupt_in(cls: type[Any], files: list[Path]) -> list[CorruptRecord]:

@@ -524,11 +524,26 @@ def _seen_file(wf_dir: Path) -> Path:
 
 
 def load_seen(wf_dir: Path, name: str) -> Stamp | None:
-    try:
-        raw = json.loads(_seen_file(wf_dir).read_text("utf-8")).get(name)
-        return Stamp(*(int(x) for x in raw)) if raw else None
-    except (OSError, ValueError, TypeError, AttributeError):
+    """What wf last saw of ``name``, None if it never saw it; CorruptRecord if the record
+    cannot be trusted (read as none, the lost-tasks guard would be off unseen)."""
+    from wf import records as store
+
+    path = _seen_file(wf_dir)
+    data = store.load_json(path)
+    if data is None and not path.exists():
         return None
+    if not isinstance(data, dict):
+        raise store.CorruptRecord(path, f"expected a JSON object, found {type(data).__name__}")
+    raw = data.get(name)
+    if raw is None:
+        return None
+    if not (
+        isinstance(raw, list)
+        and len(raw) == len(Stamp._fields)
+        and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in raw)
+    ):
+        raise store.CorruptRecord(path, f"{name!r} is not what wf writes: {raw!r}")
+    return Stamp(*raw)
 
 
 def save_seen(wf_dir: Path, stamps: dict[str, Stamp | None]) -> None:

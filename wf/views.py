@@ -6,11 +6,11 @@ returns data or strings and never prints.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wf.errors import ParseIssue, UnknownTask
+from wf.records import CorruptRecord
 from wf.text import safe_line, table
 
 if TYPE_CHECKING:  # kept out of the import path of a cached `wf list`
@@ -126,28 +126,6 @@ def check_summary(bl: Backlog, issues: list[ParseIssue]) -> dict[str, Any]:
     }
 
 
-def orch_record(bl: Backlog, lane: str) -> dict[str, Any] | None:
-    path = bl.project.wf_dir / "orch" / f"{lane}.json"
-    try:
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _parked(rec: dict[str, Any] | None) -> str | None:
-    """``parked until 03:10 (five_hour)`` while a lane's record waits out a usage limit."""
-    import time
-
-    until = rec.get("parked_until") if rec else None
-    if rec is None or not isinstance(until, (int, float)) or until <= time.time():
-        return None
-    from wf.adapters.limits import until_text
-
-    why = rec.get("parked_why")
-    return f"parked {until_text(until, why if isinstance(why, str) else None)}"
-
-
 def lanes(bl: Backlog) -> list[dict[str, Any]]:
     counts = {
         ln.name: {
@@ -169,9 +147,11 @@ def lanes(bl: Backlog) -> list[dict[str, Any]]:
             unknown[key] = unknown.get(key, 0) + 1
             continue
         counts[name][state_of(bl, t, bl.blockers(t))] += 1
-    out = []
+    out: list[dict[str, Any]] = []
     for ln in bl.config.lanes:
-        rec = orch_record(bl, ln.name)
+        rec = bl.lane_record(ln.name)
+        bad = rec if isinstance(rec, CorruptRecord) else None
+        active = None if rec is None or isinstance(rec, CorruptRecord) else rec.id
         out.append(
             {
                 "lane": ln.name,
@@ -179,8 +159,9 @@ def lanes(bl: Backlog) -> list[dict[str, Any]]:
                 "adapter": ln.adapter,
                 "max_parallel": ln.max_parallel,
                 **counts[ln.name],
-                "active": rec.get("id") if rec else None,
-                "parked": _parked(rec),
+                "active": active,
+                "parked": rec.parked() if rec is not None and not isinstance(rec, CorruptRecord) else None,
+                **({"corrupt": str(bad)} if bad else {}),
             }
         )
     if bl.config.cloud:
@@ -223,9 +204,13 @@ def lanes_text(records: list[dict[str, Any]]) -> list[str]:
                 str(r["awaiting"]),
                 str(r["handback"]),
                 str(r["blocked"]),
-                (r["active"] or "-") + (f", {r['parked']}" if r.get("parked") else ""),
+                "corrupt"
+                if r.get("corrupt")
+                else (r["active"] or "-") + (f", {r['parked']}" if r.get("parked") else ""),
             ]
         )
+        if r.get("corrupt"):
+            notes.append(r["corrupt"])
     return table(rows) + notes
 
 
@@ -271,10 +256,12 @@ def ctx(bl: Backlog, task_id: str, cwd: Path) -> dict[str, Any]:
     task = bl.doc.task(task_id)
     lane = bl.lane_of(task)
     root = bl.project.root
-    rec = orch_record(bl, lane) if lane else None
+    rec = bl.lane_record(lane) if lane else None
+    if isinstance(rec, CorruptRecord):
+        raise rec  # its worktree cannot be trusted: a worker must not be sent anywhere by it
     worktree = None
-    if rec and rec.get("id") == task_id:
-        worktree = rec.get("worktree")
+    if rec is not None and rec.id == task_id:
+        worktree = rec.worktree
     else:
         wt_dir = bl.project.worktrees_dir.resolve()
         here = cwd.resolve()

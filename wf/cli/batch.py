@@ -106,6 +106,11 @@ def res_run(
     return resmod.exit_code(job)
 
 
+def _or_dash(v: object) -> str:
+    """A value a person reads: "-" when it is not known (never "None")."""
+    return "-" if v is None else str(v)
+
+
 @res.command("hist")
 @click.option("--title", metavar="T", help="Only jobs with this title.")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most N jobs.")
@@ -133,7 +138,7 @@ def res_hist(title: str | None, limit: int, as_json: bool) -> None:
     lines = []
     for j in jobs:
         lines.append(
-            f"{j.get('id')} {j.get('title')} {j.get('state')} exit={j.get('exit')} "
+            f"{j.get('id')} {j.get('title')} {j.get('state')} exit={_or_dash(j.get('exit'))} "
             f"dur={fmt_duration(j.get('dur_s'))} peak={fmt_size(j.get('peak_rss'))} "
             f"cpu={float(j.get('cpu_s') or 0):.1f}s {j.get('backend')}"
         )
@@ -292,7 +297,7 @@ def batch(
 
 
 def _status_lines(st: dict[str, Any]) -> list[str]:
-    if st.get("job") is None:
+    if st.get("stamp") is None:  # no record at all (a record without a job is still a batch)
         return ["no batch has run here"]
     head = (
         f"batch {st['stamp']}: alive (job {st['job']}, pid {st['pid']}, since {st['started']})"

@@ -249,7 +249,11 @@ def orch_status(ctx: click.Context, as_json: bool) -> None:
         click.echo("no active lanes")
     for r in recs:
         if "corrupt" in r:
-            click.echo(safe_line(f"{r['lane']}: record cannot be trusted: {r['corrupt']} (wf doctor --fix)"))
+            click.echo(
+                safe_line(
+                    f"{r['lane']}: record cannot be trusted: {r['corrupt']} ({r['path']}; wf doctor --fix)"
+                )
+            )
             continue
         alive = {True: "worker alive", False: "worker gone", None: "worker unknown"}[r["worker_alive"]]
         age = f"{r['age_s']}s" if r["age_s"] is not None else "-"

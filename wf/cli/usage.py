@@ -104,8 +104,8 @@ def usage_cmd(
                 click.echo(safe_line(line))
             for line in costlog.disagreements(recs):
                 click.echo(safe_line(line))
-        if bad:
-            _warn(f"{bad} unreadable line(s) in cost logs were skipped")
+        for problem in bad:
+            _warn(safe_line(problem))
         return 0
     sources = [x for x in (agent, session, thread, file_) if x]
     if len(sources) != 1:

@@ -77,10 +77,11 @@ def lane_row(bl: backlogmod.Backlog) -> dict[str, object]:
     """The cloud lane's row of ``wf lanes``: what it would take (ready), its sessions
     running (progress) and ended but not yet posted, and the tasks they work on (active)."""
     project = bl.project
+    bad: WfError | None = None
     try:
         recs = records.all_records(project)
-    except WfError:  # a record wf cannot trust: wf doctor shows it; the row still shows
-        recs = []
+    except WfError as e:  # a record wf cannot trust: the row says so (wf doctor --fix)
+        recs, bad = [], e
     running = [r for r in recs if not r.state.ended]
     models = project.config.cloud_models
     return {
@@ -99,6 +100,7 @@ def lane_row(bl: backlogmod.Backlog) -> dict[str, object]:
         "active": ",".join(r.id for r in running) or None,
         "sessions": [{"id": r.id, "session": r.session, "state": r.state.value} for r in recs],
         "virtual": True,
+        **({"corrupt": str(bad)} if bad else {}),
     }
 
 

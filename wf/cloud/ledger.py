@@ -121,16 +121,16 @@ def read(project: Project, running: int = 0, now: datetime | None = None) -> Led
     spent = 0.0
     sessions = unknown = 0
     bad: list[str] = []
+    from wf import records as store
+
     try:
-        text = log_path(project).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        text = ""
+        text = (store.read_bytes(log_path(project), 1 << 30) or b"").decode("utf-8")
     except UnicodeDecodeError as e:
         text = ""
         bad.append(f"not UTF-8 (byte {e.object[e.start]:#04x} at offset {e.start})")
-    except OSError as e:
+    except store.CorruptRecord as e:  # a folder, a FIFO (never waited on), unreadable
         text = ""
-        bad.append(f"cannot be read: {e.strerror or e}")
+        bad.append(e.why)
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue

@@ -433,6 +433,15 @@ class Record:
     def alive(self) -> bool:
         return self.state == "running" and procs.same_process(self.pid, self.pid_start)
 
+    def problem(self, path: Path) -> str | None:
+        if self.state not in ("running", "ended"):
+            return f"field 'state' has a bad value {self.state!r}"
+        for name in ("pid", "tasks", "peak_rss", "dur_s", "pid_start"):
+            v = getattr(self, name)
+            if v is not None and v < 0:
+                return f"field {name!r} is negative"
+        return None
+
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["known_ids"] = list(self.known_ids)
@@ -443,19 +452,21 @@ def save(project: Project, rec: Record) -> None:
     atomic_write_text(folder(project) / f"{rec.stamp}.json", json.dumps(rec.as_dict(), indent=1) + "\n")
 
 
+def record_files(project: Project) -> list[Path]:
+    d = folder(project)
+    if not d.is_dir():
+        return []
+    return sorted(f for f in d.glob("*.json") if not f.name.endswith((".plan.json", ".prep.json")))
+
+
 def records(project: Project) -> list[Record]:
-    """Every batch record, oldest first; one that cannot be trusted is skipped (the
-    batch lock, not the record, is what keeps a second batch out)."""
+    """Every batch record, oldest first; CorruptRecord for one that cannot be trusted
+    (never skipped: an older batch would be shown as the newest, or none at all)."""
     from wf import records as store
 
     out = []
-    for f in sorted(folder(project).glob("*.json")):
-        if f.name.endswith((".plan.json", ".prep.json")):
-            continue
-        try:
-            rec = store.load(Record, f)
-        except store.CorruptRecord:
-            continue
+    for f in record_files(project):
+        rec = store.load(Record, f)
         if rec is not None:
             out.append(rec)
     return out

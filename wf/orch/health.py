@@ -25,7 +25,7 @@ def findings(project: Project, *, fix: bool = False) -> list[Finding]:
                 dest = recstore.move_aside(f)
                 fixed = True
                 why += f"; moved to {dest.name}"
-            out.append(Finding("orch", f.stem, f"record cannot be trusted: {why}", "problem", fixed))
+            out.append(Finding("orch", f.stem, f"record cannot be trusted: {why} ({f})", "problem", fixed))
             continue
         if lrec is None:
             continue
@@ -53,7 +53,9 @@ def findings(project: Project, *, fix: bool = False) -> list[Finding]:
                 why += f"; moved to {recstore.move_aside(bad.path).name}"
                 if companion is not None and bad.path.with_suffix(companion).exists():
                     recstore.move_aside(bad.path.with_suffix(companion))
-            out.append(Finding(kind, bad.path.stem, f"{what} cannot be trusted: {why}", "problem", fix))
+            out.append(
+                Finding(kind, bad.path.stem, f"{what} cannot be trusted: {why} ({bad.path})", "problem", fix)
+            )
     from wf.cloud import records as cloudrecs
 
     for f in sorted(cloudrecs.folder(project).glob("*.json")) if cloudrecs.folder(project).is_dir() else []:
@@ -61,8 +63,11 @@ def findings(project: Project, *, fix: bool = False) -> list[Finding]:
             cloudrecs.load_file(f)
         except recstore.CorruptRecord as e:
             why = e.why + (f"; moved to {recstore.move_aside(f).name}" if fix else "")
-            out.append(Finding("cloud", f.stem, f"cloud record cannot be trusted: {why}", "problem", fix))
+            out.append(
+                Finding("cloud", f.stem, f"cloud record cannot be trusted: {why} ({f})", "problem", fix)
+            )
     out += stranded_claims(project, fix=fix)
+    out += _night_findings(project, fix=fix)
     for t in bl.doc.tasks:
         st = t.status
         if st.state == "progress" and st.who == "worker" and t.id not in held_ids:
@@ -113,4 +118,31 @@ def stranded_claims(project: Project, *, fix: bool) -> list[Finding]:
                     fixed = True
         msg += f": released, {rec.id} is {was} again" if fixed else f" (--fix releases it: {was} again)"
         out.append(Finding("claim", rec.lane, msg, "problem", fixed))
+    return out
+
+
+def _night_findings(project: Project, *, fix: bool) -> list[Finding]:
+    """Batch records of this project, and the res jobs, history and reservations of this
+    user: each one that cannot be trusted, moved aside with ``fix``."""
+    from wf.doctor import corrupt_of, state_finding
+    from wf.orch import batchplan, resjobs
+
+    out: list[Finding] = []
+    for bad in recstore.corrupt_in(batchplan.Record, batchplan.record_files(project)):
+        out += state_finding("batch", "batch record (wf batch --status would misreport)", bad, fix=fix)
+    for f in resjobs.record_files():
+        out += state_finding(
+            "res",
+            "res job record (a running job would be missed)",
+            corrupt_of(lambda f=f: resjobs.load_file(f)),
+            fix=fix,
+        )
+    out += state_finding("res", "res history (the limits it suggests)", corrupt_of(resjobs.history), fix=fix)
+    out += state_finding(
+        "res",
+        "res reservations (read as none, memory would be promised twice; moved aside, the "
+        "jobs that run now are not counted until they end)",
+        corrupt_of(resjobs.reserved),
+        fix=fix,
+    )
     return out

@@ -122,8 +122,10 @@ class Job:
             v = d.get(key)
             if v is None:
                 return None
-            if isinstance(v, bool) or not isinstance(v, int | float):
-                raise TypeError(f"{key}: not a number")
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise TypeError(f"{key}: {v!r} is not a finite number")
+            if v < 0 and key != "exit":  # an exit may be -N: ended by signal N
+                raise TypeError(f"{key}: {v!r} is negative")
             return float(v)
 
         def text(key: str) -> str | None:
@@ -174,32 +176,41 @@ def save(job: Job) -> None:
     atomic_write_text(_jobs() / f"{job.id}.json", json.dumps(job.as_dict(), indent=1) + "\n")
 
 
-def load(job_id: str) -> Job | None:
-    try:
-        return Job.from_dict(json.loads((_jobs() / f"{check_job_id(job_id)}.json").read_text("utf-8")))
-    except FileNotFoundError:
+def load_file(f: Path) -> Job | None:
+    """The job in ``f``, None if there is no such file; CorruptRecord otherwise."""
+    from wf import records as store
+
+    data = store.load_json(f)
+    if data is None and not f.exists():
         return None
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError) as e:
-        raise WfError(f"job record {job_id}: unreadable ({e})") from None
+    try:
+        job = Job.from_dict(data)
+    except (ValueError, KeyError, TypeError, AttributeError, UsageError) as e:
+        raise store.CorruptRecord(f, f"not a job record: {e}") from None
+    if f"{job.id}.json" != f.name:
+        raise store.CorruptRecord(f, f"it names job {job.id}, not {f.stem}")
+    return job
+
+
+def load(job_id: str) -> Job | None:
+    return load_file(_jobs() / f"{check_job_id(job_id)}.json")
+
+
+def record_files() -> list[Path]:
+    folder = _jobs()
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
 
 
 def records() -> list[Job]:
-    out: list[Job] = []
-    folder = _jobs()
-    if not folder.is_dir():
-        return out
-    for f in sorted(folder.glob("*.json")):
-        try:
-            out.append(Job.from_dict(json.loads(f.read_text("utf-8"))))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, UsageError):
-            continue  # half-written by hand or from an older wf: not ours to judge here
-    return out
+    """Every job record; CorruptRecord for one that cannot be trusted (a running job it
+    hides would otherwise be read as "no running jobs")."""
+    return [j for f in record_files() if (j := load_file(f)) is not None]
 
 
 def finish(job: Job) -> None:
     """The final record, its history line, and its reservation given back."""
     save(job)
-    append_line(state_dir() / "hist.jsonl", json.dumps(job.hist()))
+    append_line(hist_file(), json.dumps(job.hist()))
     release(job.id)
 
 
@@ -238,24 +249,29 @@ def running() -> list[Job]:
 
 def history(title: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """Past jobs, newest first."""
-    path = state_dir() / "hist.jsonl"
-    try:
-        lines = path.read_text("utf-8").splitlines()
-    except OSError:  # none yet, or a state folder that is not one
-        return []
+    from wf import records as store
+
+    path = hist_file()
+    lines = store.read_lines(path) or []
     out = []
-    for line in reversed(lines):
-        try:
-            d = json.loads(line)
-        except ValueError:
+    for n, line in reversed(list(enumerate(lines, 1))):
+        if not line.strip():
             continue
+        try:
+            d = json.loads(line, parse_constant=store.no_constant)
+        except ValueError as e:
+            raise store.CorruptRecord(path, f"line {n} is not JSON: {e}") from None
         if not _sane(d):
-            continue  # a line written by hand or cut short: not a job
+            raise store.CorruptRecord(path, f"line {n} is not a job of wf's: {line[:80]!r}")
         if title is None or d.get("title") == title:
             out.append({**d, "peak_rss": known_peak(d.get("peak_rss"))})
             if limit is not None and len(out) >= limit:
                 break
     return out
+
+
+def hist_file() -> Path:
+    return state_dir() / "hist.jsonl"
 
 
 def known_peak(v: Any) -> int | None:
@@ -272,7 +288,7 @@ def _sane(d: Any) -> bool:
         return False
     for key in ("peak_rss", "dur_s", "cpu_s", "exit"):
         v = d.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)):
             return False
     return all(isinstance(d.get(k), str | None) for k in ("title", "state", "backend"))
 
@@ -317,23 +333,38 @@ def budget() -> int:
 
 
 def _read_ledger() -> dict[str, dict[str, Any]]:
-    try:
-        data = json.loads(_ledger().read_text("utf-8"))
-    except (OSError, ValueError):
+    """Every reservation as written; CorruptRecord if the ledger cannot be trusted (read
+    as none, memory would be promised twice)."""
+    from wf import records as store
+
+    path = _ledger()
+    data = store.load_json(path)
+    if data is None and not path.exists():
         return {}
-    return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        raise store.CorruptRecord(path, f"expected a JSON object, found {type(data).__name__}")
+    for k, v in data.items():
+        if not isinstance(v, dict):
+            raise store.CorruptRecord(path, f"reservation {k!r} is not an object")
+        pid, started, mem = v.get("pid"), v.get("pid_start"), v.get("mem")
+        if not (
+            isinstance(pid, int)
+            and not isinstance(pid, bool)
+            and pid > 0
+            and isinstance(started, float | int)
+            and isinstance(mem, int)
+            and not isinstance(mem, bool)
+            and mem >= 0
+        ):
+            raise store.CorruptRecord(path, f"reservation {k!r} is not one wf wrote: {v!r}")
+    return data
 
 
 def reserved() -> dict[str, dict[str, Any]]:
     """The live reservations: job id -> {mem, pid, pid_start, title}."""
-    live = {}
-    for k, v in _read_ledger().items():
-        pid, started, mem = v.get("pid"), v.get("pid_start"), v.get("mem")
-        if not (isinstance(pid, int) and isinstance(started, float | int) and isinstance(mem, int)):
-            continue  # not an entry wf wrote
-        if procs.same_process(pid, float(started)):
-            live[k] = v
-    return live
+    return {
+        k: v for k, v in _read_ledger().items() if procs.same_process(int(v["pid"]), float(v["pid_start"]))
+    }
 
 
 def reserve(
@@ -366,8 +397,16 @@ def reserve(
 
 
 def release(job_id: str) -> None:
+    """Give back a job's reservation. A ledger that cannot be trusted is left as it is
+    (every reservation refuses until wf doctor --fix moves it aside): the job has ended
+    whatever the ledger says."""
+    from wf import records as store
+
     with project_lock(state_dir(), timeout=30, name="res.lock"):
-        live = reserved()
+        try:
+            live = reserved()
+        except store.CorruptRecord:
+            return
         live.pop(job_id, None)
         atomic_write_text(_ledger(), json.dumps(live, indent=1) + "\n")
 

@@ -16,13 +16,15 @@ record is reported, never read as "none".
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wf import holds
 from wf import records as store
 from wf.holds import Held, task_digest
+from wf.holds import LaneRecord as LaneRecord
+from wf.holds import RecordState as RecordState
 from wf.project import Project
 from wf.taskfile import check_id
 
@@ -124,68 +126,6 @@ def exit_code(stops: list[StopReason]) -> int:
     return 0
 
 
-class RecordState(enum.StrEnum):
-    PICKING = "picking"  # claimed, tree not ready yet
-    READY = "ready"
-
-
-@dataclass(frozen=True)
-class LaneRecord:
-    id: str
-    lane: str
-    model: str
-    worktree: str | None
-    branch: str
-    base: str | None
-    started: str
-    state: RecordState
-    slice: bool = False
-    solo: bool = False
-    recovery: str | None = None
-    crashes: int = 0
-    pid: int | None = None  # a headless worker's pid
-    run: str | None = None
-    unit: str | None = None
-    started_at: float = 0.0
-    picker: int | None = None  # the pid of the pick that is readying the tree
-    owner: int | None = None  # the pid of the wf orch run supervising it; None: interactive
-    recoveries: int = 0  # re-picks in place, whatever the reason
-    adapter: str | None = None  # the tool of a headless worker
-    prior_status: str | None = None  # the task's Status value before the claim (None: no line)
-    pick_id: str = ""  # names this pick in the orch log: a post is never logged twice
-    token: str | None = None  # the worker's unit token: its whole tree can be found and ended
-    pid_since: float | None = None  # when the worker started: a reused pid is not it
-    owner_since: float | None = None  # when the owner started (after a reboot its pid is another's)
-    parked_until: float | None = None  # epoch: a usage limit (or an overloaded API) parks the lane
-    parked_why: str | None = None  # the limit's window (five_hour, ...), "usage limit" or "overloaded"
-
-    def parked(self, now: float | None = None) -> str | None:
-        """``parked until 03:10 (five_hour)`` while the lane waits out a limit, else None."""
-        import time
-
-        from wf.adapters.limits import until_text
-
-        if self.parked_until is None or self.parked_until <= (time.time() if now is None else now):
-            return None
-        return f"parked {until_text(self.parked_until, self.parked_why)}"
-
-    def but(self, **changes: Any) -> LaneRecord:
-        return replace(self, **changes)
-
-    def as_dict(self) -> dict[str, Any]:
-        return store.as_dict(self)
-
-    def worker_alive(self) -> bool:
-        from wf import procs
-
-        return procs.alive_as(self.pid, self.pid_since)
-
-    def owner_alive(self) -> bool:
-        from wf import procs
-
-        return procs.alive_as(self.owner, self.owner_since)
-
-
 def _dir(project: Project) -> Path:
     return project.wf_dir / "orch"
 
@@ -196,7 +136,8 @@ def record_path(project: Project, lane: str) -> Path:
 
 def load(project: Project, lane: str) -> LaneRecord | None:
     """The lane's record, None if it has none; CorruptRecord if it cannot be trusted."""
-    return store.load(LaneRecord, record_path(project, lane))
+    check_id(lane, "lane")
+    return holds.lane_record(project.wf_dir, lane)
 
 
 def save(project: Project, rec: LaneRecord) -> None:
