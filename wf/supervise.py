@@ -99,6 +99,9 @@ class Unit:
         self.last_growth = 0.0  # the last model event (or, for cmd, output)
         self._progress = 0
         self.finished_at: float | None = None
+        # what the tool was retrying when wf stopped it (read before the stop: claude
+        # answers a SIGINT with an "interrupted" user message, which reads as progress)
+        self.retrying_at_stop: tuple[adapters.Failure, str] | None = None
         self.result_grace = _result_grace()
         self.state = "queued"
         self._offset = 0
@@ -128,6 +131,9 @@ class Unit:
             "error": None,
             "failure": None,  # an adapters.Failure value once the unit failed
             "reason": None,  # the tool's own words for it, one line
+            # a stalled or timed-out unit's tool was retrying since its last progress: the
+            # class of what it retried (an adapters.Failure value), else None
+            "while_retrying": None,
             "version": None,
             "timeout_s": self.timeout,
             "stall_s": self.stall,
@@ -278,6 +284,7 @@ class Unit:
 
     def stop(self, why: str) -> None:
         if self.proc is not None and self.state == "running":
+            self.retrying_at_stop = self.parsed.retrying()
             began = time.time()
             procs.kill_tree(self.proc.pid, self.token)
             try:
@@ -346,10 +353,12 @@ class Unit:
         self.state = state
         ended = time.monotonic()
         failure, reason = self._failure(state, code)
+        retrying = self.retrying_at_stop if state in ("stalled", "timeout") else None
         self.status.update(
             state=state,
             failure=failure.value if failure else None,
             reason=reason,
+            while_retrying=retrying[0].value if retrying else None,
             exit_code=code,
             ended=runs.now_iso(),
             duration_s=round(ended - self.started, 3),
@@ -369,9 +378,13 @@ class Unit:
         if state == "done":
             return None, None
         if state == "timeout":
-            return F.timeout, f"still running after {self.timeout:g}s (timeout)"
+            said = f"still running after {self.timeout:g}s (timeout)"
+            retrying = self.retrying_at_stop
+            if retrying is not None:  # the cause survives: what it was retrying, and why
+                said += f" while retrying ({retrying[0].value}): {retrying[1]}"
+            return F.timeout, said
         if state == "stalled":
-            retrying = p.retrying()
+            retrying = self.retrying_at_stop
             if retrying is not None:
                 return retrying  # it was retrying, e.g. offline, since its last progress
             what = "output" if self.adapter.progress_by_bytes else "model event"
