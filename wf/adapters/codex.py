@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line
+from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line, status_failure
 from wf.errors import WfError
 
 _TRANSIENT = re.compile(r"^\s*(?:Reconnecting\b|Retrying\b|Re-connecting\b)", re.IGNORECASE)
@@ -23,8 +23,22 @@ MODEL_RE = re.compile(
 )
 
 
+# The HTTP status codex names in its own error words (0.171.0): "unexpected status 503
+# Service Unavailable: ...", and for a 500 a fixed sentence without the number.
+_STATUS = re.compile(r"\bunexpected status (\d{3})\b")
+_HTTP_500 = "currently experiencing high demand"
+
+
 def transient(message: str) -> bool:
     return bool(_TRANSIENT.match(message))
+
+
+def failure_of(message: str) -> Failure | None:
+    """The class of one of codex's error messages: the HTTP status it names decides (a 5xx
+    is the service's, never the task's), else the words."""
+    found = _STATUS.search(message)
+    status = int(found.group(1)) if found else 500 if _HTTP_500 in message else None
+    return status_failure(status) or classify_words(message)
 
 
 class Codex(Adapter):
@@ -101,13 +115,13 @@ class Codex(Adapter):
             }
         elif kind == "turn.failed":
             message = str((event.get("error") or {}).get("message") or "turn failed")
-            parsed.fail(classify_words(message) or Failure.task, message)
+            parsed.fail(failure_of(message) or Failure.task, message)
         elif kind == "error":
             message = str(event.get("message") or "error")
             if transient(message):
-                parsed.retry(message, classify_words(message) or Failure.network)
+                parsed.retry(message, failure_of(message) or Failure.network)
             else:
-                parsed.fail(classify_words(message) or Failure.task, message)
+                parsed.fail(failure_of(message) or Failure.task, message)
 
     def classify(
         self, parsed: Parsed, code: int | None, stdout: str, stderr: str
