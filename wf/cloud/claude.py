@@ -80,6 +80,25 @@ def _program() -> str:
     return found
 
 
+def check_version(program: str) -> None:
+    """Refuse (TOO_OLD) a claude older than the oldest the cloud lane works with."""
+    from wf.adapters.versions import CLOUD_MIN_CLAUDE, cloud_problem
+
+    try:
+        p = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=30,
+                           stdin=subprocess.DEVNULL, env=_env())  # fmt: skip
+        answer = (p.stdout or p.stderr).strip()
+    except (OSError, subprocess.TimeoutExpired) as e:
+        answer = str(e)
+    why = cloud_problem(answer)
+    if why is not None:
+        raise CloudRefused(
+            Refusal.TOO_OLD,
+            why,
+            f"update it: npm install -g @anthropic-ai/claude-code (>= {CLOUD_MIN_CLAUDE})",
+        )
+
+
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _STRIP}
     env.setdefault("TERM", "xterm-256color")
@@ -253,7 +272,7 @@ class ClaudeBackend:
     name = "claude"
 
     def check(self, repo: Path) -> None:
-        _program()
+        check_version(_program())
         github_remote(repo)
 
     def create(self, repo: Path, prompt: str, title: str) -> Session:
