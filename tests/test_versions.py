@@ -110,3 +110,25 @@ def test_cloud_send_refuses_a_claude_too_old_before_claiming(
 @pytest.fixture
 def c(wf: WfRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cloud:
     return Cloud(wf, tmp_path, monkeypatch)
+
+
+def test_manual_the_2_1_332_name_of_the_default_mode_is_taken(wf: WfRunner, tmp_path: Path) -> None:
+    """wf.toml and a manifest may say `manual` (2.1.332's --help lists it where older
+    versions said `default`); it reaches claude's argv as given. (tests/test_real_failures.py
+    runs the real 2.1.332 with it.)"""
+    from tests.test_workers import Workers
+
+    (wf.root / "wf.toml").write_text('[lanes.s]\nmodel = "sonnet"\npermission_mode = "manual"\n')
+    r = wf("check")
+    assert "permission_mode" not in r.out + r.err, r.out
+    (wf.root / "wf.toml").write_text('[lanes.s]\nmodel = "sonnet"\npermission_mode = "ask"\n')
+    r = wf("check")
+    assert r.code == 1 and "lanes.s.permission_mode 'ask' is not a claude permission mode" in r.out + r.err
+    (wf.root / "wf.toml").unlink()
+    w = Workers(wf.root, tmp_path)
+    manifest = tmp_path / "units.json"
+    manifest.write_text('{"units": [{"id": "m1", "adapter": "claude", "model": "sonnet", "prompt": "hello", '
+                        '"permission_mode": "manual"}]}')  # fmt: skip
+    p = w.run("run", str(manifest), "--run", "r1")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert any("--permission-mode=manual" in argv for argv in w.argv_calls())
