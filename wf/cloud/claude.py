@@ -80,16 +80,29 @@ def _program() -> str:
     return found
 
 
-def check_version(program: str) -> None:
-    """Refuse (TOO_OLD) a claude older than the oldest the cloud lane works with."""
-    from wf.adapters.versions import CLOUD_MIN_CLAUDE, cloud_problem
+_VERSION_PASSED: set[tuple[str, int]] = set()  # (program, its mtime): checked once per process
 
+
+def check_version(program: str) -> None:
+    """Refuse (TOO_OLD) a claude whose ``--version`` says it is older than the oldest the
+    cloud lane works with. An answer with no version in it (the probe killed, say, by a
+    batch ending around it) refuses nothing here: ``wf doctor`` reports it."""
+    from wf.adapters.versions import CLOUD_MIN_CLAUDE, cloud_problem, parse
+
+    try:
+        key = (program, os.stat(program).st_mtime_ns)
+    except OSError:
+        key = (program, 0)
+    if key in _VERSION_PASSED:
+        return
     try:
         p = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=30,
                            stdin=subprocess.DEVNULL, env=_env())  # fmt: skip
         answer = (p.stdout or p.stderr).strip()
-    except (OSError, subprocess.TimeoutExpired) as e:
-        answer = str(e)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if parse(answer) is None:
+        return
     why = cloud_problem(answer)
     if why is not None:
         raise CloudRefused(
@@ -97,6 +110,7 @@ def check_version(program: str) -> None:
             why,
             f"update it: npm install -g @anthropic-ai/claude-code (>= {CLOUD_MIN_CLAUDE})",
         )
+    _VERSION_PASSED.add(key)
 
 
 def _env() -> dict[str, str]:
