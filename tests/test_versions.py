@@ -132,3 +132,15 @@ def test_manual_the_2_1_332_name_of_the_default_mode_is_taken(wf: WfRunner, tmp_
     p = w.run("run", str(manifest), "--run", "r1")
     assert p.returncode == 0, p.stdout + p.stderr
     assert any("--permission-mode=manual" in argv for argv in w.argv_calls())
+
+
+def test_an_unreadable_claude_version_sends_and_doctor_says_so(
+    wf: WfRunner, c: Cloud, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A --version with no version in it (a probe killed by a batch ending around it)
+    refuses nothing at send; wf doctor reports it while the cloud lane is on."""
+    c.setup(task("big", "opus"))
+    mute = answering(tmp_path, "claude", "", CLOUD_FAKES)
+    monkeypatch.setenv("PATH", f"{mute}{os.pathsep}{os.environ['PATH']}")
+    assert "to cloud session" in c.wf.ok("cloud", "send")
+    assert "cloud: claude: claude --version gave no answer; update it" in wf("doctor").out

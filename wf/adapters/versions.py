@@ -55,7 +55,9 @@ def cloud_problem(answer: str | None) -> str | None:
     """Why this ``claude --version`` answer cannot run the cloud lane, or None."""
     found = parse(answer)
     if found is None:
-        return f"cannot read claude's version from {answer!r}"
+        return (
+            f"claude --version gave no version ({answer!r})" if answer else "claude --version gave no answer"
+        )
     if found < (parse(CLOUD_MIN_CLAUDE) or (0, 0, 0)):
         return (
             f"claude {said(found)} is older than {CLOUD_MIN_CLAUDE}, the oldest the cloud lane works "
