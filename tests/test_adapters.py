@@ -233,17 +233,15 @@ def test_opencode_unknown_session_is_tool() -> None:
     assert (failure, reason) == (Failure.tool, "Error: Session not found")
 
 
-def test_opencode_bad_model_is_model_from_its_log() -> None:
-    _, failure, reason = classify("opencode", OPENCODE, "bad-model-logs")
-    assert failure is Failure.model and reason == "ProviderModelNotFoundError: Model not found: sonnet/."
-
-
-def test_opencode_provider_without_key_offline_says_model_not_found() -> None:
-    """Offline, opencode cannot list the provider's models: it says the model is not
-    found (preflight finds the missing key first)."""
-    _, failure, reason = classify("opencode", OPENCODE, "provider-nokey")
-    assert failure is Failure.model and reason is not None
-    assert reason.startswith("ProviderModelNotFoundError: Model not found: anthropic/claude-sonnet-4-5.")
+def test_opencode_offline_its_first_logged_error_decides() -> None:
+    """Recorded offline: opencode first fails to fetch its model list (HttpClientError),
+    then says the model is not found (a bad one, and a good one it could not list alike):
+    the first logged error is the cause, so both are network (preflight refuses a model
+    that is not provider/model, and finds a missing key, before anything runs)."""
+    for case in ("bad-model-logs", "provider-nokey"):
+        _, failure, reason = classify("opencode", OPENCODE, case)
+        assert failure is Failure.network and reason is not None, case
+        assert reason.startswith("HttpClientError: Transport error (GET https://models.opencode.ai/api.json)")
 
 
 def test_opencode_hosted_default_offline_is_network() -> None:

@@ -24,6 +24,10 @@ ADAPTERS = ("claude", "codex", "opencode", "cmd")
 ISOLATIONS = ("worktree", "clone")
 CLOUD_PERIODS = ("day", "week", "month")
 CLOUD_LANE = "cloud"  # the virtual lane of cloud sessions: no [lanes.cloud] table
+# claude --permission-mode values: 2.1.332's --help lists acceptEdits, auto,
+# bypassPermissions, manual, dontAsk and plan; ``manual`` is its name for what older
+# versions (and 2.1.332 still, unlisted) call ``default``. The adapters check the same list.
+PERMISSION_MODES = ("acceptEdits", "auto", "bypassPermissions", "manual", "dontAsk", "plan", "default")
 
 
 class Lane(NamedTuple):
@@ -376,8 +380,12 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
                 f'wf config lanes.{name}.cmd \'["program", "arg"]\''
             )
         mode = spec.get("permission_mode", "acceptEdits")
-        if mode not in ("acceptEdits", "auto", "bypassPermissions", "dontAsk", "plan", "default"):
-            raise ConfigError(where, f"lanes.{name}.permission_mode {mode!r} is not a claude permission mode")
+        if mode not in PERMISSION_MODES:
+            raise ConfigError(
+                where,
+                f"lanes.{name}.permission_mode {mode!r} is not a claude permission mode "
+                f"({', '.join(PERMISSION_MODES)})",
+            )
         tools = spec.get("allowed_tools", list(Lane._field_defaults["allowed_tools"]))
         if not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools):
             raise ConfigError(where, f"lanes.{name}.allowed_tools must be a list of tool names")

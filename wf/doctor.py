@@ -69,10 +69,13 @@ def adapter_findings(project: Project) -> list[Finding]:
     """Which worker tools are installed, their versions, default stall and timeout,
     the flags wf passes that a subcommand's own --help lacks (by exact option token),
     whether each installed tool is logged in (a problem when a lane uses it), and each
-    lane's model, effort and tool access checked against its adapter."""
+    lane's model, effort and tool access checked against its adapter. A tool newer than
+    the newest version wf was tested with is worth knowing; a claude too old for the
+    cloud lane is a problem when the lane is on."""
     import subprocess
 
     from wf import adapters
+    from wf.adapters import versions
     from wf.supervise import tool_version
 
     lanes = project.config.lanes
@@ -89,7 +92,21 @@ def adapter_findings(project: Project) -> list[Finding]:
             why += f"; install: {a.install}"
             out.append(Finding("adapter", a.name, why, level))
             continue
-        version = tool_version(a) or "version unknown"
+        answer = tool_version(a)
+        version = answer or "version unknown"
+        newer = versions.newer_than_tested(a.name, answer)
+        if newer is not None:
+            tested = versions.TESTED[a.name][1]
+            why = (
+                f"{newer} is newer than {tested}, the newest version wf was tested with: its flags "
+                "and events may have moved (README, Agent tools: run the real-binary tests on it)"
+            )
+            out.append(Finding("adapter", a.name, why, "info"))
+        if a.name == "claude" and project.config.cloud:
+            too_old = versions.cloud_problem(answer)
+            if too_old is not None:
+                fix = f"update it: {a.install} (>= {versions.CLOUD_MIN_CLAUDE})"
+                out.append(Finding("cloud", "claude", f"{too_old}; {fix}", "problem"))
         missing = []
         for argv, flags in a.help_probes:
             try:

@@ -100,6 +100,9 @@ class Unit:
         self.last_growth = 0.0  # the last model event (or, for cmd, output)
         self._progress = 0
         self.finished_at: float | None = None
+        # what the tool was retrying when wf stopped it (read before the stop: claude
+        # answers a SIGINT with an "interrupted" user message, which reads as progress)
+        self.retrying_at_stop: tuple[adapters.Failure, str] | None = None
         self.result_grace = _result_grace()
         self.state = "queued"
         self._offset = 0
@@ -130,6 +133,9 @@ class Unit:
             "failure": None,  # an adapters.Failure value once the unit failed
             "reason": None,  # the tool's own words for it, one line
             "limit": None,  # a usage limit that rejected it: {window, resets_at, utilization}
+            # a stalled or timed-out unit's tool was retrying since its last progress: the
+            # class of what it retried (an adapters.Failure value), else None
+            "while_retrying": None,
             "version": None,
             "timeout_s": self.timeout,
             "stall_s": self.stall,
@@ -281,6 +287,7 @@ class Unit:
 
     def stop(self, why: str) -> None:
         if self.proc is not None and self.state == "running":
+            self.retrying_at_stop = self.parsed.retrying()
             began = time.time()
             # its result event came before this stop: what it said then is its answer
             procs.kill_tree(self.proc.pid, self.token, mark=self.finished_at is None)
@@ -351,11 +358,13 @@ class Unit:
         ended = time.monotonic()
         failure, reason = self._failure(state, code)
         limit = limit_of(failure, p, reason)
+        retrying = self.retrying_at_stop if state in ("stalled", "timeout") else None
         self.status.update(
             state=state,
             failure=failure.value if failure else None,
             reason=reason,
             limit=limit.as_dict() if limit else None,  # the plan's usage limit: window, reset
+            while_retrying=retrying[0].value if retrying else None,
             exit_code=code,
             ended=runs.now_iso(),
             duration_s=round(ended - self.started, 3),
@@ -377,9 +386,13 @@ class Unit:
         if state == "done":
             return None, None
         if state == "timeout":
-            return F.timeout, f"still running after {self.timeout:g}s (timeout)"
+            said = f"still running after {self.timeout:g}s (timeout)"
+            retrying = self.retrying_at_stop
+            if retrying is not None:  # the cause survives: what it was retrying, and why
+                said += f" while retrying ({retrying[0].value}): {retrying[1]}"
+            return F.timeout, said
         if state == "stalled":
-            retrying = p.retrying()
+            retrying = self.retrying_at_stop
             if retrying is not None:
                 return retrying  # it was retrying, e.g. offline, since its last progress
             what = "output" if self.adapter.progress_by_bytes else "model event"

@@ -75,7 +75,8 @@ TOOLS = [
     "SlashCommand",
 ]
 EFFORTS = ["low", "medium", "high", "xhigh", "max"]
-PERMISSION_MODES = ["acceptEdits", "auto", "bypassPermissions", "dontAsk", "plan", "default"]
+# 2.1.332 lists manual (its name of the default mode) and still takes default, unlisted
+PERMISSION_MODES = ["acceptEdits", "auto", "bypassPermissions", "manual", "dontAsk", "plan", "default"]
 OUTPUT_FORMATS = ["text", "json", "stream-json"]
 
 HELP = """\
@@ -101,7 +102,7 @@ Options:
                                     model (e.g. 'sonnet' or 'opus') or a model's full name
   --effort <level>                  Effort level (choices: "low", "medium", "high", "xhigh", "max")
   --permission-mode <mode>          Permission mode to use for the session (choices: "acceptEdits",
-                                    "auto", "bypassPermissions", "dontAsk", "plan", "default")
+                                    "auto", "bypassPermissions", "manual", "dontAsk", "plan")
   --dangerously-skip-permissions    Bypass all permission checks
   --max-budget-usd <amount>         Maximum dollar amount to spend on API calls (only works with --print)
   --append-system-prompt <prompt>   Append a system prompt to the default system prompt

@@ -15,7 +15,6 @@ import shlex
 from typing import Any
 
 from wf.adapters.base import (
-    PERMISSION_MODES,
     SANDBOXES,
     Adapter,
     Denial,
@@ -32,6 +31,7 @@ from wf.adapters.claude import Claude
 from wf.adapters.cmd import Command
 from wf.adapters.codex import Codex
 from wf.adapters.opencode import Opencode
+from wf.config import PERMISSION_MODES
 from wf.errors import WfError
 
 __all__ = [

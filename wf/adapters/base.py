@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 
 from wf.adapters import limits
 from wf.adapters.limits import Limit
+from wf.config import PERMISSION_MODES
 
 # Variables that make a nested Claude Code think it runs inside another one, or that
 # disable the transcripts resuming and cost accounting need.
@@ -30,7 +31,6 @@ _STRIP_ENV = (
 # What a tool says in place of a model when no model answered.
 PLACEHOLDER_MODELS = frozenset({"<synthetic>", "synthetic", "unknown", "default", "none", "null", ""})
 SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
-PERMISSION_MODES = ("acceptEdits", "auto", "bypassPermissions", "dontAsk", "plan", "default")
 # The login probe's answer, per program and the variables that say where its login lives.
 _LOGIN_CACHE: dict[tuple[str, ...], tuple[bool | None, str]] = {}
 _LOGIN_VARS = ("HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME", "ANTHROPIC_API_KEY", "OPENAI_API_KEY")
@@ -251,6 +251,14 @@ def limit_of(failure: Failure | None, parsed: Parsed, words: str | None) -> Limi
     if failure is not Failure.usage_limit:
         return None
     return parsed.limit or limits.from_words(words) or limits.from_words(parsed.error) or Limit()
+
+
+def status_failure(status: Any) -> Failure | None:
+    """The class of an HTTP status a tool reports as a number: a 5xx is the service's or
+    the network's (529, overloaded, is left to the words: a busy service, not a broken one)."""
+    if isinstance(status, int) and not isinstance(status, bool) and 500 <= status < 600 and status != 529:
+        return Failure.network
+    return None
 
 
 def classify_words(text: str | None) -> Failure | None:

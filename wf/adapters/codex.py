@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from wf.adapters import limits
-from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line
+from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line, status_failure
 from wf.errors import WfError
 
 _TRANSIENT = re.compile(r"^\s*(?:Reconnecting\b|Retrying\b|Re-connecting\b)", re.IGNORECASE)
@@ -24,8 +24,22 @@ MODEL_RE = re.compile(
 )
 
 
+# The HTTP status codex names in its own error words (0.171.0): "unexpected status 503
+# Service Unavailable: ...", and for a 500 a fixed sentence without the number.
+_STATUS = re.compile(r"\bunexpected status (\d{3})\b")
+_HTTP_500 = "currently experiencing high demand"
+
+
 def transient(message: str) -> bool:
     return bool(_TRANSIENT.match(message))
+
+
+def failure_of(message: str) -> Failure | None:
+    """The class of one of codex's error messages: the HTTP status it names decides (a 5xx
+    is the service's, never the task's), else the words."""
+    found = _STATUS.search(message)
+    status = int(found.group(1)) if found else 500 if _HTTP_500 in message else None
+    return status_failure(status) or classify_words(message)
 
 
 class Codex(Adapter):
@@ -108,7 +122,7 @@ class Codex(Adapter):
         elif kind == "error":
             message = str(event.get("message") or "error")
             if transient(message):
-                parsed.retry(message, classify_words(message) or Failure.network)
+                parsed.retry(message, failure_of(message) or Failure.network)
             else:
                 self._fail(parsed, message, event)
 
@@ -117,7 +131,7 @@ class Codex(Adapter):
         """A final error; a usage limit keeps its reset (``resets_at`` / ``resets_in_seconds``
         where the event carries them, else the "try again at 3:28 PM" of its words)."""
         limit = limits.codex_fields(fields) or limits.codex_fields(fields.get("codex_error_info"))
-        failure = Failure.usage_limit if limit else classify_words(message) or Failure.task
+        failure = Failure.usage_limit if limit else failure_of(message) or Failure.task
         parsed.fail(failure, message)
         if failure is Failure.usage_limit:
             parsed.limit = limit or limits.from_words(message) or limits.Limit()

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wf.adapters import limits
-from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line
+from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line, status_failure
 from wf.errors import WfError
 
 if TYPE_CHECKING:
@@ -32,10 +32,15 @@ _ERRORS = {
     "ProviderModelNotFoundError": Failure.model,
     "ModelNotFoundError": Failure.model,
     "ProviderInitError": Failure.model,
-    "APIError": None,  # read the words
+    "APIError": None,  # its statusCode, else the words
     "UnknownError": None,
+    "HttpClientError": Failure.network,  # a fetch that failed: "Transport error", "non 2xx status"
 }
-_LOGGED = re.compile(r'level=ERROR .*?error="(\w+Error): ([^"]*)"')
+# An ERROR line of its log (--print-logs) and the first error it names in its error= or
+# cause= field: 'error="ProviderModelNotFoundError: Model not found: x/y."',
+# 'cause="Cause([Fail(HttpClientError: Transport error (GET https://models...'
+_ERROR_LINE = re.compile(r"\blevel=ERROR\b.*")
+_NAMED = re.compile(r'\b(?:error(?:\.error)?|cause)="(?:Cause\(\[Fail\()?(\w+Error): ([^"\n]*)')
 # The variables opencode reads for a provider's key.
 PROVIDER_ENV = {
     "anthropic": ("ANTHROPIC_API_KEY",),
@@ -130,6 +135,23 @@ def store_cost(session_id: str, db: Path | None = None) -> Cost:
     )  # fmt: skip
 
 
+def first_logged_error(stderr: str) -> tuple[Failure, str | None] | None:
+    """The class of the first error opencode logged that names one, and its words. The
+    first, not the last: offline, its first error is the failed fetch of the model list
+    (HttpClientError), and what follows (ProviderModelNotFoundError, an UnknownError on
+    stdout) only comes of it."""
+    for line in _ERROR_LINE.findall(stderr):
+        found = _NAMED.search(line)
+        if found is None:
+            continue
+        name, words = found.groups()
+        words = words.split("\\n")[0].strip()  # a cause carries its stack after a \n
+        failure = _ERRORS.get(name) or classify_words(f"{name} {words}")
+        if failure is not None:
+            return failure, one_line(f"{name}: {words}")
+    return None
+
+
 class Opencode(Adapter):
     name = "opencode"
     binary = "opencode"
@@ -206,9 +228,14 @@ class Opencode(Adapter):
         elif kind == "error":
             err = event.get("error") or {}
             name = str(err.get("name") or "")
-            words = str((err.get("data") or {}).get("message") or name or "error")
             data = err.get("data") or {}
-            failure = _ERRORS.get(name) or classify_words(f"{name} {words}") or Failure.task
+            words = str(data.get("message") or name or "error")
+            failure = (
+                _ERRORS.get(name)
+                or status_failure(data.get("statusCode"))  # an APIError's HTTP status: 5xx, the service's
+                or classify_words(f"{name} {words}")
+                or Failure.task
+            )
             if data.get("statusCode") == 529:
                 failure = Failure.overloaded
             limit = _unified_limit(data.get("responseHeaders"))
@@ -220,12 +247,10 @@ class Opencode(Adapter):
     def classify(
         self, parsed: Parsed, code: int | None, stdout: str, stderr: str
     ) -> tuple[Failure, str | None]:
-        logged = _LOGGED.findall(stderr)  # error="ProviderModelNotFoundError: Model not found: x/."
-        if logged and parsed.failure in (None, Failure.task):
-            name, words = logged[-1]
-            failure = _ERRORS.get(name) or classify_words(f"{name} {words}")
-            if failure is not None:
-                return failure, one_line(f"{name}: {words}")
+        if parsed.failure in (None, Failure.task):
+            logged = first_logged_error(stderr)
+            if logged is not None:
+                return logged
         return super().classify(parsed, code, stdout, stderr)  # "Error: Session not found": tool
 
     def access_problems(self, spec: Spec) -> list[str]:

@@ -54,6 +54,7 @@ class Refusal(enum.Enum):
     NOT_FOUND = "no such session"
     NO_PROGRAM = "claude is not installed"
     NEEDS_SETUP = "claude needs a first run by a person"
+    TOO_OLD = "claude is too old for the cloud lane"
     OTHER = "refused"
 
     @property

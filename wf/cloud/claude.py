@@ -80,6 +80,39 @@ def _program() -> str:
     return found
 
 
+_VERSION_PASSED: set[tuple[str, int]] = set()  # (program, its mtime): checked once per process
+
+
+def check_version(program: str) -> None:
+    """Refuse (TOO_OLD) a claude whose ``--version`` says it is older than the oldest the
+    cloud lane works with. An answer with no version in it (the probe killed, say, by a
+    batch ending around it) refuses nothing here: ``wf doctor`` reports it."""
+    from wf.adapters.versions import CLOUD_MIN_CLAUDE, cloud_problem, parse
+
+    try:
+        key = (program, os.stat(program).st_mtime_ns)
+    except OSError:
+        key = (program, 0)
+    if key in _VERSION_PASSED:
+        return
+    try:
+        p = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=30,
+                           stdin=subprocess.DEVNULL, env=_env())  # fmt: skip
+        answer = (p.stdout or p.stderr).strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if parse(answer) is None:
+        return
+    why = cloud_problem(answer)
+    if why is not None:
+        raise CloudRefused(
+            Refusal.TOO_OLD,
+            why,
+            f"update it: npm install -g @anthropic-ai/claude-code (>= {CLOUD_MIN_CLAUDE})",
+        )
+    _VERSION_PASSED.add(key)
+
+
 def _env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _STRIP}
     env.setdefault("TERM", "xterm-256color")
@@ -253,7 +286,7 @@ class ClaudeBackend:
     name = "claude"
 
     def check(self, repo: Path) -> None:
-        _program()
+        check_version(_program())
         github_remote(repo)
 
     def create(self, repo: Path, prompt: str, title: str) -> Session:
