@@ -369,10 +369,19 @@ def read_settled(project: Project) -> tuple[bytes | None, bytes | None]:
     pieces (a file that lost tasks since wf last wrote it a moment ago is waited for, as a
     write waits), within the lock timeout. A file that stays missing for a second is read
     as missing (a write would refuse)."""
-    from wf import settle
+    from wf import records, settle
 
     cfg, wf_dir, timeout = project.config, project.wf_dir, project.lock_timeout
-    seen = settle.load_seen
+
+    def seen(wf_dir: Path, name: str) -> settle.Stamp | None:
+        """What wf last saw of the file. A record that cannot be trusted stops every write
+        (``ops.transact``) and ``wf doctor`` names it; a read goes on without it (it writes
+        nothing, and ``wf doctor`` must be able to read the backlog to report it)."""
+        try:
+            return settle.load_seen(wf_dir, name)
+        except records.CorruptRecord:
+            return None
+
     data, _ = settle.settled_read(
         project.tasks_path, cfg.tasks, seen(wf_dir, cfg.tasks), timeout, reading=True
     )
