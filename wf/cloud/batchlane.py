@@ -125,20 +125,40 @@ def note_start(project: Project, stamp: str, kind: str, task_id: str) -> None:
     append_line(_starts_file(project, stamp), f"{kind} {task_id}")  # one short O_APPEND write
 
 
-def starts(project: Project, stamp: str, kind: str | None = None) -> int:
-    """How many tasks this batch started (``kind``: only LOCAL, or only CLOUD): local
-    starts, plus the sidecar's sends counted from just before each send."""
+def _counts(project: Project, stamp: str) -> dict[str, int]:
+    n = {k: 0 for k in (LOCAL, CLOUD, UNSENT, SENT)}
     try:
         lines = _starts_file(project, stamp).read_text("utf-8").splitlines()
     except OSError:
-        return 0
-    n = {k: 0 for k in (LOCAL, CLOUD, UNSENT, SENT)}
+        return n
     for ln in lines:
         k = ln.split(" ", 1)[0]
         if k in n:
             n[k] += 1
+    return n
+
+
+def starts(project: Project, stamp: str, kind: str | None = None) -> int:
+    """How many tasks this batch started (``kind``: only LOCAL, or only CLOUD): local
+    starts, plus the sidecar's sends counted from just before each send."""
+    n = _counts(project, stamp)
     cloud = n[CLOUD] - n[UNSENT]
     return n[LOCAL] if kind == LOCAL else cloud if kind == CLOUD else n[LOCAL] + cloud
+
+
+def settled_cloud_starts(project: Project, stamp: str, timeout: float = 30.0) -> int:
+    """``starts(..., CLOUD)``, once no send of the sidecar is under way (counted, neither
+    sent nor taken back yet), within ``timeout``: a send that will send nothing must not
+    take the loop's last start from it. Past the timeout, the count as it stands (a send
+    that never said how it went counts: N is never passed)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        n = _counts(project, stamp)
+        if n[CLOUD] - n[UNSENT] - n[SENT] <= 0 or time.monotonic() >= deadline:
+            return n[CLOUD] - n[UNSENT]
+        time.sleep(0.05)
 
 
 def loop_stamp() -> str | None:

@@ -284,7 +284,11 @@ class Loop:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return StopReason(Stop.TIME_UP, "--for time is up")
         if self.max_tasks is not None and self._started() >= self.max_tasks:
-            return StopReason(Stop.TIME_UP, f"{self.max_tasks} task(s) started: the cap is reached")
+            # a send of the cloud sidecar under way counts already: wait for it to say
+            # whether it sent anything before the cap takes this lane's start
+            cloud = batchlane.settled_cloud_starts(self.project, self.batch) if self.batch else 0
+            if self.started_tasks + cloud >= self.max_tasks:
+                return StopReason(Stop.TIME_UP, f"{self.max_tasks} task(s) started: the cap is reached")
         broken = self.broken_tools.get(self._adapter_for(lane).name)
         if broken is not None:
             return broken
