@@ -142,6 +142,15 @@ def sealed_env(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
     monkeypatch.setenv("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
     monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
     monkeypatch.setenv("WF_LOCK_TIMEOUT", "20")
+    # nothing a test starts reaches past this machine: the real agent CLIs call home
+    # (their APIs, github.com, telemetry) even offline or logged out. Every proxy is a
+    # closed loopback port (refused at once); a test that plays the model API sets its own
+    # (tests/model_api.py). Loopback itself is never proxied.
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost,::1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost,::1")
+    monkeypatch.setenv("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
     (home / ".gitconfig").write_text(
         "[init]\n\tdefaultBranch = main\n[user]\n\tname = Test\n\temail = t@e.invalid\n"
     )
