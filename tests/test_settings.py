@@ -124,3 +124,55 @@ def test_check_fails_when_one_inserted_fence_hides_tasks(wf: WfRunner) -> None:
     assert r.code == 1, r.out
     assert "TASKS.md:7: error: code fences are out of step" in r.out
     assert "hides 13 '## ' line(s) (t0, t1, t2, t3, t4 and 8 more)" in r.out
+
+
+def test_an_unwritable_state_folder_is_said_once_and_the_cost_line_kept(
+    wf: WfRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HOME is a file (no state folder can be made): wf usage --log still writes the
+    project's cost line, and says once why wf usage --report will not find the project."""
+    transcript = tmp_path / "s.jsonl"
+    transcript.write_text(
+        '{"type":"assistant","timestamp":"2026-01-01T00:00:00Z","message":{"id":"m1","model":"claude-sonnet-4-6",'
+        '"usage":{"input_tokens":10,"output_tokens":5}}}\n'
+    )
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(transcript))  # a file: nothing can be made below it
+    r = wf("usage", "--log", "--file", str(transcript))
+    assert r.code == 0, r.err
+    assert r.err.count("wf's state folder") == 1 and "cannot be made" in r.err, r.err
+    assert "wf usage --report across projects misses it" in r.err
+    assert (wf.root / "out" / "wf-cost.log").read_text().count("\n") == 1
+
+
+def test_the_crash_log_goes_to_the_projects_own_folder_without_a_state_folder(
+    wf: WfRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug (exit 3) keeps its traceback in the project's .wf/ when no state folder can
+    be made, not in a shared temp folder."""
+    home = tmp_path / "home-is-a-file"
+    home.write_text("")
+    env = {"HOME": str(home)}
+    r = subprocess.run(
+        [sys.executable, "-c", "import sys; from wf.cli.base import _crash_log; print(_crash_log(RuntimeError('x')))"],
+        cwd=wf.root, capture_output=True, text=True, env={**{k: v for k, v in os.environ.items() if k != "XDG_STATE_HOME"}, **env},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert Path(r.stdout.strip()).parent == wf.root / ".wf", r.stdout
+
+
+def test_orch_run_says_once_that_the_state_folder_cannot_be_written(wf: WfRunner, tmp_path: Path) -> None:
+    from tests.test_orch import Orch, lanes_toml, task
+
+    o = Orch(wf)
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    home = tmp_path / "home-is-a-file"
+    home.write_text("")
+    env = {**{k: v for k, v in o.env.items() if k != "XDG_STATE_HOME"}, "HOME": str(home)}
+    r = subprocess.run(
+        [sys.executable, "-m", "wf", "orch", "run", "a"], cwd=o.root, env=env, capture_output=True, text=True,
+        timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.count("wf's state folder") == 1 and "cost lines still go to out/wf-cost.log" in r.stdout
+    assert o.archived() == ["a1"]  # the night goes on without it

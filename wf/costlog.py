@@ -204,6 +204,20 @@ def remember(root: Path) -> None:
         pass
 
 
+def state_problem() -> str | None:
+    """Why wf's state folder (``$XDG_STATE_HOME/wf``, or ``~/.local/state/wf``) cannot be
+    written, or None. Cost lines still go to the project's own log; only the list of
+    projects that ``wf usage --report`` reads across projects misses this one."""
+    folder = state_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return f"wf's state folder {folder} cannot be made: {e.strerror or e} (see $XDG_STATE_HOME, $HOME)"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"wf's state folder {folder} cannot be written (see $XDG_STATE_HOME, $HOME)"
+    return None
+
+
 def projects_file() -> Path:
     return state_dir() / "projects"
 

@@ -161,14 +161,30 @@ def _crash_log(exc: BaseException) -> str:
     folder = Path(base) / "wf"
     try:
         folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        folder = Path(tempfile.gettempdir())
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise PermissionError(folder)
+    except OSError:  # no state folder: the project's own .wf/, else the temp folder
+        folder = _project_wf_dir() or Path(tempfile.gettempdir())
     path = folder / f"crash-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
     text = f"wf {__version__} {' '.join(sys.argv)}\n" + "".join(
         traceback.format_exception(type(exc), exc, exc.__traceback__)
     )
     path.write_text(text, "utf-8", errors="backslashreplace")  # argv may not be UTF-8
     return str(path)
+
+
+def _project_wf_dir() -> Path | None:
+    """The ``.wf/`` of the project wf runs in, if one can be found and written."""
+    try:
+        from wf.project import find_root
+
+        start = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "-C"), None)
+        root, _ = find_root(Path(start) if start else Path.cwd())
+        folder = root / ".wf"
+        folder.mkdir(exist_ok=True)
+        return folder if os.access(folder, os.W_OK) else None
+    except Exception:  # the crash log must be written somewhere, whatever else is broken
+        return None
 
 
 def _wait_for_children() -> None:

@@ -143,6 +143,10 @@ def usage_cmd(
     )
     if log_ and proj_root is not None:
         costlog.append(proj_root, rec)
+        unwritable = costlog.state_problem()
+        if unwritable is not None:
+            log = proj_root / "out" / "wf-cost.log"
+            _warn(f"{unwritable}; the cost line is in {log}, but wf usage --report across projects misses it")
     for line in costlog.price_warnings(cost):
         _warn(line)
     if cost.malformed:

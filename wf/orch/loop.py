@@ -162,6 +162,11 @@ class Loop:
         from wf import worktrees
 
         worktrees.preflight(self.project)  # main a branch, a git identity: before any claim
+        from wf import costlog
+
+        state = costlog.state_problem()  # said once, at the start: the night goes on without it
+        if state is not None:
+            self.emit(f"note: {state}; cost lines still go to out/wf-cost.log")
         main = worktrees.main_branch(self.project)
         for lane in self.lanes:
             try:
