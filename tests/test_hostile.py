@@ -304,12 +304,10 @@ POST_FAKE_GIT = FAKE_GIT.replace(
 )
 
 
-@pytest.mark.parametrize("step", POST_KILL_STEPS)
-@pytest.mark.timeout(150)
-def test_kill_orch_post_at_each_step_of_its_merge_then_post_again(o: Orch, step: str, tmp_path: Path) -> None:
-    """kill -9 of `wf orch post` at each git step of the merge it makes (the worker did
-    not merge): the next post finishes it as done, archived once, logged once; the index
-    agrees with main and no temporary index file is left."""
+def kill_post_at(o: Orch, tmp_path: Path, step: str) -> list[str]:
+    """Pick a1 and let its worker commit without merging; run `wf orch post` (which then
+    merges) with a git that hangs at ``step`` (a FAKE_GIT step name), and kill -9 the post
+    and the hung git there. Returns the post's argv, to run it again."""
     import shutil
 
     o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", "nomerge"))
@@ -326,7 +324,7 @@ def test_kill_orch_post_at_each_step_of_its_merge_then_post_again(o: Orch, step:
         WF_FAKE_GIT_STEP=step,
         WF_FAKE_GIT_MARKER=str(marker),
     )
-    args = ("orch", "post", "a", "--result", "done", "--commit", str(rep.commit), "--no-pick")
+    args = ["orch", "post", "a", "--result", "done", "--commit", str(rep.commit), "--no-pick"]
     p = subprocess.Popen(
         [sys.executable, "-m", "wf", *args],
         cwd=o.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
@@ -338,7 +336,17 @@ def test_kill_orch_post_at_each_step_of_its_merge_then_post_again(o: Orch, step:
         time.sleep(0.02)
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
-    os.kill(int(marker.read_text()), signal.SIGKILL)
+    os.kill(int(marker.read_text()), signal.SIGKILL)  # the hung git
+    return args
+
+
+@pytest.mark.parametrize("step", POST_KILL_STEPS)
+@pytest.mark.timeout(150)
+def test_kill_orch_post_at_each_step_of_its_merge_then_post_again(o: Orch, step: str, tmp_path: Path) -> None:
+    """kill -9 of `wf orch post` at each git step of the merge it makes (the worker did
+    not merge): the next post finishes it as done, archived once, logged once; the index
+    agrees with main and no temporary index file is left."""
+    args = kill_post_at(o, tmp_path, step)
     assert o.orch_log() == []  # killed before its log line
     r = o.proc(*args)
     assert r.returncode == 0, r.stdout + r.stderr

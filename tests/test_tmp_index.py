@@ -5,19 +5,14 @@ removes it, and a later process given the dead one's pid does not keep it."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import WfRunner, git
-from tests.test_hostile import POST_FAKE_GIT
-from tests.test_orch import Orch, lanes_toml, task
+from tests.test_hostile import kill_post_at
+from tests.test_orch import Orch
 
 
 @pytest.fixture
@@ -26,36 +21,8 @@ def o(wf: WfRunner) -> Orch:
 
 
 def _kill_post_inside_its_archive_commit(o: Orch, tmp_path: Path) -> list[str]:
-    """Run `wf orch post` of a worker that did not merge, with a git that hangs while the
-    temporary index exists; kill -9 the post (and the hung git). Returns the post's argv."""
-    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", "nomerge"))
-    rep = o.work(o.wf.ok("orch", "pick", "a"))
-    assert rep is not None and rep.commit
-    bin_dir = tmp_path / "fakegit"
-    bin_dir.mkdir()
-    (bin_dir / "git").write_text(POST_FAKE_GIT.format(git=shutil.which("git")))
-    (bin_dir / "git").chmod(0o755)
-    marker = tmp_path / "hung"
-    env = dict(
-        o.env,
-        PATH=f"{bin_dir}{os.pathsep}{o.env['PATH']}",
-        WF_FAKE_GIT_STEP="tmpindex",
-        WF_FAKE_GIT_MARKER=str(marker),
-    )
-    args = ["orch", "post", "a", "--result", "done", "--commit", str(rep.commit), "--no-pick"]
-    p = subprocess.Popen(
-        [sys.executable, "-m", "wf", *args],
-        cwd=o.root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    while not marker.exists() or not marker.read_text().strip():
-        assert p.poll() is None, p.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
-    os.kill(int(marker.read_text()), signal.SIGKILL)  # the hung git
-    return args
+    """kill -9 of `wf orch post` (and its hung git) while its temporary index exists."""
+    return kill_post_at(o, tmp_path, "tmpindex")
 
 
 def _indexes(o: Orch) -> list[str]:

@@ -325,19 +325,29 @@ def note_unreadable(wf_dir: Path, name: str, why: str) -> None:
     """Remember that wf met ``name`` unreadable now (``why``: where and what), so that a
     worker that gave up on its task meanwhile is not taken as the task's failure. Best
     effort, like ``save_seen``: without it a worker's report is taken as it is."""
+    if not wf_dir.is_dir():
+        return  # not a project wf has set up: nothing to remember for
     path = _unreadable_file(wf_dir)
+    current = _json_dict(path)
+    current[name] = {"last": time.time(), "why": why}
+    _save_json_best_effort(path, current)
+
+
+def _json_dict(path: Path) -> dict[str, Any]:
+    """A best-effort record as a dict: anything unreadable reads as empty (for the two
+    notes whose loss costs only a signal, never work)."""
     try:
         current = json.loads(path.read_text("utf-8"))
-        if not isinstance(current, dict):
-            current = {}
     except (OSError, ValueError):
-        current = {}
-    current[name] = {"last": time.time(), "why": why}
-    tmp = path.with_name(f".unreadable.{os.getpid()}")
+        return {}
+    return current if isinstance(current, dict) else {}
+
+
+def _save_json_best_effort(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}")
     try:
-        if not wf_dir.is_dir():
-            return  # not a project wf has set up: nothing to remember for
-        tmp.write_text(json.dumps(current), "utf-8")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(data), "utf-8")
         os.replace(tmp, path)
     except OSError:
         pass
@@ -549,19 +559,8 @@ def load_seen(wf_dir: Path, name: str) -> Stamp | None:
 def save_seen(wf_dir: Path, stamps: dict[str, Stamp | None]) -> None:
     """Best effort: without the record, wf only loses the 'lost tasks' signal."""
     path = _seen_file(wf_dir)
-    try:
-        current = json.loads(path.read_text("utf-8"))
-        if not isinstance(current, dict):
-            current = {}
-    except (OSError, ValueError):
-        current = {}
+    current = _json_dict(path)
     for name, stamp in stamps.items():
         if stamp is not None:
             current[name] = list(stamp)
-    tmp = path.with_name(f".seen.{os.getpid()}")
-    try:
-        wf_dir.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(current), "utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    _save_json_best_effort(path, current)

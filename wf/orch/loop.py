@@ -454,14 +454,20 @@ class Loop:
 
     def _release_parked(self, lane: str, rec: LaneRecord, reason: StopReason) -> None:
         """A parked task that will not run in this loop: released as it was."""
+        self._release(lane, reason)
+
+    def _release(self, lane: str, reason: StopReason) -> bool:
+        """Give the lane's task back as it was before its pick and stop the lane for
+        ``reason``; False (the lane stopped as an error) if the release failed."""
         try:
             posted = release(self.project, lane, reason.text)
         except WfError as e:
             self._stop(lane, StopReason(Stop.ERROR, f"release failed: {e}"))
-            return
+            return False
         for line in posted.lines:
             self.emit(f"{lane}: {line}")
         self._stop(lane, reason)
+        return True
 
     def _unpark(self) -> None:
         """Lanes whose wait is over: their task runs again, a lane parked with none picks."""
@@ -597,14 +603,8 @@ class Loop:
         words = words or str(unit.status.get("reason") or unit.status.get("error") or failure.value)
         tool = unit.adapter.name
         reason = StopReason(Stop.INFRA, f"{tool} could not run ({failure.value}): {words}")
-        try:
-            posted = release(self.project, lane, reason.text)
-        except WfError as e:
-            self._stop(lane, StopReason(Stop.ERROR, f"release failed: {e}"))
+        if not self._release(lane, reason):
             return
-        for line in posted.lines:
-            self.emit(f"{lane}: {line}")
-        self._stop(lane, reason)
         if failure in TOOL_WIDE:
             self.broken_tools[tool] = reason
             for other in self.lanes:
