@@ -17,8 +17,8 @@ committed; the second also declares lanes `l0`..`l15` (`model = "m0"`, ...) in w
      undone the same way;
    - `git worktree add --quiet --detach TMP/fresh/fresh-K main`;
    - `python -c "import click"` (the venv's interpreter): Python's own startup, and
-     `python -c "import click, wf.cli, wf.backlog, wf.worktrees"`: startup plus what
-     `wf wt add` imports (psutil and filelock come with wf.worktrees).
+     `python -c "import click, wf.cli, wf.tasks.backlog, wf.trees.worktrees"`: startup plus what
+     `wf wt add` imports (psutil and filelock come with wf.trees.worktrees).
 
    The fresh trees are removed (`git worktree remove --force`, untimed) only at the end.
    Deleting thousands of files slows every file creation for the next minutes on ext4
@@ -85,9 +85,17 @@ from _common import (
 )
 
 BASELINE_PY = [str(PYTHON), "-c", "import click"]
-# what `wf wt add` imports (wf.worktrees brings psutil and filelock)
-IMPORTS_PY = [str(PYTHON), "-c", "import click, wf.cli, wf.backlog, wf.worktrees"]
-IMPORT_MODULES = ("click", "wf.cli", "wf.backlog", "wf.worktrees", "wf.gitops", "wf.procs", "psutil")
+# what `wf wt add` imports (wf.trees.worktrees brings psutil and filelock)
+IMPORTS_PY = [str(PYTHON), "-c", "import click, wf.cli, wf.tasks.backlog, wf.trees.worktrees"]
+IMPORT_MODULES = (
+    "click",
+    "wf.cli",
+    "wf.tasks.backlog",
+    "wf.trees.worktrees",
+    "wf.trees.gitops",
+    "wf.workers.procs",
+    "psutil",
+)
 REUSE_GOAL = 0.5  # wf wt add (reuse) / git worktree add (fresh)
 LANE = "sonnet"
 MAIN = "main"
@@ -354,8 +362,9 @@ STEPS_CODE = """\
 import json, os, statistics, subprocess, sys, time
 from pathlib import Path
 repo, free_tree, n = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-from wf import gitops, procs, treeadmin, worktrees
-from wf import project as projmod
+from wf.trees import gitops, treeadmin, worktrees
+from wf.workers import procs
+from wf.base import project as projmod
 proj = projmod.load(repo)
 
 def med(f):
@@ -500,7 +509,7 @@ def bench_reuse(
     )
     python = Case('python -c "import click" (Python startup)', lambda i: BASELINE_PY, repo)
     imports = Case(
-        'python -c "import click, wf.cli, wf.backlog, wf.worktrees" (startup + imports)',
+        'python -c "import click, wf.cli, wf.tasks.backlog, wf.trees.worktrees" (startup + imports)',
         lambda i: IMPORTS_PY,
         repo,
     )

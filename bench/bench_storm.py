@@ -6,7 +6,7 @@ of theirs no longer found (the file shrank below what they saved).
     .venv/bin/python bench/bench_storm.py --rounds 15 [--rev REV] [--mode inplace|rename|both]
     .venv/bin/python bench/bench_storm.py --deleted 3 ...   # after a person deleted 3 tasks
 
-The long version of tests/test_hostile.py's storms; the figures go in bench/RESULTS.md.
+The long version of tests/orch/test_hostile.py's storms; the figures go in bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import PYTHON, ROOT, export_rev, run
 
-from tests.test_hostile import EDITOR, WRITER
+from tests.orch.test_hostile import EDITOR, WRITER
 
 
 def storm(

@@ -73,7 +73,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # installs signal handlers and makes its process a child subreaper).
 WHATIF_CODE = """\
 import os, sys
-from wf import procs
+from wf.workers import procs
 if {no_fsync!r}:
     os.fsync = lambda fd: None
 if {no_scans!r}:
@@ -477,16 +477,16 @@ def bench_watch(repo: Path, tmp: Path, units: int, sleep_s: int, label: str, one
 
 # (file suffix, function) -> label, for the grouped view of the profile.
 HOT = (
-    ("wf/supervise.py", "supervise", "supervise() in all"),
-    ("wf/supervise.py", "queue", "Unit.queue: prompt.txt, session.txt, status.json"),
-    ("wf/supervise.py", "start", "Unit.start: Popen, stdin thread, status.json"),
-    ("wf/supervise.py", "_finish", "Unit._finish"),
-    ("wf/supervise.py", "tool_version", "tool_version"),
-    ("wf/procs.py", "kill_tree", "procs.kill_tree (in _finish)"),
-    ("wf/procs.py", "with_token", "procs.with_token: every /proc/PID/environ"),
-    ("wf/procs.py", "reap_orphans", "procs.reap_orphans: psutil children (ppid map)"),
-    ("wf/runs.py", "write_status", "runs.write_status (status.json)"),
-    ("wf/fsutil.py", "atomic_write", "fsutil.atomic_write (all run-folder files)"),
+    ("wf/workers/supervise.py", "supervise", "supervise() in all"),
+    ("wf/workers/supervise.py", "queue", "Unit.queue: prompt.txt, session.txt, status.json"),
+    ("wf/workers/supervise.py", "start", "Unit.start: Popen, stdin thread, status.json"),
+    ("wf/workers/supervise.py", "_finish", "Unit._finish"),
+    ("wf/workers/supervise.py", "tool_version", "tool_version"),
+    ("wf/workers/procs.py", "kill_tree", "procs.kill_tree (in _finish)"),
+    ("wf/workers/procs.py", "with_token", "procs.with_token: every /proc/PID/environ"),
+    ("wf/workers/procs.py", "reap_orphans", "procs.reap_orphans: psutil children (ppid map)"),
+    ("wf/workers/runs.py", "write_status", "runs.write_status (status.json)"),
+    ("wf/base/fsutil.py", "atomic_write", "fsutil.atomic_write (all run-folder files)"),
     ("~", "<built-in method posix.fsync>", "os.fsync (file + folder)"),
     ("subprocess.py", "_execute_child", "subprocess fork/exec"),
     ("threading.py", "start", "threading.Thread.start (stdin feeder)"),

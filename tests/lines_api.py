@@ -1,4 +1,4 @@
-"""The edits of wf.edits as line lists, the form the engine tests compare: each returns
+"""The edits of wf.tasks.edits as line lists, the form the engine tests compare: each returns
 the new list of lines of the file (the edits themselves return a parsed file)."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
-from wf import edits
-from wf.errors import WfError
-from wf.taskfile import TasksFile, parse_lines
+from wf.base.errors import WfError
+from wf.tasks import edits
+from wf.tasks.taskfile import TasksFile, parse_lines
 
 
 def set_field(doc: TasksFile, task_id: str, key: str, value: str | None) -> list[str]:

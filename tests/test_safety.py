@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import WfRunner, git
-from tests.test_orch import Orch, lanes_toml, task
-from wf import gitops
+from tests.orch.test_orch import Orch, lanes_toml, task
+from wf.trees import gitops
 
 
 @pytest.fixture
@@ -257,7 +257,7 @@ def test_a_branch_that_moved_during_its_merge_is_not_archived(
     """A commit lands on the branch while wf merge works (after it read the tip): main
     has the work up to the old tip, the task is not archived, the new commit is kept,
     and the next wf merge brings the rest."""
-    from wf import merge
+    from wf.trees import merge
 
     tree = _merge_setup(wf)
     real = merge._merge

@@ -109,7 +109,7 @@ def _become(request: dict[str, object], fds: list[int]) -> None:
     time.tzset()
     # What wf does to its environment as it is imported, done again for this one (the
     # server's import did it to the server's): gitops drops GIT_DIR and the like.
-    from wf import gitops
+    from wf.trees import gitops
 
     gitops._scrub_environment()
     # The streams as a new interpreter makes them for these descriptors: the server's

@@ -31,8 +31,8 @@ from wf.adapters.claude import Claude
 from wf.adapters.cmd import Command
 from wf.adapters.codex import Codex
 from wf.adapters.opencode import Opencode
-from wf.config import PERMISSION_MODES
-from wf.errors import WfError
+from wf.base.config import PERMISSION_MODES
+from wf.base.errors import WfError
 
 __all__ = [
     "ADAPTERS",

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from wf.adapters import limits
 from wf.adapters.limits import Limit
-from wf.config import PERMISSION_MODES
+from wf.base.config import PERMISSION_MODES
 
 # Variables that make a nested Claude Code think it runs inside another one, or that
 # disable the transcripts resuming and cost accounting need.
@@ -304,7 +304,7 @@ class Adapter:
     grant_field = "allowed_tools"  # the lane key (lanes.<name>.<key>) that widens what it may do
 
     def cost(self, session_id: str | None) -> tuple[Any, str] | None:
-        """The unit's cost from where this tool keeps its sessions: (wf.usage.Cost, kind),
+        """The unit's cost from where this tool keeps its sessions: (wf.cost.usage.Cost, kind),
         or None when nothing is found."""
         return None
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from wf.adapters import limits
 from wf.adapters.base import Adapter, Denial, Failure, Parsed, Spec, classify_words, one_line
-from wf.errors import WfError
+from wf.base.errors import WfError
 
 # assistant.error values (the whole enum of 2.1.332) and what they mean; None: read the words
 _API_ERRORS: dict[str, Failure | None] = {
@@ -105,7 +105,7 @@ class Claude(Adapter):
     install = "npm install -g @anthropic-ai/claude-code"
 
     def cost(self, session_id: str | None) -> tuple[Any, str] | None:
-        from wf import usage
+        from wf.cost import usage
 
         if not session_id:
             return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 
 from wf.adapters.base import Adapter, Failure, Parsed, Spec, import_failure, last_line
-from wf.errors import WfError
+from wf.base.errors import WfError
 
 
 class Command(Adapter):

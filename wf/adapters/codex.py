@@ -16,7 +16,7 @@ from typing import Any
 
 from wf.adapters import limits
 from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line, status_failure
-from wf.errors import WfError
+from wf.base.errors import WfError
 
 _TRANSIENT = re.compile(r"^\s*(?:Reconnecting\b|Retrying\b|Re-connecting\b)", re.IGNORECASE)
 MODEL_RE = re.compile(
@@ -58,7 +58,7 @@ class Codex(Adapter):
     grant_field = "sandbox"
 
     def cost(self, session_id: str | None) -> tuple[Any, str] | None:
-        from wf import usage
+        from wf.cost import usage
 
         if not session_id:
             return None

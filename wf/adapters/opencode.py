@@ -6,7 +6,7 @@ Verified against 1.18.33 (tests/fixtures/real/opencode-1.18.33). Events are
 Session not found`` on stderr (exit 1, no event). A model that is not ``provider/model``
 fails with an opaque server error, and with no model and no provider configured opencode
 quietly uses a hosted free model: wf requires ``provider/model``. Effort maps to
-``--variant``. Sessions and their cost live in SQLite (``opencode.db``; see wf.usage).
+``--variant``. Sessions and their cost live in SQLite (``opencode.db``; see wf.cost.usage).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from wf.adapters import limits
 from wf.adapters.base import Adapter, Failure, Parsed, Spec, classify_words, one_line, status_failure
-from wf.errors import WfError
+from wf.base.errors import WfError
 
 if TYPE_CHECKING:
-    from wf.usage import Cost
+    from wf.cost.usage import Cost
 
 MODEL_RE = re.compile(r"[a-z0-9][a-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._:/@-]*")
 # opencode's error names (1.18) and what they mean
@@ -81,7 +81,7 @@ def store_path() -> Path:
 def store_cost(session_id: str, db: Path | None = None) -> Cost:
     """Usage of one opencode session from its SQLite store: each assistant message's
     tokens and the cost opencode computed for it (read-only; the store may be in use)."""
-    from wf.usage import Cost, int_of, safe_name
+    from wf.cost.usage import Cost, int_of, safe_name
 
     db = (db or store_path()).resolve()
     if not db.is_file():

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from wf import __version__
-from wf.errors import ParseError, WfError
+from wf.base.errors import ParseError, WfError
 
 if TYPE_CHECKING:
-    from wf.backlog import Backlog
-    from wf.project import Project
-from wf.text import json_safe, safe
+    from wf.base.project import Project
+    from wf.tasks.backlog import Backlog
+from wf.base.text import json_safe, safe
 
 
 def _echo_json(data: Any) -> None:
@@ -55,7 +55,7 @@ def _warn(line: str) -> None:
 
 
 def _project(ctx: click.Context) -> Project:
-    from wf import project
+    from wf.base import project
 
     start = ctx.find_root().obj.get("dir") if ctx.find_root().obj else None
     if start and not Path(start).is_dir():
@@ -64,7 +64,7 @@ def _project(ctx: click.Context) -> Project:
 
 
 def _backlog(ctx: click.Context) -> Backlog:
-    from wf import backlog
+    from wf.tasks import backlog
 
     return backlog.load(_project(ctx))
 
@@ -176,7 +176,7 @@ def _crash_log(exc: BaseException) -> str:
 def _project_wf_dir() -> Path | None:
     """The ``.wf/`` of the project wf runs in, if one can be found and written."""
     try:
-        from wf.project import find_root
+        from wf.base.project import find_root
 
         start = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "-C"), None)
         root, _ = find_root(Path(start) if start else Path.cwd())

@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
+from wf.base.text import safe_line
 from wf.cli.base import _Group, _print, _project, _warn, cli
-from wf.text import safe_line
 
 # ---------------------------------------------------------------- wf res
 
@@ -30,8 +30,8 @@ def res() -> None:
 
 
 def _limits(mem: str | None, cpus: str | None, for_: str | None) -> Any:
-    from wf.orch.resbackend import Limits
-    from wf.quantity import parse_cpus, parse_duration, parse_size
+    from wf.base.quantity import parse_cpus, parse_duration, parse_size
+    from wf.night.resbackend import Limits
 
     return Limits(
         parse_size(mem, "--mem") if mem else None,
@@ -41,7 +41,7 @@ def _limits(mem: str | None, cpus: str | None, for_: str | None) -> Any:
 
 
 def _job_line(job: Any) -> str:
-    from wf.quantity import fmt_duration, fmt_size
+    from wf.base.quantity import fmt_duration, fmt_size
 
     lim = job.limits
     limits = " ".join(
@@ -87,7 +87,7 @@ def res_run(
     """
     import os
 
-    from wf.orch import res as resmod
+    from wf.night import res as resmod
 
     cmd = list(argv[1:] if argv and argv[0] == "--" else argv)
     if not cmd:
@@ -124,8 +124,8 @@ def res_hist(title: str | None, limit: int, as_json: bool) -> None:
     Example:
       wf res hist --title wf-batch --limit 5
     """
-    from wf.orch import res as resmod
-    from wf.quantity import fmt_duration, fmt_size
+    from wf.base.quantity import fmt_duration, fmt_size
+    from wf.night import res as resmod
 
     resmod.sweep()
     jobs = resmod.history(title, limit)
@@ -162,7 +162,7 @@ def res_ls(as_json: bool) -> None:
     Example:
       wf res ls --json
     """
-    from wf.orch import res as resmod
+    from wf.night import res as resmod
 
     jobs = resmod.running()
     lines = [f"{_job_line(j)} pid={j.pid} since {j.start}" for j in jobs] or ["no running jobs"]
@@ -180,7 +180,7 @@ def res_stop(job_id: str, as_json: bool) -> None:
     Example:
       wf res stop 20261201-230000-4242
     """
-    from wf.orch import res as resmod
+    from wf.night import res as resmod
 
     job = resmod.stop(job_id)
     _print(as_json, job.as_dict(), [_job_line(job)])
@@ -251,7 +251,7 @@ def batch(
       wf batch 6 --prep --lanes sonnet
       wf batch --status          wf batch --stop
     """
-    from wf.orch import batch as batchmod
+    from wf.night import batch as batchmod
 
     modes = sum(bool(x) for x in (n is not None, show_status, stop_))
     if modes != 1:
@@ -266,7 +266,7 @@ def batch(
             click.echo(safe_line(line))
         return 0
     assert n is not None
-    from wf.orch import batchplan
+    from wf.night import batchplan
 
     plan = batchplan.plan(
         proj,
@@ -307,7 +307,7 @@ def _status_lines(st: dict[str, Any]) -> list[str]:
     )
     lines = [head, f"summary: {st['summary']}"]
     if st.get("usage"):
-        from wf.quantity import fmt_size
+        from wf.base.quantity import fmt_size
 
         u = st["usage"]
         lines.append(
@@ -345,7 +345,7 @@ def batch_tail(ctx: click.Context, stamp: str, ready_fd: int | None, pull: bool)
     """The cloud tail of a batch (started by the batch job when its loop ends)."""
     import re
 
-    from wf.orch import batch as batchmod
+    from wf.night import batch as batchmod
 
     if not re.fullmatch(r"\d{8}T\d{6}Z", stamp):
         raise click.UsageError(f"stamp {stamp!r}: expected YYYYMMDDTHHMMSSZ")
@@ -362,7 +362,7 @@ def batch_job(ctx: click.Context, stamp: str, ready_fd: int | None) -> int:
     """The detached batch (started by wf batch N)."""
     import re
 
-    from wf.orch import batch as batchmod
+    from wf.night import batch as batchmod
 
     if not re.fullmatch(r"\d{8}T\d{6}Z", stamp):
         raise click.UsageError(f"stamp {stamp!r}: expected YYYYMMDDTHHMMSSZ")
@@ -401,8 +401,8 @@ def pilot(ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: boo
     """
     import time
 
-    from wf.orch import pilot as pilotmod
-    from wf.quantity import parse_duration
+    from wf.base.quantity import parse_duration
+    from wf.night import pilot as pilotmod
 
     proj = _project(ctx)
 

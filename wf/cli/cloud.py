@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import click
 
+from wf.base.errors import UsageError
+from wf.base.text import safe
 from wf.cli.base import _echo_json, _Group, _on_wait, _print, _project, cli
 from wf.cli.orch import _duration
-from wf.errors import UsageError
-from wf.text import safe
 
 
 @cli.group(cls=_Group)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
+from wf.base.errors import WfError
+from wf.base.text import safe
 from wf.cli.base import _echo_json, _Group, _n, _on_wait, _project, cli
-from wf.errors import WfError
-from wf.text import safe
 
 # ---------------------------------------------------------------- git: worktrees, merge, doctor
 
@@ -41,8 +41,9 @@ def wt_add(ctx: click.Context, lane: str, task_id: str, as_json: bool) -> None:
     \b
     Example: wf status fetch-retry progress me && wf wt add sonnet fetch-retry
     """
-    from wf import backlog, worktrees
-    from wf.taskfile import check_id
+    from wf.tasks import backlog
+    from wf.tasks.taskfile import check_id
+    from wf.trees import worktrees
 
     proj = _project(ctx)
     check_id(lane, "lane")
@@ -66,7 +67,7 @@ def wt_list(ctx: click.Context, as_json: bool) -> None:
     \b
     Example: wf wt list --json
     """
-    from wf import treeadmin
+    from wf.trees import treeadmin
 
     rows = treeadmin.listing(_project(ctx))
     if as_json:
@@ -89,7 +90,7 @@ def wt_list(ctx: click.Context, as_json: bool) -> None:
                 _size(r["size"]),
             ]
         )
-    from wf.text import table as aligned
+    from wf.base.text import table as aligned
 
     for line in aligned(table):
         click.echo(safe(line))
@@ -117,7 +118,7 @@ def wt_rm(ctx: click.Context, name: str) -> None:
     merged task goes with it; any other branch is kept.
     Example: wf wt rm sonnet-2
     """
-    from wf import treeadmin
+    from wf.trees import treeadmin
 
     click.echo(treeadmin.remove(_project(ctx), name))
 
@@ -134,7 +135,7 @@ def wt_prune(ctx: click.Context, dry_run: bool) -> None:
     \b
     Example: wf wt prune --dry-run
     """
-    from wf import treeadmin
+    from wf.trees import treeadmin
 
     done = treeadmin.prune(_project(ctx), dry_run=dry_run)
     for line in done or ["nothing to prune"]:
@@ -171,8 +172,8 @@ def merge_cmd(ctx: click.Context, target: str | None, no_gate: bool, as_json: bo
       cd .worktrees/sonnet && wf merge
       wf merge fetch-retry --no-gate   # a merge whose gate run is not wanted now
     """
-    from wf import merge
     from wf.orch import gate
+    from wf.trees import merge
 
     proj = _project(ctx)
     outcome = merge.merge(proj, target, Path(ctx.obj.get("dir") or "."), on_wait=_on_wait)
@@ -213,8 +214,8 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> int:
     leaves says why.
     Example: wf doctor --fix
     """
-    from wf import doctor as doctormod
-    from wf.orch import health
+    from wf.doctor import checks as doctormod
+    from wf.doctor import lanes as health
 
     proj = _project(ctx)
     findings = doctormod.run(proj, fix=fix)

@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
+from wf.base.config import ADAPTERS
+from wf.base.errors import WfError
+from wf.base.text import safe, safe_line
 from wf.cli.base import _echo_json, _Group, _on_wait, _project, cli
-from wf.config import ADAPTERS
-from wf.errors import WfError
-from wf.text import safe, safe_line
 
 # ---------------------------------------------------------------- the orchestration loop
 
@@ -311,7 +311,7 @@ def orch_run(
       wf orch run sonnet haiku --for 8h --until-stop
     """
     from wf.orch.loop import Loop
-    from wf.taskfile import check_id
+    from wf.tasks.taskfile import check_id
 
     proj = _project(ctx)
     names = [check_id(x, "lane") for x in lanes] or [ln.name for ln in proj.config.lanes]
@@ -340,7 +340,7 @@ class _Out:
     '| head') is said once on stderr and then ignored, never a reason to stop."""
 
     def __init__(self) -> None:
-        from wf.workers.progress import ProgressLine
+        from wf.fanout.progress import ProgressLine
 
         self.progress = ProgressLine(every=1.0)
         self.closed = False
@@ -437,6 +437,6 @@ def demo(ctx: click.Context, dir_: str | None, keep: bool) -> int:
     \b
     Example: wf demo --keep
     """
-    from wf.orch import demo as demomod
+    from wf.night import demo as demomod
 
     return demomod.run(Path(dir_) if dir_ else None, echo=click.echo, keep=keep)

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from wf.base.errors import WfError
+from wf.base.text import safe
 from wf.cli.base import _backlog, _echo_json, _n, _on_wait, _print, _project, _warn, cli
-from wf.errors import WfError
-from wf.text import safe
 
 if TYPE_CHECKING:
-    from wf.project import Project
+    from wf.base.project import Project
 
 # ---------------------------------------------------------------- init / config
 
@@ -35,7 +35,7 @@ def init(ctx: click.Context, as_json: bool) -> None:
     Example:
       wf init && git add TASKS.md wf.toml .gitignore && git commit -m 'wf init'
     """
-    from wf import bootstrap
+    from wf.tasks import bootstrap
 
     start = Path(ctx.obj.get("dir") or ".")
     result = bootstrap.init(start)
@@ -64,7 +64,7 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, unset: bo
       wf config lanes.sonnet
       wf config --unset lanes.haiku
     """
-    from wf import config as configmod
+    from wf.base import config as configmod
 
     proj = _project(ctx)
     cfg = proj.config
@@ -104,7 +104,7 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, unset: bo
 
 
 def _unset_if_set(path: Path, key: str) -> Any:
-    from wf import config as configmod
+    from wf.base import config as configmod
 
     try:
         return configmod.unset_value(path, key)
@@ -161,8 +161,10 @@ def check(ctx: click.Context, as_json: bool) -> int:
     wf.toml lacks) refuses only writes to that task and makes it not runner-ready.
     Example: wf check --json
     """
-    from wf import adapters, views, worktrees
-    from wf.errors import ParseIssue
+    from wf import adapters
+    from wf.base.errors import ParseIssue
+    from wf.tasks import views
+    from wf.trees import worktrees
 
     bl = _backlog(ctx)
     issues = bl.check()
@@ -219,7 +221,7 @@ def list_cmd(
     Example:
       wf list --runner --lane sonnet
     """
-    from wf import backlog, listcache, views
+    from wf.tasks import backlog, listcache, views
 
     proj = _project(ctx)
     if lane is not None and proj.config.lane(lane) is None:
@@ -252,7 +254,7 @@ def lanes(ctx: click.Context, as_json: bool) -> None:
     Example:
       wf lanes --json
     """
-    from wf import views
+    from wf.tasks import views
 
     bl = _backlog(ctx)
     records = views.lanes(bl)
@@ -274,7 +276,7 @@ def show(ctx: click.Context, task_id: str, as_json: bool) -> None:
     Example:
       wf show fetch-retry
     """
-    from wf import views
+    from wf.tasks import views
 
     rec = views.show(_backlog(ctx), task_id)
     _print(as_json, rec, views.show_text(rec))
@@ -292,7 +294,7 @@ def ctx(ctx: click.Context, task_id: str, as_json: bool) -> None:
     Example:
       wf ctx fetch-retry --json
     """
-    from wf import views
+    from wf.tasks import views
 
     c = views.ctx(_backlog(ctx), task_id, Path(ctx.obj.get("dir") or "."))
     _print(as_json, c, views.ctx_text(c))
@@ -325,7 +327,7 @@ def log(ctx: click.Context, count: int, as_json: bool) -> None:
 
 def _check_effort(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A bad --effort is a usage error (exit 2), as a bad --prio is; '' removes the field."""
-    from wf.taskfile import check_field
+    from wf.tasks.taskfile import check_field
 
     if value is not None and value.strip():
         why = check_field("effort", value)
@@ -389,7 +391,7 @@ def add(
     Example:
       wf add "Retry failed fetches" --model sonnet -p 1 --done "`pytest -k retry` passes"
     """
-    from wf import ops
+    from wf.tasks import ops
 
     proj = _project(ctx)
     new_id = ops.add_task(proj, title, task_id=task_id, body=_body(body), on_wait=_on_wait, **_clean(fields))
@@ -423,7 +425,7 @@ def set_cmd(ctx: click.Context, /, task_id: str, title: str | None, as_json: boo
     Example:
       wf set fetch-retry --prio 0 --after http-client
     """
-    from wf import ops
+    from wf.tasks import ops
 
     proj = _project(ctx)
     changed = ops.set_fields(proj, task_id, title=title, on_wait=_on_wait, **_clean(fields))
@@ -460,7 +462,7 @@ def status(
     Example:
       wf status fetch-retry awaiting 'Which backoff: linear or exponential?'
     """
-    from wf import ops
+    from wf.tasks import ops
 
     if state != "pending" and not (note or "").strip():
         what = "WHO (the claimer)" if state == "progress" else "a NOTE (why, or the question)"
@@ -483,7 +485,7 @@ def note(ctx: click.Context, task_id: str, text: str) -> None:
     Example:
       wf note fetch-retry 'the flaky test is in tests/test_http.py'
     """
-    from wf import ops
+    from wf.tasks import ops
 
     ops.add_note(_project(ctx), task_id, text, on_wait=_on_wait)
     click.echo(f"{task_id}: noted")
@@ -507,7 +509,7 @@ def edit(ctx: click.Context, task_id: str) -> None:
     import shlex
     import subprocess
 
-    from wf import ops
+    from wf.tasks import ops
 
     var = "VISUAL" if os.environ.get("VISUAL") else "EDITOR"
     try:
@@ -557,7 +559,7 @@ def done(ctx: click.Context, task_id: str, commit: str | None, as_json: bool) ->
     Example:
       wf done fetch-retry --commit 1a2b3c4
     """
-    from wf import ops
+    from wf.tasks import ops
 
     line = ops.done_task(_project(ctx), task_id, commit=commit, on_wait=_on_wait)
     _echo_json({"id": task_id, "archived": line}) if as_json else click.echo(safe(line))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
+from wf.base.errors import WfError
+from wf.base.text import safe_line
 from wf.cli.base import _echo_json, _project, _warn, cli
-from wf.errors import WfError
-from wf.text import safe_line
 
 # ---------------------------------------------------------------- usage and cost
 
@@ -84,7 +84,7 @@ def usage_cmd(
       wf usage --report --since 7d --project app
       wf usage --report --by run --since 2026-01-01
     """
-    from wf import costlog, usage
+    from wf.cost import costlog, usage
 
     if (since or project) and not report:
         raise click.UsageError("--since and --project go with --report")
@@ -187,7 +187,7 @@ def usage_cmd(
 
 def _nothing_found(since: str | None, project: str | None) -> str:
     """Why the report is empty: no line at all, or none passed the filters (say which)."""
-    from wf import costlog
+    from wf.cost import costlog
 
     everything, _ = costlog.records()
     if not everything:

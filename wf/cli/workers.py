@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from wf.base.config import ADAPTERS
+from wf.base.errors import WfError
+from wf.base.text import safe, safe_line
 from wf.cli.base import _echo_json, _Group, _project, cli
-from wf.config import ADAPTERS
-from wf.errors import WfError
-from wf.text import safe, safe_line
 
 if TYPE_CHECKING:
-    from wf.project import Project
-    from wf.workers.fanout import Outcome
+    from wf.base.project import Project
+    from wf.fanout.fanout import Outcome
 
 ADAPTER_CHOICE = click.Choice([*ADAPTERS, "auto"])
 
@@ -48,7 +48,7 @@ class _Live:
     printed around it."""
 
     def __init__(self, as_json: bool) -> None:
-        from wf.workers.progress import ProgressLine
+        from wf.fanout.progress import ProgressLine
 
         self.as_json = as_json
         self.line = ProgressLine()
@@ -63,7 +63,7 @@ class _Live:
     def tick_units(self, units: list[Any]) -> None:
         if self.as_json or not self.line.enabled:
             return
-        from wf.workers import report
+        from wf.fanout import report
 
         self.line.update(
             report.progress_text(
@@ -74,8 +74,8 @@ class _Live:
     def tick_statuses(self, proj: Project, run: str, statuses: list[dict[str, Any]]) -> None:
         if self.as_json or not self.line.enabled:
             return
-        from wf import runs
-        from wf.workers import report
+        from wf.fanout import report
+        from wf.workers import runs
 
         folders = {str(st["unit"]): runs.unit_dir(proj, run, str(st["unit"])) for st in statuses}
         self.line.update(report.progress_text(statuses, folders, self.started))
@@ -172,8 +172,8 @@ def dispatch(
     echo "Summarise" | wf dispatch r1 sum - --adapter auto
     """
     from wf import adapters
-    from wf.workers import fanout, report
-    from wf.workers.units import UnitRequest
+    from wf.fanout import fanout, report
+    from wf.fanout.units import UnitRequest
 
     text = _prompt_text(prompt, prompt_file, prompt_arg)
     if mode and cwd:
@@ -253,8 +253,8 @@ def run_cmd(
     wf run units.json --max-parallel 5
     wf run units.json --run r1      # again: skips what is done, retries the rest
     """
-    from wf.workers import fanout, report
-    from wf.workers import manifest as manifestmod
+    from wf.fanout import fanout, report
+    from wf.fanout import manifest as manifestmod
 
     if not manifestmod.load_manifest(Path(manifest))[1]:
         raise click.UsageError(f"{manifest} has no units: nothing to run (its 'units' list is empty)")
@@ -278,8 +278,8 @@ def run_cmd(
 
 
 def _outcome_report(proj: Project, outcome: Outcome, code: int, as_json: bool) -> None:
-    from wf import runs
-    from wf.workers import report
+    from wf.fanout import report
+    from wf.workers import runs
 
     if as_json:
         _echo_json(
@@ -312,7 +312,7 @@ def runs(ctx: click.Context, count: int, as_json: bool) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
-    from wf import runs as runsmod
+    from wf.workers import runs as runsmod
 
     proj = _project(ctx)
     found = runsmod.all_runs(proj)
@@ -343,7 +343,7 @@ def runs_new(ctx: click.Context, name: str, as_json: bool) -> None:
     \b
     RUN=$(basename "$(wf runs new review)"); wf dispatch "$RUN" u1 prompt.md
     """
-    from wf.workers.manifest import new_run
+    from wf.fanout.manifest import new_run
 
     run, folder = new_run(_project(ctx), name)
     if as_json:
@@ -364,9 +364,9 @@ def runs_status(ctx: click.Context, run: str, as_json: bool) -> None:
     \b
     wf runs status r1 --json | jq '.[] | select(.state != "done") | .unit'
     """
-    from wf import runs as runsmod
-    from wf.workers import report
-    from wf.workers.watch import repair_lost
+    from wf.fanout import report
+    from wf.fanout.watch import repair_lost
+    from wf.workers import runs as runsmod
 
     proj = _project(ctx)
     repair_lost(proj, run)
@@ -395,7 +395,7 @@ def runs_output(ctx: click.Context, run: str, unit: str, show_log: bool) -> None
     \b
     wf runs output r1 u1 > answer.md
     """
-    from wf import runs as runsmod
+    from wf.workers import runs as runsmod
 
     folder = runsmod.unit_dir(_project(ctx), run, unit)
     if runsmod.read_status(folder) is None:
@@ -417,7 +417,7 @@ def runs_diff(ctx: click.Context, run: str, unit: str) -> None:
     \b
     wf runs diff r1 refactor
     """
-    from wf.workers.diff import diff
+    from wf.fanout.diff import diff
 
     click.echo(safe(diff(_project(ctx), run, unit)), nl=False)
 
@@ -463,7 +463,7 @@ def runs_retry(
     wf runs retry r1 --failed
     wf runs retry r1 u3 --resume --max-retries 3
     """
-    from wf.workers import fanout, report
+    from wf.fanout import fanout, report
 
     live = _Live(as_json)
     proj = _project(ctx)
@@ -523,8 +523,8 @@ def monitor(
     wf monitor r1                   # wakes on the first failure
     wf monitor r1 --running         # after handling it: wait on the rest
     """
-    from wf import runs as runsmod
-    from wf.workers import report, watch
+    from wf.fanout import report, watch
+    from wf.workers import runs as runsmod
 
     proj = _project(ctx)
     began = time.monotonic()
@@ -604,8 +604,8 @@ def gather(
     wf gather r1 > answers.txt
     wf gather r1 --json | jq -r '.units[].output'
     """
-    from wf import runs as runsmod
-    from wf.workers import report, watch
+    from wf.fanout import report, watch
+    from wf.workers import runs as runsmod
 
     proj = _project(ctx)
     live = _Live(as_json)

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from wf.base.project import Project
     from wf.cloud.batchlane import Open
-    from wf.project import Project
 
 
 def sidecar(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from wf.errors import WfError
+from wf.base.errors import WfError
 
 # What wf accepts as a session id from the tool's output, before it reaches an argv, a
 # record or a path: a letter or digit first (never an option), then letters, digits, _ and -.

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wf import procs
-from wf.fsutil import append_line, atomic_write_text
-from wf.project import Project
+from wf.base.fsutil import append_line, atomic_write_text
+from wf.base.project import Project
+from wf.workers import procs
 
 if TYPE_CHECKING:
-    from wf.backlog import Backlog
-    from wf.taskfile import Task
+    from wf.tasks.backlog import Backlog
+    from wf.tasks.taskfile import Task
 
 ENV = "WF_BATCH"  # the loop of a batch gets the batch's stamp here
 _STAMP = re.compile(r"\d{8}T\d{6}Z")

@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wf import gitops
 from wf.cloud.backend import (
     CloudRefused,
     Refusal,
@@ -48,6 +47,7 @@ from wf.cloud.backend import (
     refused,
     valid_session,
 )
+from wf.trees import gitops
 
 CREATE_TIMEOUT = 180.0  # seconds: uploading a repository can take a while
 STATE_TIMEOUT = 900.0
@@ -362,7 +362,7 @@ class ClaudeBackend:
         return tip if own else None
 
     def cost(self, status: SessionStatus) -> float | None:
-        from wf import usage
+        from wf.cost import usage
 
         found = usage.for_session("claude", status.local_session)
         if found is None or found[0].source is usage.CostSource.unpriced:

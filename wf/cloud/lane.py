@@ -21,21 +21,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
-from wf import backlog as backlogmod
-from wf import ops
+from wf.base.config import CLOUD_LANE
+from wf.base.errors import WfError
+from wf.base.lock import project_lock
+from wf.base.project import Project
 from wf.cloud import batchlane, records
 from wf.cloud import ledger as ledgermod
 from wf.cloud.backend import Backend, CloudRefused, SessionState, valid_session
 from wf.cloud.records import CloudRecord
-from wf.config import CLOUD_LANE
-from wf.errors import WfError
-from wf.lock import project_lock
 from wf.orch import state
 from wf.orch.pick import Pick, stopped
 from wf.orch.post import Next, Posted, Rule
 from wf.orch.state import Outcome, Stop
-from wf.project import Project
-from wf.taskfile import Task, check_id, utc_stamp
+from wf.tasks import backlog as backlogmod
+from wf.tasks import ops
+from wf.tasks.taskfile import Task, check_id, utc_stamp
 
 # The outcome table, cloud rows: what an ended session does to its task and to the lane.
 TABLE: dict[SessionState, tuple[Outcome, Rule]] = {
@@ -200,7 +200,7 @@ def send(
             _release(project, rec, on_wait)
         return Sent(stopped(CLOUD_LANE, Stop.INFRA, str(e)), None)
     with project_lock(project.wf_dir, project.lock_timeout, on_wait):
-        from wf import gitops
+        from wf.trees import gitops
 
         rec = rec.but(
             session=session.id, url=session.url, state=SessionState.RUNNING, sender=None,
@@ -218,7 +218,7 @@ def send(
 
 def _release(project: Project, rec: CloudRecord, on_wait: Callable[[str], None] | None) -> None:
     """Undo a claim whose session could not be created: the task as it was before."""
-    from wf import edits
+    from wf.tasks import edits
 
     task = backlogmod.load(project).doc.find(rec.id)
     if task is not None and task.status.state == "progress":
@@ -318,7 +318,7 @@ def _merge(
     project: Project, rec: CloudRecord, lines: list[str], on_wait: Callable[[str], None] | None
 ) -> tuple[str | None, str | None]:
     """(what is red, or None; the merge commit): merge ``cloud/<id>`` as ``wf merge`` does."""
-    from wf import gitops, merge
+    from wf.trees import gitops, merge
 
     bl = backlogmod.load(project)
     entry = bl.archive.find(rec.id)
@@ -340,7 +340,7 @@ def _merge(
 
 
 def _log(project: Project, rec: CloudRecord, outcome: Outcome, commit: str | None) -> None:
-    from wf.fsutil import append_line
+    from wf.base.fsutil import append_line
 
     ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     append_line(

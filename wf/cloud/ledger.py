@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from wf.fsutil import append_line
-from wf.project import Project
+from wf.base.fsutil import append_line
+from wf.base.project import Project
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def read(project: Project, running: int = 0, now: datetime | None = None) -> Led
     spent = 0.0
     sessions = unknown = 0
     bad: list[str] = []
-    from wf import records as store
+    from wf.base import records as store
 
     try:
         text = (store.read_bytes(log_path(project), 1 << 30) or b"").decode("utf-8")

@@ -19,15 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wf import gitops
+from wf.base.errors import WfError
+from wf.base.project import Project
+from wf.base.text import safe_line
 from wf.cloud import batchlane, records
 from wf.cloud import ledger as ledgermod
 from wf.cloud.backend import Backend, CloudRefused, SessionState
 from wf.cloud.records import CloudRecord
-from wf.errors import WfError
-from wf.project import Project
-from wf.taskfile import check_id
-from wf.text import safe_line
+from wf.tasks.taskfile import check_id
+from wf.trees import gitops
 
 SENDING_GRACE = 600.0  # seconds a send may take before its record counts as lost
 
@@ -112,7 +112,7 @@ def _pull_one(project: Project, task_id: str, be: Backend, out: Pulled) -> None:
         out.lines.append(line_for(rec) + " (post it: wf orch post cloud)")
         return
     if rec.state is SessionState.SENDING or rec.session is None:
-        from wf import procs
+        from wf.workers import procs
 
         if rec.sender and procs.alive(rec.sender) and time.time() - rec.started_at < SENDING_GRACE:
             out.running.append(rec.id)
@@ -168,7 +168,7 @@ def _end(
 
 def _workdir(project: Project, task_id: str) -> Path:
     """A clean tree of the repository, detached at main, for one session's teleport."""
-    from wf import worktrees
+    from wf.trees import worktrees
 
     path = project.worktrees_dir / f"_cloud-{task_id}"
     main = gitops.rev(project.root, worktrees.main_branch(project))

@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from wf import records as store
+from wf.base import records as store
+from wf.base.errors import LockTimeout, WfError
+from wf.base.lock import project_lock
+from wf.base.project import Project
 from wf.cloud.backend import SessionState, valid_session
-from wf.errors import LockTimeout, WfError
-from wf.lock import project_lock
-from wf.project import Project
-from wf.taskfile import check_id
+from wf.tasks.taskfile import check_id
 
 
 @dataclass(frozen=True)

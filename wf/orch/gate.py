@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from wf import gitops, worktrees
-from wf import records as store
-from wf.lock import project_lock
-from wf.project import Project
+from wf.base import records as store
+from wf.base.lock import project_lock
+from wf.base.project import Project
+from wf.trees import gitops, worktrees
 
 TREE = "_gate"
 TIMEOUT = 3600.0
@@ -141,7 +141,7 @@ class Fix:
 
 def open_fix(project: Project) -> str | None:
     """The fix task added for a red gate that is still open (in TASKS.md), newest first."""
-    from wf import backlog as backlogmod
+    from wf.tasks import backlog as backlogmod
 
     doc = backlogmod.load(project).doc
     for r in reversed(results(project)):
@@ -162,8 +162,8 @@ def add_fix_task(
     its log is), or, while the fix task of an earlier red gate is still open, add a note
     to that one instead (one open fix task, however many red commits); mark the red
     result handled."""
-    from wf import backlog as backlogmod
-    from wf import ops
+    from wf.tasks import backlog as backlogmod
+    from wf.tasks import ops
 
     result = store.load(GateResult, _dir(project) / f"{sha}.json") or GateResult(sha)
     still = open_fix(project)
@@ -207,11 +207,11 @@ def add_fix_task(
 def _note(project: Project, task_id: str, r: GateResult, on_wait: Callable[[str], None] | None) -> None:
     """A note on the open fix task: the gate is still red at a later commit. A hold on
     that task (handed back, waiting for a person) stays: the note is wf's, not theirs."""
-    from wf import backlog as backlogmod
-    from wf import holds, ops
-    from wf import records as store
-    from wf.holds import Held
+    from wf.base import records as store
     from wf.orch import state
+    from wf.tasks import backlog as backlogmod
+    from wf.tasks import holds, ops
+    from wf.tasks.holds import Held
 
     def text() -> str:
         doc = backlogmod.load(project).doc
@@ -254,7 +254,7 @@ def after_merge(project: Project, *, skip: bool = False) -> tuple[Started, str |
 
 def _running(project: Project, sha: str) -> bool | None:
     """Whether the gate run started for ``sha`` still lives (None: no pid recorded)."""
-    from wf import procs
+    from wf.workers import procs
 
     try:
         pid, since = (_dir(project) / f"{sha}.pid").read_text().split()
@@ -304,8 +304,8 @@ def start(project: Project) -> int | None:
         )
     finally:
         log.close()
-    from wf import procs
-    from wf.fsutil import atomic_write_text
+    from wf.base.fsutil import atomic_write_text
+    from wf.workers import procs
 
     procs.keep(p.pid)
     atomic_write_text(_dir(project) / f"{sha}.pid", f"{p.pid} {procs.start_time(p.pid) or 0}\n")

@@ -6,7 +6,7 @@ import os
 from importlib import resources
 from pathlib import Path
 
-from wf.errors import WfError
+from wf.base.errors import WfError
 
 ITEMS = (
     ("agents", "wf-worker.md"),

@@ -43,20 +43,21 @@ from pathlib import Path
 from types import FrameType
 from typing import NamedTuple
 
-from wf import adapters, procs, runs
-from wf import backlog as backlogmod
+from wf import adapters
 from wf.adapters import Failure, Spec
 from wf.adapters.limits import Limit, until_text
+from wf.base.errors import IssueKind, ParseError, WfError
+from wf.base.fsutil import append_line
+from wf.base.project import Project
 from wf.cloud import batchlane
-from wf.errors import IssueKind, ParseError, WfError
-from wf.fsutil import append_line
 from wf.orch import gate, park, state
 from wf.orch.pick import Pick, live_holder, pick, worker_instructions
 from wf.orch.post import Posted, Refused, post, release
 from wf.orch.report import captured_report, read_report, run_outcomes
 from wf.orch.state import LaneRecord, Stop, StopReason
-from wf.project import Project
-from wf.supervise import POLL, Unit, note_strays
+from wf.tasks import backlog as backlogmod
+from wf.workers import procs, runs
+from wf.workers.supervise import POLL, Unit, note_strays
 
 # every lane on that tool stops: the next worker would meet the same wall
 TOOL_WIDE = frozenset({Failure.auth, Failure.quota, Failure.rate_limit, Failure.network})
@@ -159,10 +160,10 @@ class Loop:
         """What can be checked cheaply before anything is claimed: every lane's program
         resolves, its tool is logged in (the tool's own offline probe), and its model and
         effort fit the tool. A problem is an error naming the lane, with nothing claimed."""
-        from wf import worktrees
+        from wf.trees import worktrees
 
         worktrees.preflight(self.project)  # main a branch, a git identity: before any claim
-        from wf import costlog
+        from wf.cost import costlog
 
         state = costlog.state_problem()  # said once, at the start: the night goes on without it
         if state is not None:
@@ -348,7 +349,7 @@ class Loop:
             # its loop is gone: end the orphaned worker's whole tree, then recover
             procs.kill_tree(rec.pid, rec.token)
         if rec.run and rec.unit:  # and what its loop adopted from it (detached, env cleared)
-            from wf.workers.watch import end_strays
+            from wf.fanout.watch import end_strays
 
             end_strays(runs.unit_dir(self.project, rec.run, rec.unit))
         holder = live_holder(rec)
@@ -581,7 +582,7 @@ class Loop:
     def _unblock_crashed(self, task_id: str) -> None:
         """A task this run blocked as crashed twice, for a failure now known to be its
         tool's: back to pending, so that no task is charged for its tool."""
-        from wf import ops
+        from wf.tasks import ops
 
         try:
             task = backlogmod.load(self.project).doc.find(task_id)
@@ -832,7 +833,7 @@ def _nothing_printed(folder: Path) -> bool:
 
 
 def _commit_missing(project: Project, commit: str) -> bool:
-    from wf import gitops
+    from wf.trees import gitops
 
     return not gitops.commit_exists(project.root, commit)
 

@@ -16,15 +16,16 @@ from collections.abc import Callable
 from importlib import resources
 from typing import NamedTuple
 
-from wf import backlog as backlogmod
-from wf import ops, worktrees
-from wf.config import CLOUD_LANE
-from wf.errors import WfError
-from wf.lock import project_lock
+from wf.base.config import CLOUD_LANE
+from wf.base.errors import WfError
+from wf.base.lock import project_lock
+from wf.base.project import Project
 from wf.orch import state
 from wf.orch.state import LaneRecord, RecordState, Stop, StopReason
-from wf.project import Project
-from wf.taskfile import Task, check_id, utc_stamp
+from wf.tasks import backlog as backlogmod
+from wf.tasks import ops
+from wf.tasks.taskfile import Task, check_id, utc_stamp
+from wf.trees import worktrees
 
 
 class Pick(NamedTuple):
@@ -73,7 +74,7 @@ def worker_instructions(slice_job: bool) -> str:
 def live_holder(rec: LaneRecord) -> str | None:
     """Who still works on a record's task: a live headless worker, the ``wf orch run``
     that owns it, or a pick still readying its tree (None if nobody)."""
-    from wf import procs
+    from wf.workers import procs
 
     me = os.getpid()
     if rec.pid and rec.worker_alive():
@@ -191,7 +192,7 @@ def pick(
 
 
 def _since(pid: int | None) -> float | None:
-    from wf import procs
+    from wf.workers import procs
 
     return procs.started(pid) if pid else None
 

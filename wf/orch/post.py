@@ -24,20 +24,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from wf import backlog as backlogmod
-from wf import gitops, ops, worktrees
-from wf.errors import WfError
-from wf.fsutil import append_line
-from wf.lock import project_lock
+from wf.base.errors import WfError
+from wf.base.fsutil import append_line
+from wf.base.lock import project_lock
+from wf.base.project import Project
 from wf.orch import state
 from wf.orch.pick import Pick, pick
 from wf.orch.state import LaneRecord, Outcome, Result, Stop, StopReason
-from wf.project import Project
-from wf.taskfile import check_id, utc_stamp
+from wf.tasks import backlog as backlogmod
+from wf.tasks import ops
+from wf.tasks.taskfile import check_id, utc_stamp
+from wf.trees import gitops, worktrees
 
 if TYPE_CHECKING:
     from wf.adapters.base import Denial
-    from wf.usage import Cost
+    from wf.cost.usage import Cost
 
 
 class Next(enum.Enum):
@@ -219,7 +220,7 @@ def _restore_status(
     project: Project, task_id: str, value: str | None, on_wait: Callable[[str], None] | None
 ) -> None:
     """Put back the Status line a claim replaced, as it was (no line: none)."""
-    from wf import edits
+    from wf.tasks import edits
 
     def change(bl: backlogmod.Backlog) -> ops.Change:
         return ops.Change(tasks=edits.set_field(bl.doc, task_id, "status", value))
@@ -330,7 +331,7 @@ def _file_trouble(project: Project, rec: LaneRecord, res: Result) -> str | None:
     while this worker ran, and the worker gave up (not a done, a slice, or a model it
     raised, which it could only make with the file readable): then its report is the
     file's problem, never the task's. None otherwise."""
-    from wf import settle
+    from wf.base import settle
 
     if not rec.started_at:
         return None
@@ -398,7 +399,7 @@ def _post_check_done(
 ) -> tuple[str | None, str | None]:
     """(what is red, or None; the merge commit). The post-checks of a done: archived,
     branch gone, ``wf check`` clean, tree clean, its HEAD in main."""
-    from wf import merge
+    from wf.trees import merge
 
     root = project.root
     main = worktrees.main_branch(project)
@@ -574,7 +575,7 @@ def _read_cost(
     """The worker's cost (None: no --agent or session, or a headless session's transcript
     is not found). A transcript named by --agent that is missing refuses the post, with
     nothing changed."""
-    from wf import usage
+    from wf.cost import usage
 
     found: tuple[usage.Cost, str] | None
     if agent:
@@ -601,7 +602,7 @@ def _write_cost(
 ) -> None:
     """The cost line, unless an earlier try of this post wrote it (a task and a worker
     have one line: a worker's cost is never counted twice)."""
-    from wf import costlog
+    from wf.cost import costlog
 
     if costlog.has_line(project.root, rec.id, spent.agent):
         return
@@ -626,7 +627,7 @@ def _mark_task(
     """The task's new status and its dated note, in one write. Only a task that still
     carries its claim is changed: one whose status is no longer "in progress" had this
     write from an earlier try of the same post (killed after it), which is not repeated."""
-    from wf import edits
+    from wf.tasks import edits
 
     def change(bl: backlogmod.Backlog) -> ops.Change:
         task = bl.doc.find(task_id)

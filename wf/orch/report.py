@@ -8,9 +8,10 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from wf import adapters, runs
+from wf import adapters
+from wf.base.project import Project
 from wf.orch.state import LaneRecord, Outcome, Result
-from wf.project import Project
+from wf.workers import runs
 
 _REPORT = re.compile(r"^[\s>*_`#-]*(result|commit|followups|note)[*_`\s]*:[ \t]*(.*?)[ \t]*$", re.I | re.M)
 _SHA = re.compile(r"\b[0-9a-f]{7,64}\b")
@@ -43,7 +44,7 @@ def captured_report(project: Project, rec: LaneRecord) -> Report | None:
     died before landing it) what its own stream or answer file holds."""
     if not rec.run or not rec.unit:
         return None
-    from wf import records
+    from wf.base import records
 
     folder = runs.unit_dir(project, rec.run, rec.unit)
     try:

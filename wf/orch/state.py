@@ -9,7 +9,7 @@ types; the words a person reads are made from them at the edge.
 
 A lane's active task lives in ``.wf/orch/<lane>.json`` (a ``LaneRecord``); a task the
 loop handed back and that waits for a person to change it lives in
-``.wf/orch/held/<id>.json`` (a ``Held``). Both load through ``wf.records``: a corrupt
+``.wf/orch/held/<id>.json`` (a ``Held``). Both load through ``wf.base.records``: a corrupt
 record is reported, never read as "none".
 """
 
@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wf import holds
-from wf import records as store
-from wf.holds import Held, task_digest
-from wf.holds import LaneRecord as LaneRecord
-from wf.holds import RecordState as RecordState
-from wf.project import Project
-from wf.taskfile import check_id
+from wf.base import records as store
+from wf.base.project import Project
+from wf.tasks import holds
+from wf.tasks.holds import Held, task_digest
+from wf.tasks.holds import LaneRecord as LaneRecord
+from wf.tasks.holds import RecordState as RecordState
+from wf.tasks.taskfile import check_id
 
 MAX_RECOVERIES = 3  # interruptions and crashes together: a task is never re-picked without end
 WHO = "worker"

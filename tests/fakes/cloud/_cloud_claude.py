@@ -1,7 +1,7 @@
 """A fake `claude` (Claude Code 2.1.332) for wf's cloud tests: `--cloud` and `--teleport`.
 
 What it says is what the real binary said, recorded offline in
-tests/fixtures/real/claude-2.1.332/cloud/ (tests/test_cloud_fake.py compares them).
+tests/fixtures/real/claude-2.1.332/cloud/ (tests/cloud/test_cloud_fake.py compares them).
 Where no recording exists (a logged-in create or teleport), it follows the shapes read
 from the binary: "Created cloud session: <title>", "View: <url>", "Resume with: claude
 --teleport <id>"; a teleport checks the session's branch out and answers in stream-json.

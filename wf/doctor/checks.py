@@ -1,0 +1,487 @@
+"""``wf doctor``: where wf's records, git's worktrees, lane branches, live processes and
+git's lock files disagree, one finding each; ``--fix`` repairs what is safe to repair.
+
+Nothing with work in it is ever removed: an unmerged branch, a dirty tree and a folder
+git does not know are reported, not touched.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from wf.base.errors import WfError
+from wf.base.lock import project_lock
+from wf.base.project import Project
+from wf.tasks import backlog as backlogmod
+from wf.tasks.backlog import Backlog
+from wf.trees import gitops, treeadmin, worktrees
+from wf.workers import procs
+
+STALE_LOCK_AGE = 60.0
+
+
+class Finding(NamedTuple):
+    kind: str
+    subject: str
+    message: str
+    level: str  # "problem" or "info"
+    fixed: bool = False
+
+    def __str__(self) -> str:
+        state = " [fixed]" if self.fixed else " (info)" if self.level == "info" else ""
+        return f"{self.kind}: {self.subject}: {self.message}{state}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+def _git_dir(project: Project) -> Path:
+    return project.root / ".git"
+
+
+def stale_locks(project: Project, now: float | None = None) -> list[Path]:
+    """git lock files older than a minute while no git process runs."""
+    now = now or time.time()
+    gd = _git_dir(project)
+    candidates = [gd / "index.lock", gd / "config.lock", gd / "HEAD.lock", gd / "packed-refs.lock"]
+    wt_admin = gd / "worktrees"
+    if wt_admin.is_dir():
+        for d in wt_admin.iterdir():
+            candidates += [d / "index.lock", d / "HEAD.lock"]
+    refs = gd / "refs"
+    if refs.is_dir():
+        candidates += list(refs.rglob("*.lock"))
+    old = [p for p in candidates if p.is_file() and now - p.stat().st_mtime > STALE_LOCK_AGE]
+    if old and procs.git_processes(project.root):
+        return []
+    return old
+
+
+def help_options(text: str) -> set[str]:
+    """The option tokens a --help text lists (``--allowedTools``, ``-m``), exactly."""
+    from wf.adapters.base import help_options as listed
+
+    return listed(text)
+
+
+def adapter_findings(project: Project) -> list[Finding]:
+    """Which worker tools are installed, their versions, default stall and timeout,
+    the flags wf passes that a subcommand's own --help lacks (by exact option token),
+    whether each installed tool is logged in (a problem when a lane uses it), and each
+    lane's model, effort and tool access checked against its adapter. A tool newer than
+    the newest version wf was tested with is worth knowing; a claude too old for the
+    cloud lane is a problem when the lane is on."""
+    import subprocess
+
+    from wf import adapters
+    from wf.adapters import versions
+    from wf.workers.supervise import tool_version
+
+    lanes = project.config.lanes
+    used = {ln.adapter for ln in lanes}
+    out = []
+    for a in adapters.ADAPTERS.values():
+        if a.name == "cmd":
+            continue
+        users = sorted(ln.name for ln in lanes if ln.adapter == a.name)
+        path = a.executable()
+        if path is None:
+            level = "problem" if a.name in used else "info"
+            why = f"not installed (lanes {', '.join(users)} use it)" if users else "not installed"
+            why += f"; install: {a.install}"
+            out.append(Finding("adapter", a.name, why, level))
+            continue
+        answer = tool_version(a)
+        version = answer or "version unknown"
+        newer = versions.newer_than_tested(a.name, answer)
+        if newer is not None:
+            tested = versions.TESTED[a.name][1]
+            why = (
+                f"{newer} is newer than {tested}, the newest version wf was tested with: its flags "
+                "and events may have moved (README, Agent tools: run the real-binary tests on it)"
+            )
+            out.append(Finding("adapter", a.name, why, "info"))
+        if a.name == "claude" and project.config.cloud:
+            too_old = versions.cloud_problem(answer)
+            if too_old is not None:
+                fix = f"update it: {a.install} (>= {versions.CLOUD_MIN_CLAUDE})"
+                out.append(Finding("cloud", "claude", f"{too_old}; {fix}", "problem"))
+        missing = []
+        for argv, flags in a.help_probes:
+            try:
+                p = subprocess.run(
+                    list(argv), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+                )
+                listed = help_options(p.stdout + p.stderr)
+            except (OSError, subprocess.TimeoutExpired):
+                listed = set()
+            lacks = [f for f in flags if f not in listed]
+            if lacks:
+                missing.append(f"`{' '.join(argv)}` lacks {' '.join(lacks)}")
+        limits = f"stall {a.default_stall:g}s, timeout {a.default_timeout:g}s"
+        if missing:
+            fix = f"update it: {a.install}@latest"
+            out.append(
+                Finding(
+                    "adapter",
+                    a.name,
+                    f"{version} at {path} ({limits}); {'; '.join(missing)}; {fix}",
+                    "problem",
+                )
+            )
+        else:
+            out.append(Finding("adapter", a.name, f"{version} at {path} ({limits})", "info"))
+        # every installed tool's login: a problem for one a lane uses, else worth knowing
+        model = next((adapters.lane_model_for(ln, a.name) for ln in lanes if ln.adapter == a.name), None)
+        state, words = a.login(model)
+        said = f" ({words})" if words else ""
+        if state is False:
+            level = "problem" if users else "info"
+            out.append(Finding("login", a.name, f"not logged in{said}: {a.login_fix}", level))
+        elif state is True:
+            out.append(Finding("login", a.name, f"logged in{said}", "info"))
+        elif users:
+            out.append(Finding("login", a.name, f"cannot tell whether it is logged in{said}", "info"))
+    for ln in lanes:
+        for prob in adapters.lane_problems(ln):
+            out.append(Finding("lane", ln.name, f"{prob.message}; {prob.fix}", "problem"))
+    out += prompt_findings(project, "claude" in used)
+    return out
+
+
+def claude_settings_files(project: Project) -> list[Path]:
+    """The settings files a claude worker in this project reads that wf can read too:
+    the project's shared and local ones, and the user's (``$CLAUDE_CONFIG_DIR``)."""
+    import os
+
+    config = Path(os.environ.get("CLAUDE_CONFIG_DIR", "").split(",")[0] or Path.home() / ".claude")
+    folder = project.root / ".claude"
+    return [folder / "settings.json", folder / "settings.local.json", config / "settings.json"]
+
+
+def prompt_findings(project: Project, used: bool) -> list[Finding]:
+    """Settings that would stop a headless claude worker at a prompt nobody answers: a
+    ``permissions.ask`` rule (claude asks even where the argv grants the call; in print
+    mode the call is refused, or, without --permission-prompts none, it may wait). A
+    problem when a lane runs claude, else worth knowing. What wf cannot read (managed
+    settings, claude's own record of trusted folders) is not judged."""
+    import json
+
+    out = []
+    for path in claude_settings_files(project):
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            continue
+        perms = data.get("permissions") if isinstance(data, dict) else None
+        ask = perms.get("ask") if isinstance(perms, dict) else None
+        if isinstance(ask, list) and ask:
+            rules = ", ".join(str(r) for r in ask[:5]) + (f" and {len(ask) - 5} more" if len(ask) > 5 else "")
+            out.append(
+                Finding(
+                    "grants",
+                    str(path),
+                    f"permissions.ask {rules}: a headless claude worker is never asked, so such a call is "
+                    "refused (claude without --permission-prompts none may wait for an answer instead); "
+                    "move the rules a worker needs to permissions.allow, or grant them to the lane",
+                    "problem" if used else "info",
+                )
+            )
+    return out
+
+
+def _free_branch(project: Project, branch: str, user: Path | None, bl: Backlog) -> bool:
+    """Delete the merged branch of an archived task; a tree that has it checked out is
+    first detached at its tip, if nothing holds that tree (free and clean)."""
+    if user is not None:
+        wt_dir = project.worktrees_dir.resolve()
+        if user.parent != wt_dir:
+            return False
+        # under the allocators' lock: a tree found free must not be taken meanwhile
+        with project_lock(project.wf_dir, worktrees.WT_LOCK_TIMEOUT, None, name="wt.lock"):
+            if worktrees.inspect(project, user.name, bl).kind != "free":
+                return False
+            if gitops.current_branch(user) != branch:
+                return False
+            worktrees.release(project, user.name)
+            tip = gitops.rev(user, "HEAD")
+            if tip is None:
+                return False
+            gitops.detach(user, tip)
+    return worktrees.drop_done_branch(project, branch, bl)
+
+
+def _backups(project: Project, *, fix: bool) -> Finding:
+    """How many backup refs there are, and how many are older than ``backup_days`` with
+    their commits in main (``--fix`` deletes those, as merges do)."""
+    days = project.config.backup_days
+    total = treeadmin.backup_count(project)
+    old = treeadmin.stale_backups(project, days)
+    msg = f"{total} backup ref{'s' if total != 1 else ''}"
+    where = treeadmin.BACKUP_PREFIX
+    if not old:
+        return Finding("backups", where, f"{msg}, none older than {days:g} days", "info")
+    if fix:
+        try:
+            treeadmin.delete_backups(project, old)
+        except gitops.GitError as e:  # one moved meanwhile (compare-and-swap): none deleted
+            return Finding("backups", where, f"{msg}; {len(old)} old ones kept: {e.reason}", "info")
+        return Finding("backups", where, f"{msg}: {treeadmin.backups_said(project, len(old))}", "info", True)
+    return Finding(
+        "backups",
+        where,
+        f"{msg}, {len(old)} older than {days:g} days whose commits main holds (--fix deletes them)",
+        "info",
+    )
+
+
+def _unarchived(project: Project, bl: Backlog, task_id: str, branch: str, made: str, *, fix: bool) -> Finding:
+    """A task whose branch a merge brought onto main but that is still open (its archiving
+    was refused or interrupted); ``--fix`` finishes that merge (archive, bookkeeping
+    commit, tree parked, branch deleted), unless the task is claimed: a worker may still
+    be in its tree."""
+    from wf.trees import merge
+
+    main = worktrees.main_branch(project)
+    msg = f"{branch} was merged into {main} as {made[:12]} but {task_id} is not archived"
+    task = bl.doc.find(task_id)
+    if task is not None and task.status.state == "progress":
+        return Finding(
+            "merge", task_id, f"{msg}; it is in progress: wf merge {task_id} finishes it", "problem"
+        )
+    if not fix:
+        return Finding("merge", task_id, f"{msg} (--fix archives it)", "problem")
+    try:
+        outcome = merge.merge(project, branch, project.root)
+    except WfError as e:
+        return Finding("merge", task_id, f"{msg}; not fixed: {str(e).splitlines()[0]}", "problem")
+    said = "".join(f"; {n}" for n in outcome.notes)
+    return Finding("merge", task_id, f"{msg}: archived{said}", "problem", True)
+
+
+def state_finding(
+    kind: str, what: str, bad: Exception | None, *, fix: bool, money: bool = False
+) -> list[Finding]:
+    """The finding of one state file that cannot be trusted (none if ``bad`` is None);
+    with ``fix``, the file is moved aside, unless it is a log of money that is a regular
+    file (moving it would forget what was spent): that one is left to a person."""
+    from wf.base import records as recstore
+
+    if not isinstance(bad, recstore.CorruptRecord):
+        return []
+    why = bad.why
+    fixed = False
+    if money and recstore.is_regular(bad.path):
+        why += "; it records money: mend or move it by hand (wf doctor --fix leaves it)"
+    elif fix:
+        why += f"; moved to {recstore.move_aside(bad.path).name}"
+        fixed = True
+    return [Finding(kind, str(bad.path), f"{what} cannot be trusted: {why}", "problem", fixed)]
+
+
+def corrupt_of(fn: Any) -> Exception | None:
+    from wf.base import records as recstore
+
+    try:
+        fn()
+    except recstore.CorruptRecord as e:
+        return e
+    return None
+
+
+def state_findings(project: Project, *, fix: bool = False) -> list[Finding]:
+    """The state files below the loop: what wf last saw of TASKS.md (the lost-tasks
+    guard), the projects list of the cost report, and the cost and cloud logs."""
+    from wf.base import settle
+    from wf.cost import costlog
+
+    out = state_finding(
+        "seen",
+        "what wf last saw of the task files (the lost-tasks guard)",
+        corrupt_of(lambda: settle.load_seen(project.wf_dir, project.config.tasks)),
+        fix=fix,
+    )
+    projects = corrupt_of(costlog.known_projects)
+    out += state_finding("projects", "the projects list of wf usage --report", projects, fix=fix)
+    for log, what in (("wf-cost.log", "the cost log"), ("wf-cloud.log", "the cloud lane's spending log")):
+        path = project.out_dir / log
+        bad = corrupt_of(lambda path=path: _log_lines(project, path))
+        out += state_finding("log", what, bad, fix=fix, money=True)
+    return out
+
+
+def _log_lines(project: Project, path: Path) -> None:
+    """CorruptRecord if a money log has a line wf cannot read or a cost that is not one."""
+    from wf.base import records as recstore
+    from wf.cost import costlog
+
+    raw = recstore.read_bytes(path, 1 << 30)
+    if raw is None:
+        return
+    if path.name == "wf-cost.log":
+        bad, unknown = costlog.line_faults(raw)
+        faults = [
+            f"{n} {w}" for n, w in ((bad, "unreadable line(s)"), (unknown, "cost(s) not a number")) if n
+        ]
+    else:
+        from wf.cloud import ledger
+
+        faults = list(ledger.read(project).bad)
+    if faults:
+        raise recstore.CorruptRecord(path, "; ".join(faults))
+
+
+def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[Finding]:
+    out: list[Finding] = adapter_findings(project) if adapters else []
+    out += state_findings(project, fix=fix)
+    if not project.is_git:
+        return [*out, Finding("repo", str(project.root), "not a git repository", "info")]
+    root = project.root
+    bl = backlogmod.load(project)
+    open_ids = bl.doc.ids()
+    archived = bl.archive.ids()
+    lanes = {ln.name for ln in project.config.lanes}
+    main = worktrees.main_branch(project)
+    main_sha = gitops.rev(root, main) or main
+
+    for lock in stale_locks(project):
+        if fix:
+            lock.unlink(missing_ok=True)
+        age = int(time.time() - lock.stat().st_mtime) if lock.exists() else 0
+        out.append(
+            Finding(
+                "stale-lock",
+                str(lock.relative_to(root)),
+                f"left by a git that died (age {age}s)",
+                "problem",
+                fix,
+            )
+        )
+    git_dir = Path(gitops.out(root, "rev-parse", "--absolute-git-dir").strip())
+    for stray in gitops.stale_indexes(git_dir):  # a wf killed inside an archive commit
+        if fix:
+            stray.unlink(missing_ok=True)
+        out.append(
+            Finding(
+                "stale-index",
+                stray.name,
+                "a temporary index left by a killed wf" + ("" if fix else " (--fix removes it)"),
+                "problem",
+                fix,
+            )
+        )
+
+    regs = gitops.worktrees(root)
+    for e in regs:
+        if e.prunable and not e.path.exists():
+            fixed = fix and worktrees.forget(project, e.path)
+            out.append(
+                Finding(
+                    "registration",
+                    str(e.path),
+                    "git registers a worktree whose folder is gone",
+                    "problem",
+                    fixed,
+                )
+            )
+
+    from wf.base import records as recstore
+
+    for bad in worktrees.corrupt_records(project):
+        why = bad.why
+        if fix:
+            why += f"; moved to {recstore.move_aside(bad.path).name}"
+        out.append(Finding("record", bad.path.stem, f"tree record cannot be trusted: {why}", "problem", fix))
+    if not fix and worktrees.corrupt_records(project):
+        return out  # the checks below read every tree record: fix these first (wf doctor --fix)
+
+    for name in worktrees.tree_names(project):
+        path = project.worktrees_dir / name
+        rec = worktrees.load_record(project, name)
+        if not path.exists():
+            if rec is not None:
+                if fix:
+                    (project.wf_dir / "wt" / f"{name}.json").unlink(missing_ok=True)
+                what = f"names task {rec.task}" if rec.task else "is free"
+                out.append(Finding("record", name, f"record {what} but the tree is gone", "problem", fix))
+            continue
+        if not (path / ".git").exists():
+            known = any(e.path == path.resolve() for e in regs)
+            repaired = False
+            if fix and known:
+                repaired = worktrees.repair(project, path)
+            if known:
+                msg = "its .git file is missing; git still knows it (--fix restores the link)"
+            else:
+                msg = "its .git is missing and git does not know it: check its files, then remove it by hand"
+            out.append(Finding("tree", name, msg, "problem", repaired))
+            continue
+        if rec is not None and rec.task:
+            hold = worktrees.holder(project, rec, bl)
+            if not hold.holds:
+                done = treeadmin.retire(project, name, bl) if fix else None
+                why = {
+                    "archived": "which is done (archived)",
+                    "gone": "which is in no file",
+                }.get(hold.state, f"which is {hold.state}, no longer claimed")
+                out.append(
+                    Finding(
+                        "record",
+                        name,
+                        f"names task {rec.task}, {why}: the tree is free"
+                        + (f" ({done})" if done else " (--fix releases it)"),
+                        "problem",
+                        done is not None,
+                    )
+                )
+
+    out.append(_backups(project, fix=fix))
+
+    held = {
+        r.branch for r in worktrees.records(project) if r.branch and worktrees.holder(project, r, bl).holds
+    }
+    regs = gitops.worktrees(root)
+    for lane in sorted(lanes):
+        for branch in gitops.branches(root, f"{lane}/*"):
+            try:
+                _, task_id = worktrees.parse_branch(branch)
+            except Exception:
+                out.append(Finding("branch", branch, "not a <lane>/<id> name wf would make", "info"))
+                continue
+            tip = gitops.rev(root, branch) or ""
+            merged = gitops.is_ancestor(root, tip, main_sha)
+            if task_id in archived and merged:
+                user = next((e.path for e in regs if e.branch == branch), None)
+                fixed = False
+                msg = f"task done and merged into {main}; safe to delete"
+                if fix:
+                    fixed = _free_branch(project, branch, user, bl)
+                    if not fixed and user is not None:
+                        msg += (
+                            f"; not fixed: checked out in {user}, which has uncommitted changes or is in use"
+                        )
+                out.append(Finding("branch", branch, msg, "problem", fixed))
+            elif task_id in archived:
+                out.append(
+                    Finding(
+                        "branch",
+                        branch,
+                        f"task archived but the branch has commits not in {main}; wf never deletes "
+                        f"unmerged work: merge it (wf merge {branch}) or delete it by hand (git branch -D)",
+                        "problem",
+                    )
+                )
+            elif task_id in open_ids and merged and (made := gitops.find_merge_of(root, main_sha, tip)):
+                out.append(_unarchived(project, bl, task_id, branch, made, fix=fix))
+            elif task_id not in open_ids:
+                out.append(
+                    Finding("branch", branch, "no task with this id in TASKS.md or the archive", "info")
+                )
+            elif branch not in held and not any(e.branch == branch for e in regs):
+                out.append(
+                    Finding("branch", branch, "task branch with no tree (wf wt add or wf merge)", "info")
+                )
+
+    return out

@@ -1,0 +1,201 @@
+"""The words a person reads about units: one line per unit (state, the failure in the
+tool's or the system's own words, time, activity, FALLBACK, cost), and run totals.
+Made from status.json at the edge; nothing branches on these strings."""
+
+from __future__ import annotations
+
+import calendar
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from wf.workers import runs
+
+if TYPE_CHECKING:
+    from wf.cost.usage import CostSource
+
+GROWING_S = 3.0  # a log that changed this recently counts as growing
+
+
+def _one_line(text: str, width: int = 200) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def describe(st: dict[str, Any]) -> str:
+    """``state``, its failure class and the tool's or the system's words, in the
+    adapters' wording (``failed auth: Not logged in · Please run /login``), then the exit
+    code of a worker that failed: never a bare exit code, never None."""
+    from wf import adapters
+
+    base = adapters.describe(st)
+    state = str(st.get("state") or "unknown")
+    bits: list[str] = []
+    code = st.get("exit_code")
+    if isinstance(code, int) and code != 0 and state != "done":
+        said = f"exit {code}" if code > 0 else f"ended by signal {-code}"
+        if said not in base:
+            bits.append(said)
+    words = ": " in base
+    if not words and not bits:
+        if state == "stalled" and st.get("stall_s"):
+            bits.append(f"no model event for {st['stall_s']:g}s")
+        elif state == "timeout" and st.get("timeout_s"):
+            bits.append(f"ran past its {st['timeout_s']:g}s timeout")
+        elif state == "failed":
+            bits.append("ended without an answer")
+    if not bits:
+        return base
+    return f"{base}, {', '.join(bits)}" if words else f"{base}: {', '.join(bits)}"
+
+
+def _epoch(iso: Any) -> float | None:
+    try:
+        return float(calendar.timegm(time.strptime(str(iso), "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return None
+
+
+def elapsed(st: dict[str, Any], now: float | None = None) -> float | None:
+    """Seconds the unit ran (or has been running)."""
+    dur = st.get("duration_s")
+    if isinstance(dur, (int, float)):
+        return float(dur)
+    started = _epoch(st.get("started"))
+    if started is None or st.get("state") not in runs.LIVE:
+        return None
+    return max(0.0, (now or time.time()) - started)
+
+
+def quiet_for(folder: Path, now: float | None = None) -> float | None:
+    """Seconds since the unit's worker.log or worker.err last changed."""
+    mtimes = []
+    for name in ("worker.log", "worker.err"):
+        try:
+            mtimes.append((folder / name).stat().st_mtime)
+        except OSError:
+            pass
+    if not mtimes:
+        return None
+    return max(0.0, (now or time.time()) - max(mtimes))
+
+
+def activity(folder: Path, now: float | None = None) -> str:
+    """``growing`` or ``quiet Ns`` for a running unit."""
+    q = quiet_for(folder, now)
+    if q is None:
+        return "quiet"
+    return "growing" if q < GROWING_S else f"quiet {q:.0f}s"
+
+
+def usd(st: dict[str, Any]) -> float | None:
+    cost = st.get("cost")
+    if isinstance(cost, dict) and isinstance(cost.get("usd"), (int, float)):
+        return float(cost["usd"])
+    return None
+
+
+def _marked(statuses: list[dict[str, Any]]) -> tuple[CostSource, bool]:
+    """Where the units' dollars came from (the worst of them) and whether any is estimated."""
+    from wf.cost import costlog
+
+    costs = [st["cost"] for st in statuses if usd(st) is not None]
+    est = any(isinstance(c.get("est"), (int, float)) and c["est"] > 0 for c in costs)
+    return costlog.worst(costlog.source_of(c) for c in costs), est
+
+
+def money(statuses: list[dict[str, Any]]) -> str | None:
+    """The units' dollars, marked when a part is the tool's own figure, unpriced or
+    estimated; None when no unit has a cost."""
+    from wf.cost import costlog
+
+    costs = [x for x in (usd(st) for st in statuses) if x is not None]
+    if not costs:
+        return None
+    source, est = _marked(statuses)
+    return costlog.money(sum(costs), source, est=est)
+
+
+def legend(statuses: list[dict[str, Any]]) -> list[str]:
+    """What the marks of these units' dollars mean."""
+    from wf.cost import costlog
+
+    source, est = _marked(statuses)
+    return costlog.legends([source], est)
+
+
+def unit_line(st: dict[str, Any], folder: Path | None = None, now: float | None = None) -> str:
+    parts = [f"{st.get('unit')}: {describe(st)}"]
+    secs = elapsed(st, now)
+    if secs is not None:
+        parts.append(f"{secs:.1f}s")
+    if st.get("state") in runs.LIVE and folder is not None:
+        parts.append(activity(folder, now))
+    if st.get("fallback"):
+        parts.append("FALLBACK")
+    cost = money([st])
+    if cost is not None:
+        parts.append(cost)
+    if st.get("retry_of"):
+        parts.append(f"(retry {st.get('retry')} of {st['retry_of']})")
+    changed = st.get("left_changes")
+    if changed:
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        parts.append(f"LEFT CHANGES in {st.get('checkout')}: {shown}")
+    return " ".join(parts)
+
+
+def counts(statuses: list[dict[str, Any]]) -> dict[str, int]:
+    out = {"running": 0, "done": 0, "failed": 0, "queued": 0}
+    for st in statuses:
+        state = st.get("state")
+        if state == "running":
+            out["running"] += 1
+        elif state == "queued":
+            out["queued"] += 1
+        elif state == "done":
+            out["done"] += 1
+        else:
+            out["failed"] += 1
+    return out
+
+
+def progress_text(statuses: list[dict[str, Any]], folders: dict[str, Path], started: float) -> str:
+    """The live status line: running, done, failed, elapsed, the quietest running unit."""
+    c = counts(statuses)
+    text = f"{c['running']} running, {c['done']} done, {c['failed']} failed"
+    if c["queued"]:
+        text += f", {c['queued']} queued"
+    text += f", {time.monotonic() - started:.0f}s"
+    quietest: tuple[float, str] | None = None
+    for st in statuses:
+        folder = folders.get(str(st.get("unit")))
+        if st.get("state") != "running" or folder is None:
+            continue
+        q = quiet_for(folder)
+        if q is not None and (quietest is None or q > quietest[0]):
+            quietest = (q, str(st.get("unit")))
+    if quietest is not None:
+        text += f"; quietest {quietest[1]} ({quietest[0]:.0f}s)"
+    return text
+
+
+def total_line(run: str, statuses: list[dict[str, Any]]) -> str:
+    """The run's units counted by their latest attempt (an attempt a retry replaced is
+    not counted again); the cost of every attempt."""
+    from wf.fanout.watch import superseded
+
+    old = superseded(statuses)
+    latest = [st for st in statuses if str(st.get("unit")) not in old]
+    c = counts(latest)
+    cost = money(statuses)
+    line = f"run {run}: {c['done']}/{len(latest)} done"
+    if c["failed"]:
+        line += f", {c['failed']} not"
+    if c["running"] or c["queued"]:
+        line += f", {c['running'] + c['queued']} running"
+    if old:
+        line += f" ({len(old)} earlier attempt{'s' if len(old) > 1 else ''} replaced by retries)"
+    if cost is not None:
+        line += f", {cost} in all"
+    return line

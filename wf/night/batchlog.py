@@ -1,0 +1,235 @@
+"""A batch's summary ``out/wf-batch-<stamp>.md``, written as the batch goes.
+
+It is made from what the loop leaves anyway: each new line of ``out/wf-orch.log`` (one
+per post, on the batch's lanes) becomes ``- <HH:MM> <lane> <id> <outcome>
+commit=<sha|-> $<cost|?> <duration>`` (the cost from ``out/wf-cost.log``, which post
+writes first; marked ``*`` when it is the tool's own figure, ``?`` when unpriced models
+are left out, ``~`` before it when it includes estimated output); each ``stop lane
+<lane>: <why>`` of the loop's output (``out/wf-batch-<stamp>.log``) becomes a stop line,
+each ``park lane <lane>: parked until 03:10 (five_hour) ...`` (a usage limit) a park
+line; the footer counts the task lines of the summary itself, so the footer of a batch
+that died can still be written later.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from wf.base.fsutil import append_line, atomic_write_text
+from wf.base.project import Project
+from wf.base.quantity import fmt_duration, fmt_size
+from wf.cost import costlog
+from wf.cost.usage import CostSource
+
+if TYPE_CHECKING:
+    from wf.night.batchplan import Plan, Record
+
+_STOP = re.compile(r"(stop|park) lane ([a-z0-9][a-z0-9-]*): (.*)$")
+# the cost: ~ before it (estimated output), * (the tool's own figure) or ? (unpriced models
+# left out) after it; a bare ? when the task has no cost line
+_TASK_LINE = re.compile(r"- \d\d:\d\d (\S+) (\S+) (\S+) commit=\S+ ~?\$([0-9.]+|\?)([*?]?) \S+$")
+
+
+def _done(outcome: str) -> bool:
+    """Whether an orch log outcome archived the task."""
+    from wf.orch.state import Outcome
+
+    try:
+        return Outcome(outcome).done
+    except ValueError:
+        return False
+
+
+def _kv(line: str) -> dict[str, str]:
+    return dict(p.split("=", 1) for p in line.split() if "=" in p)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_from(path: Path, offset: int) -> tuple[list[str], int]:
+    """Whole lines after ``offset``, and the offset after the last whole line."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    return data[:end].decode("utf-8", "replace").splitlines(), offset + end
+
+
+def task_ids(project: Project) -> set[str]:
+    """Every id in TASKS.md and the archive."""
+    from wf.tasks import backlog
+
+    bl = backlog.load(project)
+    return {t.id for t in bl.doc.tasks} | bl.archive.ids()
+
+
+def summary_header(project: Project, rec: Record, p: Plan) -> None:
+    skipped = "; ".join(f"{k}: {v}" for k, v in p.skipped.items())
+    text = (
+        f"# wf batch {rec.stamp}\n\n"
+        f"- started: {rec.started}  job: {rec.job}  pid: {rec.pid}\n"
+        f"- lanes: {', '.join(p.lanes)}  N: {p.n}\n"
+        f"- limits: mem {fmt_size(p.limits.mem)} ({p.sources['mem']}); for {fmt_duration(p.for_s)} "
+        f"({p.sources['for']}); wall {fmt_duration(p.limits.for_s)}\n"
+        f"- backend: {p.backend}" + (f" (skipped {skipped})" if skipped else "") + "\n\n"
+    )
+    atomic_write_text(project.root / rec.summary, text)
+
+
+class Follower:
+    """Turns the loop's logs into summary lines, from where they stood when the batch began."""
+
+    def __init__(self, project: Project, rec: Record) -> None:
+        self.project = project
+        self.rec = rec
+        self.summary = project.root / rec.summary
+        self.lanes = set(rec.plan.get("lanes") or ())
+        if project.config.cloud:
+            self.lanes.add("cloud")  # the batch's cloud sessions are posted tasks too
+        out = project.out_dir
+        self.files = {
+            "orch": out / "wf-orch.log",
+            "cost": out / "wf-cost.log",
+            "events": project.root / rec.log,
+        }
+        self.offsets = dict(rec.offsets) or {k: _size(v) for k, v in self.files.items() if k != "events"}
+        self.offsets.setdefault("events", 0)
+        self.known_ids = rec.known_ids or tuple(sorted(task_ids(project)))
+        self.costs: dict[str, float] = {}
+        self.sources: dict[str, list[CostSource]] = {}  # where each task's dollars came from
+        self.estimated: set[str] = set()
+        from wf.orch import gate
+
+        self.gates = gate.Watch(project)  # a red gate is a summary line as soon as it is recorded
+
+    @property
+    def posted(self) -> int:
+        return len(self._task_lines())
+
+    def poll(self) -> None:
+        """Append the summary lines for what happened since the last poll."""
+        lines, self.offsets["cost"] = _read_from(self.files["cost"], self.offsets["cost"])
+        for line in lines:
+            kv = _kv(line)
+            try:
+                self.costs[kv["id"]] = self.costs.get(kv["id"], 0.0) + float(kv["usd"])
+            except (KeyError, ValueError):
+                continue
+            self.sources.setdefault(kv["id"], []).append(costlog.source_of(kv))
+            if (costlog.num(kv.get("est")) or 0) > 0:
+                self.estimated.add(kv["id"])
+        lines, self.offsets["orch"] = _read_from(self.files["orch"], self.offsets["orch"])
+        for line in lines:
+            kv = _kv(line)
+            if kv.get("lane") not in self.lanes or "id" not in kv:
+                continue
+            cost = self.costs.get(kv["id"])
+            shown = (
+                "$?"
+                if cost is None
+                else costlog.money(
+                    cost,
+                    costlog.worst(self.sources.get(kv["id"], [])),
+                    est=kv["id"] in self.estimated,
+                    digits=2,
+                )
+            )
+            dur = kv.get("dur_s", "-")
+            ts = kv.get("ts", "")
+            self._add(
+                f"- {ts[11:16] or '--:--'} {kv['lane']} {kv['id']} {kv.get('outcome', '?')} "
+                f"commit={kv.get('commit', '-')[:12]} {shown} "
+                f"{fmt_duration(float(dur)) if dur.replace('.', '', 1).isdigit() else '-'}"
+            )
+        lines, self.offsets["events"] = _read_from(self.files["events"], self.offsets["events"])
+        for line in lines:
+            m = _STOP.search(line)
+            if m and m.group(2) in self.lanes:
+                self._add(
+                    f"- {time.strftime('%H:%M', time.gmtime())} {m.group(1)} lane {m.group(2)}: {m.group(3)}"
+                )
+        from wf.orch import gate
+
+        for r in self.gates.red():
+            head, *tail = gate.red_lines(self.project, r)
+            self._add(f"- {time.strftime('%H:%M', time.gmtime())} {head}")
+            for line in tail:
+                self._add(f"  {line}")
+
+    def _add(self, line: str) -> None:
+        append_line(self.summary, line)
+
+    def _task_lines(self) -> list[re.Match[str]]:
+        try:
+            text = self.summary.read_text("utf-8")
+        except OSError:
+            return []
+        return [m for m in map(_TASK_LINE.fullmatch, text.splitlines()) if m]
+
+    def footer(self, reason: str, note: str = "", *, counted: bool = True) -> None:
+        """The footer; ``counted=False`` (a prep batch) leaves out the task counts and dollars."""
+        tasks = self._task_lines()
+        done = sum(1 for m in tasks if _done(m.group(3)))
+        total = sum(float(m.group(4)) for m in tasks if m.group(4) != "?")
+        unpriced = sum(1 for m in tasks if m.group(4) == "?")
+        marks = "".join(sorted({m.group(5) for m in tasks if m.group(5)}))  # "*", "?", "*?"
+        est = any(" ~$" in m.group(0) for m in tasks)
+        try:
+            added = sorted(task_ids(self.project) - set(self.known_ids))
+        except Exception:  # a TASKS.md with errors must not cost the footer
+            added = []
+        lines = [
+            "",
+            *([f"done: {done}, not done: {len(tasks) - done}"] if counted else []),
+            f"added: {', '.join(added) or '-'}",
+            *(
+                [
+                    f"total: {'~' if est else ''}${total:.2f}{marks}"
+                    + (f" ({unpriced} task(s) without a cost)" if unpriced else "")
+                ]
+                if counted
+                else []
+            ),
+            *(
+                costlog.legends(
+                    (s for s in CostSource if costlog.MARKS[s] and costlog.MARKS[s] in marks), est
+                )
+                if counted
+                else []
+            ),
+            f"ended: {reason} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+            + (f" ({note})" if note else ""),
+        ]
+        for line in lines:
+            self._add(line)
+
+
+def needs_person(project: Project, rec: Record) -> list[dict[str, Any]]:
+    """Awaiting questions, blocked and wip tasks, and the batch's handbacks still open."""
+    from wf.tasks import backlog
+
+    bl = backlog.load(project)
+    out: list[dict[str, Any]] = []
+    open_tasks = {t.id: t for t in bl.doc.tasks}
+    for t in bl.doc.tasks:
+        st = t.status
+        if st.state in ("awaiting", "blocked", "wip"):
+            out.append({"id": t.id, "kind": st.state, "text": st.text})
+    for m in Follower(project, rec)._task_lines():
+        task = open_tasks.get(m.group(2))
+        if m.group(3) == "handback" and task is not None and task.status.state == "pending":
+            note = task.notes[-1] if task.notes else ""
+            if not any(x["id"] == task.id for x in out):
+                out.append({"id": task.id, "kind": "handback", "text": note})
+    return out

@@ -1,0 +1,237 @@
+"""``wf pilot``: batches back to back for hours, in the foreground.
+
+When no batch is alive and a free lane has runner-ready work, start ``wf batch K``; when
+there is none but some tasks are not runner-ready, run one prep batch per idle spell (a
+spell ends when a batch runs again); after each batch print its stop lines and the
+questions a person must answer. While the only ready work is on lanes someone holds (an
+interactive pick, a live ``wf orch run``), wait: a batch there would stop at once. End at
+``--for``, at the stop file (or a batch that ended for it), or when nothing is left to
+run or prepare, saying what waits for a person; end with the cost report for the time it
+ran. A batch is started only for a lane with a task to run (one readiness rule, the
+backlog's: a handed-back task is not one).
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from wf.base.errors import WfError
+from wf.base.project import Project
+from wf.night import batch, batchplan
+
+
+class PilotEnd(enum.StrEnum):
+    FOR = "--for"
+    STOP_FILE = "stop file"
+    NOTHING_LEFT = "nothing left to run or prepare"
+    NO_PROGRESS = "no lane with work made progress"
+    NO_START = "a batch could not start"
+
+    @property
+    def error(self) -> bool:
+        return self in (PilotEnd.NO_PROGRESS, PilotEnd.NO_START)
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How the pilot ended: why, when it began, and what waits for a person then."""
+
+    end: PilotEnd
+    began: str
+    waiting: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        """As every wf command: 1 for an error, else 4 when a person must act, else 0."""
+        return 1 if self.end.error else 4 if self.waiting else 0
+
+
+class _Mark(NamedTuple):
+    """What a batch could change on its lanes: the tasks ready there, the archive."""
+
+    ready: frozenset[str]
+    archived: frozenset[str]
+
+
+def _mark(project: Project, lanes: list[str]) -> _Mark:
+    from wf.tasks import backlog
+
+    bl = backlog.load(project)
+    ready = frozenset(t.id for lane in lanes for t in bl.runner_ready(lane))
+    return _Mark(ready, frozenset(bl.archive.ids()))
+
+
+def _after_batch(project: Project, stamp: str, emit: Callable[[str], None]) -> bool:
+    """Say how the batch ended, its stop lines and the questions; True if it ended for
+    the stop file (the pilot stops too)."""
+    from wf.night.batchlog import needs_person
+
+    rec = next((r for r in batchplan.records(project) if r.stamp == stamp), None)
+    if rec is None:
+        return False
+    emit(f"batch {stamp} ended: {rec.reason} (summary {rec.summary})")
+    try:
+        lines = (project.root / rec.summary).read_text("utf-8").splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        if " stop lane " in line:
+            emit(f"  {line.removeprefix('- ')}")
+    for item in needs_person(project, rec):
+        if item["kind"] == "awaiting":
+            emit(f"  question {item['id']}: {item['text']}")
+    return rec.reason == batchplan.End.STOP_FILE.value
+
+
+def _has_work(project: Project, plan: batchplan.Plan) -> bool:
+    """Whether a lane of the plan has runner-ready work (or a record a dead run left).
+    Lanes given with --lanes are in the plan with work or without (a lane may get work
+    during the batch, when another lane merges what its task comes after), so a batch
+    on them alone would start, find nothing and end, again and again."""
+    ready = set(batchplan.ready_lanes(project))
+    return any(lane in ready for lane in plan.lanes)
+
+
+def _held_work(project: Project, lanes: list[str] | None) -> dict[str, str]:
+    """Lanes (of ``lanes``, or all) whose runner-ready work waits for a lane someone
+    holds: the pilot waits for them instead of ending."""
+    waiting = batchplan.lane_work(project).waiting
+    return {lane: why for lane, why in waiting.items() if lanes is None or lane in lanes}
+
+
+def waiting_lines(project: Project, lanes: list[str] | None) -> list[str]:
+    """What waits for a person (on ``lanes``, or all; a task without a lane always):
+    ``waiting for a person: 1 handed back (a1), 1 awaiting (q1)``, then the questions."""
+    from wf.tasks import backlog
+    from wf.tasks.holds import HoldKind
+
+    words = {
+        HoldKind.HANDBACK: "handed back",
+        HoldKind.AWAITING: "awaiting",
+        HoldKind.WIP: "wip",
+        HoldKind.BLOCKED: "blocked",
+        HoldKind.CORRUPT: "with a hold record that cannot be trusted",
+    }
+    bl = backlog.load(project)
+    ids: dict[HoldKind, list[str]] = {}
+    questions = []
+    for t in bl.doc.tasks:
+        lane = bl.lane_of(t)
+        if lanes is not None and lane is not None and lane not in lanes:
+            continue
+        hold = bl.hold(t)
+        if hold is None or hold.kind not in words:
+            continue
+        ids.setdefault(hold.kind, []).append(t.id)
+        if hold.kind is HoldKind.AWAITING:
+            questions.append(f"  question {t.id}: {hold.why}")
+    if not ids:
+        return []
+    parts = [f"{len(ids[k])} {w} ({', '.join(ids[k])})" for k, w in words.items() if k in ids]
+    return ["waiting for a person: " + ", ".join(parts), *questions]
+
+
+def run(
+    project: Project,
+    *,
+    k: int,
+    lanes: list[str] | None,
+    for_s: float,
+    prep: bool,
+    poll: float,
+    emit: Callable[[str], None],
+) -> Ended:
+    """Drive batches until the end. A batch that ran on lanes and changed nothing there
+    (the same tasks ready, nothing archived: a tool that cannot run, a task that fails
+    before its worker starts) is not started again on those lanes: the pilot leaves
+    them and says so, instead of starting the same batch again every poll."""
+    from wf.night import res
+
+    began = res.now_iso()
+    deadline = time.monotonic() + for_s
+    watched: str | None = None
+    marks: dict[str, tuple[list[str], _Mark]] = {}  # a started batch: its lanes, what they held
+    stuck: set[str] = set()  # lanes a batch of this pilot made no progress on
+    prepped = False  # a prep batch ran in this idle spell
+    waits: dict[str, str] = {}  # the held lanes last said to be waited for
+    end: PilotEnd
+    while True:
+        live = batch.live(project)
+        if live is not None:  # a batch runs (the stop file ends it first, then the pilot)
+            watched = watched or live.stamp
+            time.sleep(poll)
+            continue
+        batch.finish_dead(project, "wf pilot")
+        if watched is not None:
+            stopped = _after_batch(project, watched, emit)
+            if watched in marks:
+                ran, before = marks.pop(watched)
+                if _mark(project, ran) == before:
+                    stuck.update(ran)
+                    emit(
+                        f"lanes {', '.join(ran)} made no progress in batch {watched} (nothing archived, "
+                        f"the same tasks ready): the pilot starts no batch there again"
+                    )
+            watched = None
+            if stopped:
+                end = PilotEnd.STOP_FILE
+                break
+        if batchplan.stop_file(project).exists():
+            end = PilotEnd.STOP_FILE
+            break
+        left = deadline - time.monotonic()
+        if left <= 0:
+            end = PilotEnd.FOR
+            break
+        for_ = f"{max(1, round(left))}s"
+        usable = lanes
+        if stuck:
+            usable = [ln for ln in (lanes or [x.name for x in project.config.lanes]) if ln not in stuck]
+        plan = batchplan.plan(project, k, lanes=usable, for_=for_) if usable != [] else None
+        kind = "batch"
+        if plan is None or not _has_work(project, plan):
+            prep_plan = (
+                batchplan.plan(project, k, lanes=usable, for_=for_, prep=True)
+                if prep and not prepped and usable != []
+                else None
+            )
+            if prep_plan is None or not prep_plan.lanes:
+                held = _held_work(project, usable)
+                if held:  # ready work waits behind a lane someone holds: wait, start nothing
+                    if held != waits:
+                        for lane, why in held.items():
+                            emit(f"waiting: lane {lane} {why}")
+                        waits = held
+                    time.sleep(min(poll, max(0.0, left)))
+                    continue
+                end = PilotEnd.NO_PROGRESS if stuck else PilotEnd.NOTHING_LEFT
+                break
+            plan, kind = prep_plan, "prep batch"
+        waits = {}
+        try:
+            started = batch.start(project, plan)
+        except WfError as e:
+            emit(f"cannot start a {kind}: {e}")
+            end = PilotEnd.NO_START
+            break
+        prepped = kind == "prep batch"
+        watched = started.stamp
+        if kind == "batch":
+            marks[started.stamp] = (list(plan.lanes), _mark(project, list(plan.lanes)))
+        emit(f"{kind} {started.stamp} started: lanes {', '.join(plan.lanes)}, at most {k} task(s)")
+    waiting = tuple(waiting_lines(project, lanes))
+    for line in waiting:
+        emit(line)
+    return Ended(end, began, waiting)
+
+
+def cost_lines(project: Project, since: str) -> list[str]:
+    from wf.cost import costlog
+
+    recs, _bad = costlog.records(since, str(Path(project.root)))
+    return costlog.report_text(costlog.report(recs)) or ["no cost lines in this time"]

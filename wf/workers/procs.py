@@ -1,0 +1,499 @@
+"""Processes: the only user of psutil.
+
+Whether a pid lives and when it started are read from ``/proc`` where there is one (the
+same figures psutil gives, without its import on every claim and merge); psutil answers
+the rest (scans of every process, command lines, the machine's memory) and is imported
+only by what needs it.
+
+Who is using a folder (a live process whose cwd is inside it, a Claude Code session
+whose recorded cwd points into it), whether a pid lives, and process trees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from wf.base.homes import claude_roots
+
+
+class User(NamedTuple):
+    """Someone using a folder: a process or an agent session."""
+
+    kind: str  # "process" or "claude-session"
+    pid: int
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} pid {self.pid} ({self.what})"
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks since boot) from /proc, None if gone;
+    raises OSError where there is no /proc at all."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        if not os.path.isdir("/proc/self"):
+            raise
+        return None
+    return fields[0].decode(), int(fields[19])
+
+
+_STAT = "/proc/stat"
+
+
+def _boot_time() -> float:
+    """The boot time in epoch seconds, read anew each time as psutil does: the kernel
+    moves ``btime`` when the wall clock is stepped (NTP at start-up, a VM resumed), and a
+    long-lived wf (a batch, a pilot) holding an old figure would record start times that no
+    other process matches within the second ``alive_as`` allows."""
+    with open(_STAT, "rb") as f:
+        for line in f:
+            if line.startswith(b"btime"):
+                return float(line.split()[1])
+    raise OSError(f"no btime in {_STAT}")
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def alive(pid: int | None) -> bool:
+    if not pid or pid <= 0:
+        return False
+    try:
+        st = _proc_stat(pid)
+    except (OSError, ValueError, IndexError):
+        return _psutil_alive(pid)
+    return st is not None and st[0] not in ("Z", "X")
+
+
+def _psutil_alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        return p.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def started(pid: int | None) -> float | None:
+    """When the process ``pid`` started (seconds since the epoch), None if it is gone."""
+    if not pid or pid <= 0:
+        return None
+    try:
+        st = _proc_stat(pid)
+        return None if st is None else _boot_time() + st[1] / _TICK  # as psutil computes it
+    except (OSError, ValueError, IndexError):
+        pass
+    import psutil
+
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return None
+
+
+def alive_as(pid: int | None, since: float | None) -> bool:
+    """Whether ``pid`` is alive and is still the process that started at ``since`` (not
+    a later one given its number, as after a reboot). ``since`` None: alive at all."""
+    if not alive(pid):
+        return False
+    if since is None:
+        return True
+    now = started(pid)
+    return now is not None and abs(now - since) < 1.0
+
+
+def describe(pid: int) -> str:
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        cmd = " ".join(p.cmdline()) or p.name()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return "?"
+    return cmd if len(cmd) <= 60 else cmd[:57] + "..."
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def processes_in(folder: Path) -> list[User]:
+    """Live processes (other than this one) whose cwd is inside ``folder``."""
+    import psutil
+
+    target = str(folder.resolve())
+    me = os.getpid()
+    users = []
+    for p in psutil.process_iter(["pid", "cwd", "name"]):
+        try:
+            cwd = p.info.get("cwd")
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if not cwd or p.info["pid"] == me or not _inside(cwd, target):
+            continue
+        if p.info["pid"] in _ancestors():
+            continue  # the shell or tool that started this wf is not a user of the tree
+        users.append(User("process", p.info["pid"], p.info.get("name") or "?"))
+    return users
+
+
+_ANCESTORS: set[int] | None = None
+
+
+def _ancestors() -> set[int]:
+    import psutil
+
+    global _ANCESTORS
+    if _ANCESTORS is None:
+        try:
+            _ANCESTORS = {p.pid for p in psutil.Process().parents()}
+        except psutil.Error:
+            _ANCESTORS = set()
+    return _ANCESTORS
+
+
+def ancestors_inside(folder: Path) -> bool:
+    """Whether a process that started this one (a shell, an agent) has its cwd inside."""
+    import psutil
+
+    target = str(folder.resolve())
+    for pid in _ancestors():
+        try:
+            cwd = psutil.Process(pid).cwd()
+        except psutil.Error:
+            continue
+        if _inside(cwd, target):
+            return True
+    return False
+
+
+def claude_sessions_in(folder: Path) -> list[User]:
+    """Claude Code sessions (``<root>/sessions/<pid>.json``) whose ``cwd`` is inside
+    ``folder`` and whose ``pid`` lives."""
+    target = str(folder.resolve())
+    users = []
+    for root in claude_roots():
+        sessions = root / "sessions"
+        if not sessions.is_dir():
+            continue
+        for f in sessions.glob("*.json"):
+            try:
+                info = json.loads(f.read_text("utf-8"))
+                cwd = str(info.get("cwd") or "")
+                pid = int(info.get("pid") or 0)
+            except (OSError, ValueError, TypeError, AttributeError):
+                continue
+            if cwd and _inside(os.path.realpath(cwd), target) and alive(pid):
+                users.append(User("claude-session", pid, str(info.get("sessionId") or f.stem)))
+    return users
+
+
+def users_of(folder: Path) -> list[User]:
+    return processes_in(folder) + claude_sessions_in(folder)
+
+
+def git_processes(inside: Path) -> list[int]:
+    """Pids of running git processes whose cwd is inside ``inside`` (the repository and
+    its trees): a lock file there is stale only if none runs."""
+    import psutil
+
+    target = str(inside.resolve())
+    pids = []
+    for p in psutil.process_iter(["pid", "name", "cwd"]):
+        try:
+            name, cwd = p.info.get("name") or "", p.info.get("cwd") or ""
+        except psutil.Error:
+            continue
+        if name.startswith("git") and cwd and _inside(cwd, target):
+            pids.append(p.info["pid"])
+    return pids
+
+
+# ------------------------------------------------------------------ process trees
+
+
+TOKEN_VAR = "WF_UNIT_TOKEN"
+DIR_VAR = "WF_UNIT_DIR"  # a unit's run folder, in its worker's environment
+SIGNALLED = "signalled"  # in a unit's folder: wf signalled its tree (the file's time says when)
+
+
+_SUBREAPER = False
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux): orphaned descendants of the workers it
+    starts (``setsid ... &``) are reparented to it instead of init, so they can still be
+    found and ended. Returns False where the call is not available."""
+    global _SUBREAPER
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        _SUBREAPER = _SUBREAPER or int(libc.prctl(36, 1, 0, 0, 0)) == 0  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+    return _SUBREAPER
+
+
+def children(pid: int) -> list[int]:
+    """The direct children of ``pid``, read from /proc (cheap: no scan of every process)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out.extend(int(x) for x in f.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def tree(pid: int) -> list[int]:
+    """``pid`` and all its live descendants."""
+    if not os.path.exists(f"/proc/{pid}"):
+        return []
+    seen = [pid]
+    i = 0
+    while i < len(seen):
+        for c in children(seen[i]):
+            if c not in seen:
+                seen.append(c)
+        i += 1
+    return seen
+
+
+def with_token(token: str, var: str = TOKEN_VAR) -> list[int]:
+    """Live processes whose environment carries ``WF_UNIT_TOKEN=token`` (a unit's
+    descendants, even those that detached; ``var`` names another variable). As a
+    subreaper this process keeps every descendant in its own tree, so only that tree is
+    searched; otherwise every process."""
+    needle = f"{var}={token}".encode()
+    me = os.getpid()
+    if _SUBREAPER:
+        pids = tree(me)[1:]
+    else:
+        import psutil
+
+        pids = [p.pid for p in psutil.process_iter()]
+    found = []
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            found.append(pid)
+    return found
+
+
+def _environ(pid: int) -> dict[bytes, bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    return dict(x.partition(b"=")[::2] for x in raw.split(b"\0") if x)
+
+
+def mark_signalled(folder: Path) -> None:
+    """Note in a unit's folder, before any signal goes out, that wf itself is ending its
+    tree: whatever the worker says after this moment is an answer to the signal (a child
+    that printed "wf: interrupted"), never its answer to the task. The first mark stays."""
+    try:
+        os.close(os.open(folder / SIGNALLED, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        pass
+    except OSError:
+        pass  # the folder is gone: nobody will read a report from it
+
+
+def _mark_units(pids: list[int], marked: set[int]) -> None:
+    """Mark the folder of every unit one of ``pids`` belongs to (its environment names the
+    folder and the unit's token; the folder's status.json must carry that same token, so
+    a worker cannot have another unit's folder marked)."""
+    for pid in pids:
+        if pid in marked:
+            continue
+        marked.add(pid)
+        env = _environ(pid)
+        folder, token = env.get(DIR_VAR.encode()), env.get(TOKEN_VAR.encode())
+        if not folder or not token:
+            continue
+        path = Path(os.fsdecode(folder))
+        try:
+            status = json.loads((path / "status.json").read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(status, dict) and status.get("token") == token.decode(errors="replace"):
+            mark_signalled(path)
+
+
+def _living(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if alive(pid)]
+
+
+def _signal_all(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def kill_tree(
+    root: int | None,
+    token: str | None,
+    grace: float = 2.0,
+    *,
+    var: str = TOKEN_VAR,
+    signals: tuple[int, ...] | None = None,
+    mark: bool = True,
+) -> list[int]:
+    """End a unit's whole tree: SIGINT, then SIGTERM, then SIGKILL (or ``signals``),
+    with ``grace`` seconds between, listing the tree again before every step (a dying
+    process may start others). Returns the pids that were signalled. ``mark`` False: the
+    caller knows the unit's answer is in already (its result event came, its worker
+    exited), so its folder is not marked signalled."""
+    import signal
+    import time
+
+    def snapshot() -> list[int]:
+        pids = set(tree(root)) if root else set()  # the root and all its descendants
+        if token:
+            for pid in with_token(token, var):
+                pids.update(tree(pid))
+        pids.discard(os.getpid())
+        return _living(sorted(pids))
+
+    signalled: set[int] = set()
+    marked: set[int] = set()
+    for sig in signals or (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        pids = snapshot()
+        if not pids:
+            break
+        if mark:
+            _mark_units(pids, marked)  # before the signal: a report after it is no answer
+        signalled.update(pids)
+        _signal_all(pids, sig)
+        deadline = time.monotonic() + (grace if sig != signal.SIGKILL else 5.0)
+        while time.monotonic() < deadline and _living(pids):
+            reap_orphans()
+            time.sleep(0.05)
+    if signalled:  # nothing signalled, nothing of it to collect (the loops reap the rest)
+        reap_orphans()
+    return sorted(signalled)
+
+
+_OWN_CHILDREN: set[int] = set()
+_KEEP: set[int] = set()
+
+
+def keep(pid: int) -> None:
+    """A child meant to outlive what started it (a gate run): kill_descendants spares it."""
+    _KEEP.add(pid)
+
+
+def kill_descendants(grace: float = 1.0) -> list[int]:
+    """End every process this one started (or adopted as subreaper) that is still there,
+    but those marked with keep(); for the end of a run."""
+    spared: set[int] = set()
+    for pid in _KEEP:
+        spared.update(tree(pid))
+    doomed = [p for p in tree(os.getpid())[1:] if p not in spared]
+    killed: list[int] = []
+    for pid in doomed:
+        killed += kill_tree(pid, None, grace=grace)
+    return killed
+
+
+def own_child(pid: int) -> None:
+    """Note a child this process waits for itself (subprocess.Popen): reap_orphans leaves it."""
+    _OWN_CHILDREN.add(pid)
+
+
+def adopted() -> list[int]:
+    """Live processes this one adopted as subreaper (a worker's descendant that detached:
+    its parent exited and the kernel gave it to us), but not the children it started
+    itself nor those marked with keep()."""
+    spared: set[int] = set(_OWN_CHILDREN)
+    for pid in _KEEP:
+        spared.update(tree(pid))
+    return [pid for pid in children(os.getpid()) if pid not in spared and alive(pid)]
+
+
+def end_strays(strays: list[list[float]]) -> list[int]:
+    """End recorded strays ([pid, start time] pairs) and their trees, each only while its
+    pid still names the process that started then; returns the pids signalled."""
+    ended: list[int] = []
+    for pid, since in strays:
+        if same_process(int(pid), since):
+            ended += kill_tree(int(pid), None, grace=1.0)
+    return ended
+
+
+def reap_orphans() -> None:
+    """Collect exit statuses of reparented orphans (we are their subreaper), never of
+    the children that subprocess waits for itself."""
+    for pid in children(os.getpid()):
+        if pid in _OWN_CHILDREN:
+            continue
+        try:
+            os.waitpid(pid, os.WNOHANG)  # reaps it if it has exited; returns at once if not
+        except (ChildProcessError, OSError):
+            pass
+
+
+# ------------------------------------------------------------------ measuring trees
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def tree_usage(pids: list[int]) -> tuple[int, float]:
+    """Summed resident memory (bytes) and CPU seconds (user + system) of ``pids``, read
+    from /proc (cheap enough to sample a tree every second); gone pids count 0."""
+    rss = 0
+    cpu = 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm", "rb") as f:
+                rss += int(f.read().split()[1]) * _PAGE
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            cpu += (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
+        except (OSError, ValueError, IndexError):
+            continue
+    return rss, cpu
+
+
+def total_memory() -> int:
+    """The machine's memory in bytes."""
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def start_time(pid: int | None) -> float | None:
+    """When ``pid`` started (epoch seconds), to tell it from a later process that reused
+    its number; None if it is gone."""
+    return started(pid)
+
+
+def same_process(pid: int | None, started: float | None) -> bool:
+    """``pid`` lives and is the process that started at ``started`` (within a second)."""
+    now = start_time(pid)
+    if now is None or not alive(pid):
+        return False
+    return started is None or abs(now - started) < 1.0
