@@ -587,7 +587,9 @@ def _read_cost(
                 "to leave its cost out)"
             ) from None
     elif session:
-        found = usage.for_session(adapter or "claude", session)
+        from wf import adapters
+
+        found = adapters.session_cost(adapter or "claude", session)
     else:
         return None
     if found is None:
