@@ -45,10 +45,11 @@ from typing import NamedTuple
 
 from wf import adapters
 from wf.adapters import Failure, Spec
-from wf.adapters.limits import Limit, until_text
+from wf.adapters.limits import Limit
 from wf.base.errors import IssueKind, ParseError, WfError
 from wf.base.fsutil import append_line
 from wf.base.project import Project
+from wf.base.quantity import until_text
 from wf.cloud import batchlane
 from wf.orch import gate, park, state
 from wf.orch.pick import Pick, live_holder, pick, worker_instructions
