@@ -19,7 +19,6 @@ from pathlib import Path
 from wf.base import project as projectmod
 from wf.base.errors import WfError
 from wf.base.fsutil import atomic_write_text
-from wf.cloud import PLUG
 from wf.orch import loop as orchloop
 from wf.tasks import backlog as backlogmod
 from wf.tasks import bootstrap, views
@@ -137,7 +136,7 @@ def _run(root: Path, echo: Callable[[str], None], *, keep: bool) -> int:
     def emit(line: str) -> None:
         echo(f"{time.monotonic() - start:5.1f}s  {line.rstrip()}")
 
-    code = orchloop.Loop(project, ["haiku", "sonnet"], adapter=None, emit=emit, cloud=PLUG).run()
+    code = orchloop.Loop(project, ["haiku", "sonnet"], adapter=None, emit=emit).run()
     bl = backlogmod.load(project)
     echo("")
     echo("Lanes:")
