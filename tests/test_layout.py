@@ -32,6 +32,7 @@ FLOORS = (
     "__main__",
 )
 
+
 def _modules() -> dict[str, Path]:
     found = {}
     for p in WF.rglob("*.py"):

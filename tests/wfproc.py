@@ -5,7 +5,12 @@ Call it as ``subprocess.run``: ``run([sys.executable, "-m", "wf", *args], cwd=..
 env=..., input=..., timeout=..., capture_output=True, text=True)``. Anything it cannot
 give exactly as an exec would (another program, other keyword arguments, an environment
 whose interpreter settings differ from the server's) goes to ``subprocess.run`` itself,
-as does everything when ``WF_TEST_EXEC=1``.
+as does everything when the run was started with ``WF_TEST_EXEC=1``.
+
+The server's hash seed is drawn once per test run (``HASHSEED``, printed at the end of
+the run) unless the environment sets ``PYTHONHASHSEED``; ``WF_TEST_HASHSEED=N`` replays a
+run's seed. A command that sets no ``PYTHONHASHSEED`` is forked with it, as an exec would
+draw one of its own; it never appears in the command's environment. See docs/testing.md.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import atexit
 import errno
 import json
 import os
+import random
 import selectors
 import shutil
 import signal
@@ -33,6 +39,11 @@ from typing import Any
 from tests.zygote import START_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
+# Read once, as the suite starts: each test's sealed environment drops every WF_ variable.
+EXEC = os.environ.get("WF_TEST_EXEC") == "1"
+HASHSEED = os.environ.get("WF_TEST_HASHSEED") or str(random.SystemRandom().randrange(1, 2**32))
+os.environ["WF_TEST_HASHSEED"] = HASHSEED  # the xdist workers, started after this, share it
+SEED_CHOSEN = "WF_ZYGOTE_SEED_CHOSEN"  # tells the server its PYTHONHASHSEED is the run's, not the caller's
 _KWARGS = {
     "cwd",
     "env",
@@ -56,6 +67,7 @@ class _Server:
     folder: str
     env: dict[str, str]
     path_entries: frozenset[str]
+    seed_chosen: bool  # its PYTHONHASHSEED is HASHSEED, not one the caller's environment set
 
     def stop(self) -> None:
         if self.owner == os.getpid():
@@ -82,6 +94,9 @@ def _start() -> _Server:
         return _server
     folder = tempfile.mkdtemp(prefix="wf-zygote-")
     env = dict(os.environ)
+    chosen = "PYTHONHASHSEED" not in env
+    if chosen:
+        env.update({"PYTHONHASHSEED": HASHSEED, SEED_CHOSEN: "1"})
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "zygote.py"), os.path.join(folder, "socket"), str(os.getpid())],
         stdin=subprocess.DEVNULL,
@@ -93,13 +108,14 @@ def _start() -> _Server:
     if proc.stdout.readline() != b"ready\n":
         raise RuntimeError("the wf process server did not start")
     entries = frozenset(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p) | {str(ROOT)}
-    _server = _Server(os.getpid(), proc, folder, env, entries)
+    env.pop(SEED_CHOSEN, None)
+    _server = _Server(os.getpid(), proc, folder, env, entries, chosen)
     atexit.register(_server.stop)
     return _server
 
 
 def _forkable(argv: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
-    if os.environ.get("WF_TEST_EXEC") == "1" or set(kwargs) - _KWARGS:
+    if EXEC or set(kwargs) - _KWARGS:
         return False
     if [str(a) for a in argv[:3]] != [sys.executable, "-m", "wf"]:
         return False
@@ -115,8 +131,11 @@ def _forkable(argv: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
 
 def _fits(server: _Server, env: Mapping[str, str]) -> bool:
     """Would a new interpreter start in ``env`` as the server did?"""
-    if any(env.get(k) != server.env.get(k) for k in START_KEYS):
-        return False
+    for k in START_KEYS:
+        if k == "PYTHONHASHSEED" and k not in env and server.seed_chosen:
+            continue  # an exec would draw a seed of its own: the server's was drawn for this run
+        if env.get(k) != server.env.get(k):
+            return False
     extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     return all(p in server.path_entries or Path(p).resolve() == ROOT for p in extra)
 

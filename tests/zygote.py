@@ -14,6 +14,13 @@ real ``python -m wf`` whenever the environment changes what an interpreter does 
 start (its locale, ``PYTHON*`` settings, a ``PYTHONPATH`` beyond this one's), and for
 every wf process a test signals, detaches or watches while it runs.
 
+What it cannot show, because it imported every wf module before any command runs: a
+lazy import (inside a function) that fails, or an import that works only because another
+module was imported first. tests/test_imports.py shows those, in fresh interpreters and
+with real ``python -m wf`` processes (docs/testing.md). Its hash seed is one per test run
+(tests/wfproc.py's ``HASHSEED``): printed at the end of the run, replayed with
+``WF_TEST_HASHSEED``.
+
 Protocol, one connection per command: the client sends a length-prefixed JSON request
 ``{"argv", "cwd", "env"}`` with three file descriptors (stdin, stdout, stderr) in the
 same message; the server answers with the command's pid, then its wait status, each as
@@ -54,6 +61,9 @@ START_KEYS = (
     "PYTHONINSPECT",
     "PYTHONDONTWRITEBYTECODE",
 )
+# What the client chose for the server alone (the run's hash seed): a command that did not
+# set it gets it as an exec draws its own seed, never in its environment.
+_CHOSEN: set[str] = set()
 _SIGNALS: dict[int, Any] = {
     signal.SIGINT: signal.default_int_handler,
     signal.SIGPIPE: signal.SIG_IGN,
@@ -102,7 +112,7 @@ def _become(request: dict[str, object], fds: list[int]) -> None:
     # The client made sure the settings an interpreter reads at start are the ones this
     # server started with; what the server's start added to them (PEP 538's LC_CTYPE)
     # a new interpreter would add too.
-    added = {k: os.environ[k] for k in START_KEYS if k in os.environ and k not in env}
+    added = {k: os.environ[k] for k in START_KEYS if k in os.environ and k not in env and k not in _CHOSEN}
     os.environ.clear()
     os.environ.update(env)
     os.environ.update(added)
@@ -204,6 +214,8 @@ def _handle(conn: socket.socket) -> None:
 
 
 def serve(path: str, parent: int) -> None:
+    if os.environ.pop("WF_ZYGOTE_SEED_CHOSEN", None) == "1":
+        _CHOSEN.add("PYTHONHASHSEED")
     # Everything a command may import, imported once here.
     import pkgutil
 
