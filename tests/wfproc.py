@@ -187,81 +187,101 @@ def run(argv: Sequence[Any], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
     finally:
         for fd in (in_r, out_w, err_w):
             os.close(fd)  # the command has them now
-    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+    timeout: float | None = kwargs.get("timeout")
+    talk = _Talk(conn, out_r, err_r, in_w, data or b"")
 
     def outputs() -> tuple[Any, Any]:
         """stdout and stderr so far, as subprocess gives them."""
-        out, err = b"".join(chunks[out_r]), b"".join(chunks[err_r])
+        out, err = b"".join(talk.chunks[out_r]), b"".join(talk.chunks[err_r])
         return (_decode(out, encoding, errors), _decode(err, encoding, errors)) if text else (out, err)
 
-    answer = b""
-    pending = memoryview(data or b"")
-    timeout: float | None = kwargs.get("timeout")
-    deadline = None if timeout is None else time.monotonic() + timeout
-    still_open = {out_r, err_r} | ({in_w} if in_w >= 0 else set())
     try:
-        with selectors.DefaultSelector() as sel:
-            sel.register(out_r, selectors.EVENT_READ)
-            sel.register(err_r, selectors.EVENT_READ)
-            sel.register(conn, selectors.EVENT_READ)
-            if in_w >= 0:
-                sel.register(in_w, selectors.EVENT_WRITE)
-            while sel.get_map():
-                wait = None if deadline is None else deadline - time.monotonic()
-                if wait is not None and wait <= 0:
-                    raise _Deadline
-                for key, _ in sel.select(wait):
-                    if key.fileobj is conn:  # the command's pid, then its wait status
-                        got = conn.recv(4096)
-                        answer += got
-                        if not got:
-                            sel.unregister(conn)
-                    elif key.fd == in_w:
-                        try:
-                            n = os.write(in_w, pending[:65536])
-                        except BrokenPipeError:
-                            n = len(pending)
-                        pending = pending[n:]
-                        if not pending:
-                            sel.unregister(in_w)
-                            os.close(in_w)
-                            still_open.discard(in_w)
-                            in_w = -1
-                    else:
-                        got = os.read(key.fd, 65536)
-                        if got:
-                            chunks[key.fd].append(got)
-                        else:
-                            sel.unregister(key.fd)
-                            os.close(key.fd)
-                            still_open.discard(key.fd)
-    except BaseException as stopped:
-        # As subprocess.run, whatever ended the wait (the timeout, a Ctrl-C): kill the
-        # command, even one whose pid has not arrived yet, and wait for it.
-        try:
-            conn.settimeout(30)
-            while b"\n" not in answer and (got := conn.recv(4096)):
-                answer += got
-            if b"\n" in answer:
-                try:
-                    os.kill(int(answer.split(b"\n", 1)[0]), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                while answer.count(b"\n") < 2 and (got := conn.recv(4096)):
-                    answer += got
-        except OSError:
-            pass
-        for fd in still_open:
-            os.close(fd)
-        conn.close()
-        if isinstance(stopped, _Deadline):
-            raise subprocess.TimeoutExpired(list(argv), timeout or 0, *outputs()) from None
-        raise
-    conn.close()
-    lines = answer.split(b"\n")
+        talk.run(None if timeout is None else time.monotonic() + timeout)
+    except _Deadline:
+        raise subprocess.TimeoutExpired(list(argv), timeout or 0, *outputs()) from None
+    lines = talk.answer.split(b"\n")
     if len(lines) < 3:
         raise RuntimeError(f"the wf process server dropped {argv[3:]!r}")
     result = subprocess.CompletedProcess(list(argv), os.waitstatus_to_exitcode(int(lines[1])), *outputs())
     if kwargs.get("check"):
         result.check_returncode()
     return result
+
+
+class _Talk:
+    """One command's exchange with the server: its stdin written, its stdout and stderr
+    read, its pid then its wait status (``answer``) received, all until each is closed."""
+
+    def __init__(self, conn: socket.socket, out_r: int, err_r: int, in_w: int, data: bytes) -> None:
+        self.conn, self.in_w = conn, in_w
+        self.chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+        self.answer = b""
+        self.pending = memoryview(data)
+        self.still_open = {out_r, err_r} | ({in_w} if in_w >= 0 else set())
+
+    def run(self, deadline: float | None) -> None:
+        try:
+            self._pump(deadline)
+        except BaseException:
+            # As subprocess.run, whatever ended the wait (the timeout, a Ctrl-C): kill the
+            # command, even one whose pid has not arrived yet, and wait for it.
+            self._kill()
+            raise
+        self.conn.close()
+
+    def _pump(self, deadline: float | None) -> None:
+        with selectors.DefaultSelector() as sel:
+            for fd in self.chunks:
+                sel.register(fd, selectors.EVENT_READ)
+            sel.register(self.conn, selectors.EVENT_READ)
+            if self.in_w >= 0:
+                sel.register(self.in_w, selectors.EVENT_WRITE)
+            while sel.get_map():
+                wait = None if deadline is None else deadline - time.monotonic()
+                if wait is not None and wait <= 0:
+                    raise _Deadline
+                for key, _ in sel.select(wait):
+                    if key.fileobj is self.conn:  # the command's pid, then its wait status
+                        got = self.conn.recv(4096)
+                        self.answer += got
+                        if not got:
+                            sel.unregister(self.conn)
+                    elif key.fd == self.in_w:
+                        try:
+                            n = os.write(self.in_w, self.pending[:65536])
+                        except BrokenPipeError:
+                            n = len(self.pending)
+                        self.pending = self.pending[n:]
+                        if not self.pending:
+                            self._done(sel, self.in_w)
+                            self.in_w = -1
+                    else:
+                        got = os.read(key.fd, 65536)
+                        if got:
+                            self.chunks[key.fd].append(got)
+                        else:
+                            self._done(sel, key.fd)
+
+    def _done(self, sel: selectors.BaseSelector, fd: int) -> None:
+        sel.unregister(fd)
+        os.close(fd)
+        self.still_open.discard(fd)
+
+    def _kill(self) -> None:
+        conn = self.conn
+        try:
+            conn.settimeout(30)
+            while b"\n" not in self.answer and (got := conn.recv(4096)):
+                self.answer += got
+            if b"\n" in self.answer:
+                try:
+                    os.kill(int(self.answer.split(b"\n", 1)[0]), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                while self.answer.count(b"\n") < 2 and (got := conn.recv(4096)):
+                    self.answer += got
+        except OSError:
+            pass
+        for fd in self.still_open:
+            os.close(fd)
+        conn.close()

@@ -85,14 +85,10 @@ def _recv_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:
     return json.loads(data[4:]), fds
 
 
-def _become(request: dict[str, object], fds: list[int]) -> None:
-    """In the forked child: turn into ``python -m wf ARGV`` and never return."""
-    import atexit
-    import io
-    import runpy
-    import threading
+def _take_over(request: dict[str, object], fds: list[int]) -> None:
+    """In the forked child: the client's descriptors, cwd and environment, and the signal
+    handlers a new interpreter starts with."""
     import time
-    import traceback
 
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -122,8 +118,13 @@ def _become(request: dict[str, object], fds: list[int]) -> None:
     from wf.trees import gitops
 
     gitops._scrub_environment()
-    # The streams as a new interpreter makes them for these descriptors: the server's
-    # own encoding and error handlers (same locale), buffering by what each fd is.
+
+
+def _new_streams() -> None:
+    """The streams as a new interpreter makes them for fds 0-2: the server's own encoding
+    and error handlers (same locale), buffering by what each fd is."""
+    import io
+
     old = (sys.__stdin__, sys.__stdout__, sys.__stderr__)
     streams = []
     for fd, like in enumerate(old):
@@ -155,6 +156,17 @@ def _become(request: dict[str, object], fds: list[int]) -> None:
         )
     sys.stdin, sys.stdout, sys.stderr = streams
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
+
+
+def _become(request: dict[str, object], fds: list[int]) -> None:
+    """In the forked child: turn into ``python -m wf ARGV`` and never return."""
+    import atexit
+    import runpy
+    import threading
+    import traceback
+
+    _take_over(request, fds)
+    _new_streams()
     sys.path[0] = os.getcwd()
     argv = request["argv"]
     assert isinstance(argv, list)
