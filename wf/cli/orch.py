@@ -139,12 +139,21 @@ def orch_post(
     """
     from wf.cloud import PLUG
     from wf.orch.post import post
+    from wf.orch.report import read_report
 
     if lane == "cloud" and _project(ctx).config.cloud:
         _post_cloud(ctx, result or report, task_id, no_pick, as_json)
         return
     if report is not None:
-        result, commit, note = _read_report(report, result, commit, note)
+        text = sys.stdin.read() if report == "-" else report
+        rep = read_report(text)
+        if rep is None:
+            result = result or "handback"
+            note = note or f"no report: {' '.join(text.split())[:80]}"
+        else:
+            result = result or rep.result
+            commit = commit or rep.commit
+            note = note or rep.note
     if result is None:
         raise click.UsageError("give --result R (or --report with the worker's four lines)")
     posted = post(
@@ -181,20 +190,6 @@ def orch_post(
         )
     else:
         click.echo(safe(posted.text()), nl=False)
-
-
-def _read_report(
-    report: str, result: str | None, commit: str | None, note: str | None
-) -> tuple[str, str | None, str | None]:
-    """(result, commit, note) from the worker's final message (``-``: stdin), where the
-    options did not give them; no four lines: a handback "no report"."""
-    from wf.orch.report import read_report
-
-    text = sys.stdin.read() if report == "-" else report
-    rep = read_report(text)
-    if rep is None:
-        return result or "handback", commit, note or f"no report: {' '.join(text.split())[:80]}"
-    return result or rep.result, commit or rep.commit, note or rep.note
 
 
 def _post_cloud(
