@@ -9,8 +9,8 @@ batch's loop ends. While the mark is there and its batch job lives, local lanes 
 the ``Cloud: yes`` tasks the cloud lane takes to it (``leaves``), so they never race the
 sidecar for one.
 
-The batch's N counts both kinds of start; orch owns that count (``wf.orch.starts``, whose
-names are named here too: the sidecar notes each send in it).
+The batch's N counts both kinds of start, local starts and cloud sends; orch owns that
+count (``wf.orch.starts``), and the sidecar notes each send in it.
 """
 
 from __future__ import annotations
@@ -30,9 +30,10 @@ if TYPE_CHECKING:
     from wf.tasks.backlog import Backlog
     from wf.tasks.taskfile import Task
 
-# the batch's N (CLOUD, SENT, note_start, starts) is orch's; named here beside the open mark
-__all__ = ["CLOUD", "SENT", "Open", "close", "current", "fits_model", "leaves", "note_start", "open_lane"]
-__all__ += ["starts", "takes"]
+# The batch's N (CLOUD, SENT, note_start, starts) is orch's, named here too beside the
+# open mark whose N caps it (the cloud lane's tests read both through this module).
+__all__ = ["CLOUD", "SENT", "note_start", "starts"]
+__all__ += ["Open", "close", "current", "fits_model", "leaves", "open_lane", "takes"]
 
 
 @dataclass(frozen=True)
