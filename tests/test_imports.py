@@ -20,8 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import git
-
 ROOT = Path(__file__).resolve().parent.parent
 WF = ROOT / "wf"
 # One interpreter per part (a package, or the top-level modules): no circle can make an
@@ -52,6 +50,8 @@ def _wf_imports(path: Path) -> list[tuple[int, str, str | None]]:
 def probe(part: str) -> list[str]:
     """In this (fresh) interpreter: import the part's modules, then resolve every wf import
     in their source. What does not resolve, one line each."""
+    early = sorted(m for m in sys.modules if m.split(".")[0] == "wf")
+    assert not early, f"not a fresh interpreter: {early} imported before the probe"
     problems: list[str] = []
     files = _files(part)
     for path in files:
@@ -103,6 +103,8 @@ def test_commands_that_import_lazily_run_as_real_processes(repo: Path) -> None:
     """wf doctor, wf lanes (the cloud lane's row), wf orch pick (the cloud plug, the
     worktrees), wf orch post (the merge, the gate, the cost) and wf merge, each started
     as ``python -m wf`` with nothing imported before it."""
+    from tests.conftest import git
+
     cmd = json.dumps([sys.executable, "-m", "wf.scripted"])
     (repo / "wf.toml").write_text(
         f'cloud = true\n[lanes.opus]\nmodel = "mopus"\nadapter = "cmd"\ncmd = {cmd}\n'
