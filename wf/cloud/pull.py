@@ -26,6 +26,7 @@ from wf.cloud import batchlane, records
 from wf.cloud import ledger as ledgermod
 from wf.cloud.backend import Backend, CloudRefused, SessionState
 from wf.cloud.records import CloudRecord
+from wf.orch import starts
 from wf.tasks.taskfile import check_id
 from wf.trees import gitops
 
@@ -291,21 +292,21 @@ class _BatchSends:
         from wf.orch.state import Stop
 
         while self.open and not ended.is_set():  # never after the batch's loop
-            if batchlane.starts(self.project, self.batch.stamp) >= self.batch.n:
+            if starts.starts(self.project, self.batch.stamp) >= self.batch.n:
                 self.close(f"{self.batch.n} task(s) started: the cap is reached")
                 return
             # counted before the send (the batch's loop sees it at once), taken back if none was sent
-            batchlane.note_start(self.project, self.batch.stamp, batchlane.CLOUD, "?")
+            starts.note_start(self.project, self.batch.stamp, starts.CLOUD, "?")
             try:
                 sent = lanemod.send(self.project, backend=self.backend)
             except WfError as e:
-                batchlane.note_start(self.project, self.batch.stamp, batchlane.UNSENT, "?")
+                starts.note_start(self.project, self.batch.stamp, starts.UNSENT, "?")
                 self.close(f"send failed: {e}")
                 return
             if sent.pick.stop is not None or sent.record is None:
-                batchlane.note_start(self.project, self.batch.stamp, batchlane.UNSENT, "?")
+                starts.note_start(self.project, self.batch.stamp, starts.UNSENT, "?")
             else:
-                batchlane.note_start(self.project, self.batch.stamp, batchlane.SENT, sent.record.id)
+                starts.note_start(self.project, self.batch.stamp, starts.SENT, sent.record.id)
                 self.last_stop = None
                 self.say(
                     f"{time.strftime('%H:%M', time.gmtime())} cloud: sent {sent.record.id} "

@@ -587,13 +587,3 @@ def for_file(path: Path) -> tuple[Cost, str]:
     outputs = read_claude(parent).agent_outputs if parent else {}
     kind = "subagent" if path.parent.name == "subagents" else "session"
     return claude_cost([path], outputs), kind
-
-
-def for_session(adapter: str, session_id: str | None) -> tuple[Cost, str] | None:
-    """The transcript cost of a headless unit's session, read where its tool keeps it
-    (each adapter knows), when it is found."""
-    from wf import adapters
-
-    if not session_id or adapter not in adapters.ADAPTERS:
-        return None
-    return adapters.get(adapter).cost(session_id)
