@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 from wf.base import records
 from wf.base.errors import WfError
+from wf.base.fsutil import atomic_write
 from wf.base.project import Project
 from wf.tasks.taskfile import check_id
 
@@ -83,28 +83,12 @@ def proc_start(pid: Any) -> int | None:
 
 
 def write_file(path: Path, data: bytes, *, durable: bool, dir_sync: bool | None = None) -> None:
-    """Temporary file in the same folder, then rename: readers see the old or the new
-    file, never half of one. ``durable`` adds the fsyncs (file, then folder) that make it
-    survive a crash of the machine; intermediate bookkeeping skips them. ``dir_sync=False``
-    leaves the folder's fsync to a durable write that follows in the same folder."""
-    # one writer per process and thread at a time: a name of its own, no mkstemp
-    tmp = f"{path.parent}/.{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    if durable if dir_sync is None else dir_sync:
-        sync_dir(path.parent)
+    """wf's one atomic write (``fsutil.atomic_write``) for a run folder: readers see the
+    old or the new file, never half of one. ``durable`` adds the fsyncs (file, then
+    folder) that make it survive a crash of the machine; intermediate bookkeeping skips
+    them. ``dir_sync=False`` leaves the folder's fsync to a durable write that follows in
+    the same folder. A run folder that is gone is not made anew."""
+    atomic_write(path, data, durable=durable, dir_sync=dir_sync, make_dirs=False)
 
 
 def write_new(path: Path, data: bytes) -> None:
@@ -114,22 +98,8 @@ def write_new(path: Path, data: bytes) -> None:
         f.write(data)
 
 
-def sync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def write_status(folder: Path, status: dict[str, Any], *, durable: bool = False) -> None:
-    data = json.dumps(status) + "\n"  # no indent: the C encoder, 10x faster
-    write_file(folder / "status.json", data.encode("utf-8"), durable=durable)
+    records.write_json(folder / "status.json", status, indent=None, durable=durable, make_dirs=False)
 
 
 class CorruptStatus(records.CorruptRecord):
