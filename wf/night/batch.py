@@ -242,7 +242,7 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
         log=f"out/wf-batch-{stamp}.log",
         plan=p.as_dict(),
         pid=os.getpid(),
-        pid_start=procs.start_time(os.getpid()),
+        pid_start=procs.started(os.getpid()),
         job=job_id,
     )
     follower = Follower(project, rec)
@@ -578,7 +578,7 @@ def cloud_tail(project: Project) -> dict[str, Any] | None:
         job = res.load(rec.tail_job)
     except WfError:
         job = None
-    alive = job is not None and job.state is res.State.RUNNING and procs.same_process(job.pid, job.pid_start)
+    alive = job is not None and job.state is res.State.RUNNING and procs.alive_as(job.pid, job.pid_start)
     return {
         "batch": rec.stamp,
         "job": rec.tail_job,

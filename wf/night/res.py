@@ -126,7 +126,7 @@ def run(
         limits=limits,
         start=now_iso(),
         pid=os.getpid(),
-        pid_start=procs.start_time(os.getpid()),
+        pid_start=procs.started(os.getpid()),
         token=token,
         skipped=plan.skipped,
         notes=plan.notes,
@@ -353,7 +353,7 @@ def stop(job_id: str, timeout: float = 30.0) -> Job:
         raise WfError(f"no job {job_id} (wf res ls, wf res hist)")
     if job.state is not State.RUNNING:
         return job
-    if procs.same_process(job.pid, job.pid_start):
+    if procs.alive_as(job.pid, job.pid_start):
         try:
             os.kill(job.pid, signal.SIGTERM)
         except ProcessLookupError:

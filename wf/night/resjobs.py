@@ -222,7 +222,7 @@ def sweep() -> list[Job]:
         return lost  # no job ever ran here: nothing to look at, nothing to create
     with project_lock(ensure_state_dir(), timeout=30, name="res.lock"):
         for job in records():
-            if job.state is not State.RUNNING or procs.same_process(job.pid, job.pid_start):
+            if job.state is not State.RUNNING or procs.alive_as(job.pid, job.pid_start):
                 continue
             if job.token:
                 procs.kill_tree(None, job.token, grace=2.0, var=TOKEN_VAR, signals=TERM_KILL)
@@ -362,9 +362,7 @@ def _read_ledger() -> dict[str, dict[str, Any]]:
 
 def reserved() -> dict[str, dict[str, Any]]:
     """The live reservations: job id -> {mem, pid, pid_start, title}."""
-    return {
-        k: v for k, v in _read_ledger().items() if procs.same_process(int(v["pid"]), float(v["pid_start"]))
-    }
+    return {k: v for k, v in _read_ledger().items() if procs.alive_as(int(v["pid"]), float(v["pid_start"]))}
 
 
 def reserve(
@@ -380,7 +378,7 @@ def reserve(
             live = reserved()
             used = sum(int(v.get("mem") or 0) for v in live.values())
             if used + mem <= room:
-                me = {"mem": mem, "pid": os.getpid(), "pid_start": procs.start_time(os.getpid())}
+                me = {"mem": mem, "pid": os.getpid(), "pid_start": procs.started(os.getpid())}
                 live[job_id] = {**me, "title": title}
                 atomic_write_text(_ledger(), json.dumps(live, indent=1) + "\n")
                 return

@@ -69,19 +69,6 @@ def now_iso() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def proc_start(pid: Any) -> int | None:
-    """When process ``pid`` started (clock ticks since boot, from /proc), or None if it
-    does not exist: with the pid, it names one process even after the pid is reused."""
-    if not isinstance(pid, int) or pid <= 0:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[19])  # field 22 of proc(5); the text after ")" starts at field 3
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def write_file(path: Path, data: bytes, *, durable: bool, dir_sync: bool | None = None) -> None:
     """wf's one atomic write (``fsutil.atomic_write``) for a run folder: readers see the
     old or the new file, never half of one. ``durable`` adds the fsyncs (file, then

@@ -37,6 +37,7 @@ from typing import Any
 from wf import adapters
 from wf.adapters import Adapter, Parsed, Spec
 from wf.adapters.base import limit_of
+from wf.base import pids
 from wf.workers import procs, runs
 
 POLL = 0.1
@@ -57,7 +58,7 @@ _versions: dict[str, str | None] = {}
 def _my_start() -> int | None:
     """With the pid, names this supervisor for the readers (read when asked: a process
     forked from this one is another supervisor)."""
-    return runs.proc_start(os.getpid())
+    return pids.start_ticks(os.getpid())
 
 
 def tool_version(adapter: Adapter) -> str | None:
