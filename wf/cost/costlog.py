@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from wf.base import fsutil
 from wf.base.fsutil import append_line
 from wf.cost.usage import Cost, CostSource
 
@@ -173,10 +174,8 @@ def has_line(root: Path, task_id: str, agent: str) -> bool:
     nothing twice."""
     path = root / "out" / "wf-cost.log"
     try:
-        with open(path, "rb") as f:  # a FIFO here blocks (tests use it to stop a post here)
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - (1 << 20)))
-            tail = f.read().decode("utf-8", "replace")
+        # a FIFO here blocks (tests use it to stop a post here)
+        tail = fsutil.tail(path, 1 << 20).decode("utf-8", "replace")
     except (FileNotFoundError, NotADirectoryError):
         return False
     except OSError as e:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import glob
 import json
 import math
-import os
 import re
 from collections.abc import Iterator
 from datetime import UTC
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from wf.base.errors import WfError
+from wf.base.fsutil import tail
 from wf.base.homes import claude_roots, codex_home
 from wf.cost import prices
 
@@ -315,11 +315,7 @@ def read_claude(path: Path) -> ClaudeFile:
 def _last_timestamp(path: Path, window: int = 1 << 16) -> str:
     """The last ``timestamp`` in the file, from its tail (transcripts are written in order)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - window))
-            chunk = f.read()
+        chunk = tail(path, window)
     except OSError:
         return ""
     found = _TS.findall(chunk)

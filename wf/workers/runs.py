@@ -20,7 +20,6 @@ final status.json and the answer (or its FALLBACK); intermediate updates are not
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,19 +190,3 @@ def read_output(folder: Path) -> str:
         return (folder / "output.txt").read_text("utf-8", errors="replace")
     except OSError:
         return ""
-
-
-def tail(path: Path, limit: int = 64 * 1024) -> str:
-    """The last ``limit`` bytes of a file as text (a log may be huge: never read it all)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - limit))
-            data = f.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", "replace")
-    if size > limit:
-        text = text.partition("\n")[2]  # the first line was cut
-    return text

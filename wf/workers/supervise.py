@@ -37,7 +37,7 @@ from typing import Any
 from wf import adapters
 from wf.adapters import Adapter, Parsed, Spec
 from wf.adapters.base import limit_of
-from wf.base import pids
+from wf.base import fsutil, pids
 from wf.workers import procs, runs
 
 POLL = 0.1
@@ -406,9 +406,7 @@ class Unit:
     def _read(self, name: str, tail: int = 65536) -> str:
         """The last ``tail`` bytes of one of the worker's files."""
         try:
-            with open(self.folder / name, "rb") as f:
-                f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
-                return f.read().decode("utf-8", errors="replace")
+            return fsutil.tail(self.folder / name, tail).decode("utf-8", errors="replace")
         except OSError:
             return ""
 
@@ -442,7 +440,7 @@ class Unit:
             )
 
     def _stderr_tail(self) -> str | None:
-        text = runs.tail(self.folder / "worker.err", 4096).strip()
+        text = fsutil.tail_text(self.folder / "worker.err", 4096).strip()
         return text.splitlines()[-1][:300] if text else None
 
     def _land_answer(self, code: int | None) -> bool:
@@ -525,7 +523,7 @@ def salvage(folder: Path, status: dict[str, Any], snippets: list[str], code: int
     lines: list[str] = snippets[-10:]
     if not lines:
         for name in ("worker.log", "worker.err"):
-            lines += runs.tail(folder / name).splitlines()[-FALLBACK_LINES:]
+            lines += fsutil.tail_text(folder / name, 64 * 1024).splitlines()[-FALLBACK_LINES:]
     how = f"state {status.get('state')}" + (f", exit {code}" if code is not None else "")
     header = f"FALLBACK: unit {status.get('unit')} ended without an answer ({how})."
     header += " The last things it printed:"
