@@ -22,6 +22,7 @@ from typing import Any
 
 from wf.base.errors import UsageError, WfError
 from wf.base.fsutil import append_line, atomic_write_text
+from wf.base.homes import wf_state
 from wf.base.lock import project_lock
 from wf.night.resbackend import Backend, Limits
 from wf.workers import procs
@@ -54,8 +55,7 @@ EXIT_CANNOT_RUN = 126
 
 
 def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "wf" / "res"
+    return wf_state() / "res"
 
 
 def ensure_state_dir() -> Path:
