@@ -15,7 +15,6 @@ import json
 import math
 import re
 from collections.abc import Iterator
-from datetime import UTC
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -23,6 +22,7 @@ from typing import Any, NamedTuple
 from wf.base.errors import WfError
 from wf.base.fsutil import tail
 from wf.base.homes import claude_roots, codex_home
+from wf.base.stamps import seconds_between
 from wf.cost import prices
 
 SKIP_MODELS = ("<synthetic>",)
@@ -323,16 +323,8 @@ def _last_timestamp(path: Path, window: int = 1 << 16) -> str:
 
 
 def _dur(first: str, last: str) -> float | None:
-    from datetime import datetime
-
-    try:
-        a = datetime.fromisoformat(first.replace("Z", "+00:00"))
-        b = datetime.fromisoformat(last.replace("Z", "+00:00"))
-        a = a if a.tzinfo else a.replace(tzinfo=UTC)
-        b = b if b.tzinfo else b.replace(tzinfo=UTC)
-        return round((b - a).total_seconds(), 1)
-    except (ValueError, TypeError, OverflowError):
-        return None
+    gap = seconds_between(first, last)
+    return None if gap is None else round(gap, 1)
 
 
 def _claude_cost(

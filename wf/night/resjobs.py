@@ -24,6 +24,7 @@ from wf.base.errors import UsageError, WfError
 from wf.base.fsutil import append_line, atomic_write_text
 from wf.base.homes import wf_state
 from wf.base.lock import project_lock
+from wf.base.stamps import seconds_between
 from wf.night.resbackend import Backend, Limits
 from wf.workers import procs
 
@@ -227,19 +228,11 @@ def sweep() -> list[Job]:
             if job.token:
                 procs.kill_tree(None, job.token, grace=2.0, var=TOKEN_VAR, signals=TERM_KILL)
             end = job.updated or now_iso()
-            job = replace(job, state=State.LOST, end=end, dur_s=_between(job.start, end))
+            gap = seconds_between(job.start, end)  # as UTC: a DST change is no hour more or less
+            job = replace(job, state=State.LOST, end=end, dur_s=None if gap is None else max(0.0, gap))
             finish(job)
             lost.append(job)
     return lost
-
-
-def _between(start: str, end: str) -> float | None:
-    try:
-        t0 = time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%SZ"))
-        t1 = time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%SZ"))
-    except ValueError:
-        return None
-    return max(0.0, t1 - t0)
 
 
 def running() -> list[Job]:
