@@ -20,8 +20,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from wf.base import records as store
 from wf.base.errors import UsageError, WfError
-from wf.base.fsutil import append_line, atomic_write_text
+from wf.base.fsutil import append_line
 from wf.base.homes import wf_state
 from wf.base.lock import project_lock
 from wf.base.stamps import seconds_between
@@ -174,12 +175,11 @@ def check_job_id(job_id: str) -> str:
 
 
 def save(job: Job) -> None:
-    atomic_write_text(_jobs() / f"{job.id}.json", json.dumps(job.as_dict(), indent=1) + "\n")
+    store.write_json(_jobs() / f"{job.id}.json", job.as_dict())
 
 
 def load_file(f: Path) -> Job | None:
     """The job in ``f``, None if there is no such file; CorruptRecord otherwise."""
-    from wf.base import records as store
 
     data = store.load_json(f)
     if data is None and not f.exists():
@@ -242,7 +242,6 @@ def running() -> list[Job]:
 
 def history(title: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """Past jobs, newest first."""
-    from wf.base import records as store
 
     path = hist_file()
     lines = store.read_lines(path) or []
@@ -328,7 +327,6 @@ def budget() -> int:
 def _read_ledger() -> dict[str, dict[str, Any]]:
     """Every reservation as written; CorruptRecord if the ledger cannot be trusted (read
     as none, memory would be promised twice)."""
-    from wf.base import records as store
 
     path = _ledger()
     data = store.load_json(path)
@@ -373,7 +371,7 @@ def reserve(
             if used + mem <= room:
                 me = {"mem": mem, "pid": os.getpid(), "pid_start": procs.started(os.getpid())}
                 live[job_id] = {**me, "title": title}
-                atomic_write_text(_ledger(), json.dumps(live, indent=1) + "\n")
+                store.write_json(_ledger(), live)
                 return
         holders = ", ".join(
             f"{k} ({v.get('title')}, {int(v.get('mem') or 0) >> 20}M)" for k, v in live.items()
@@ -391,7 +389,6 @@ def release(job_id: str) -> None:
     """Give back a job's reservation. A ledger that cannot be trusted is left as it is
     (every reservation refuses until wf doctor --fix moves it aside): the job has ended
     whatever the ledger says."""
-    from wf.base import records as store
 
     with project_lock(state_dir(), timeout=30, name="res.lock"):
         try:
@@ -399,7 +396,7 @@ def release(job_id: str) -> None:
         except store.CorruptRecord:
             return
         live.pop(job_id, None)
-        atomic_write_text(_ledger(), json.dumps(live, indent=1) + "\n")
+        store.write_json(_ledger(), live)
 
 
 TERM_KILL = (signal.SIGTERM, signal.SIGKILL)
