@@ -156,6 +156,7 @@ def _supervise(
     if in_main:
         old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     procs.become_subreaper()
+    procs.tree_usage([])  # imports psutil now: a short job's first samples must not wait for it
     if plan.cgroup:
         resbackend.cgroup_make(plan.cgroup, limits)
 
