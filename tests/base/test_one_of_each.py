@@ -80,6 +80,8 @@ def test_a_run_folder_someone_removed_is_not_made_anew(tmp_path: Path) -> None:
     gone = tmp_path / "run" / "unit"
     with pytest.raises(FileNotFoundError):
         runs.write_status(gone, {"state": "done"}, durable=True)
+    with pytest.raises(FileNotFoundError):
+        runs.write_file(gone / "output.txt", b"the answer", durable=True)
     assert not (tmp_path / "run").exists()
     records.write_json(gone / "x.json", [1])
     assert records.load_json(gone / "x.json") == [1]
