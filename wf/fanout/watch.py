@@ -17,7 +17,7 @@ from wf.base import pids
 from wf.base.errors import WfError
 from wf.base.project import Project
 from wf.workers import procs, runs
-from wf.workers.supervise import salvage
+from wf.workers.answer import salvage
 
 DEFAULT_TIMEOUT = 600.0
 OK, ATTENTION, GAVE_UP = 0, 4, 5
