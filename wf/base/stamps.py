@@ -11,9 +11,15 @@ stamp: ``20261025`` alone, or a bare word, is none (a backup ref so named is not
 from __future__ import annotations
 
 import re
+import time
 from datetime import UTC, datetime
 
 _FORM = re.compile(r"\d{4}(-?)\d{2}\1\d{2}T\d{2}(:?)\d{2}\2\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?")
+
+
+def now_iso(t: float | None = None) -> str:
+    """The stamp wf writes for ``t`` (now by default): ``2026-10-25T01:30:00Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 def parse_utc(text: str) -> float | None:

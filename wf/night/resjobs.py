@@ -25,6 +25,7 @@ from wf.base.errors import UsageError, WfError
 from wf.base.fsutil import append_line
 from wf.base.homes import wf_state
 from wf.base.lock import project_lock
+from wf.base.stamps import now_iso as now_iso  # the stamps of job records
 from wf.base.stamps import seconds_between
 from wf.night.resbackend import Backend, Limits
 from wf.workers import procs
@@ -70,10 +71,6 @@ def ensure_state_dir() -> Path:
             f"wf's state folder {path} cannot be made: {e.strerror or e} (see $XDG_STATE_HOME)"
         ) from None
     return path
-
-
-def now_iso(t: float | None = None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,6 @@ final status.json and the answer (or its FALLBACK); intermediate updates are not
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from wf.base import records
 from wf.base.errors import WfError
 from wf.base.fsutil import atomic_write
 from wf.base.project import Project
+from wf.base.stamps import now_iso as now_iso  # the stamps of status.json
 from wf.tasks.taskfile import check_id
 
 CORRUPT = "corrupt"  # what readers show for a unit whose status.json cannot be trusted
@@ -62,10 +62,6 @@ def run_dir(project: Project, run: str) -> Path:
 
 def unit_dir(project: Project, run: str, unit: str) -> Path:
     return run_dir(project, run) / check_id(unit, "unit id")
-
-
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def write_file(path: Path, data: bytes, *, durable: bool, dir_sync: bool | None = None) -> None:
