@@ -100,6 +100,17 @@ def test_the_json_writer_keeps_the_readers_limits(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.json"]
 
 
+def test_the_json_writer_refuses_a_record_larger_than_the_reader_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(records, "MAX_RECORD", 64)
+    path = tmp_path / "rec.json"
+    records.write_json(path, "x" * 40)
+    with pytest.raises(ValueError):
+        records.write_json(path, "x" * 80)
+    assert records.load_json(path) == "x" * 40
+
+
 # ------------------------------------------------------------------ the pid check
 
 
