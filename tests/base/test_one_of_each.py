@@ -100,6 +100,23 @@ def test_the_json_writer_keeps_the_readers_limits(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.json"]
 
 
+def test_a_status_keeps_the_odd_number_a_worker_reported(tmp_path: Path) -> None:
+    """Kept from runs.write_status: a cost a worker printed as NaN is written as it came
+    (read_status takes it), never a crash of the supervisor that writes it."""
+    folder = tmp_path / "run" / "unit"
+    folder.mkdir(parents=True)
+    status = {
+        "run": "run",
+        "unit": "unit",
+        "state": "done",
+        "adapter": "claude",
+        "usage": {"usd_rep": math.nan},
+    }
+    runs.write_status(folder, status, durable=True)
+    read = runs.read_status(folder)
+    assert read is not None and math.isnan(read["usage"]["usd_rep"])
+
+
 def test_the_json_writer_refuses_a_record_larger_than_the_reader_takes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

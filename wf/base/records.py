@@ -226,13 +226,16 @@ def write_json(
     durable: bool = True,
     dir_sync: bool | None = None,
     make_dirs: bool = True,
+    finite: bool = True,
 ) -> None:
     """Write a JSON value atomically (``fsutil.atomic_write``: temp file, fsync, rename),
     within the limits ``load_json`` reads back: finite numbers only (ValueError on a NaN
     or an Infinity, never a file wf would then call corrupt), at most ``MAX_RECORD``
     bytes. ``indent`` None: one line, by the C encoder (about ten times faster, for the
-    files written many times a second). Values JSON lacks (a path) are written as text."""
-    text = json.dumps(value, indent=indent, allow_nan=False, default=str) + "\n"
+    files written many times a second). Values JSON lacks (a path) are written as text.
+    ``finite`` False writes a NaN as Python's json does, for a file that holds numbers an
+    outside program printed and whose own reader takes them (a unit's status.json)."""
+    text = json.dumps(value, indent=indent, allow_nan=not finite, default=str) + "\n"
     data = text.encode("utf-8")
     if len(data) > MAX_RECORD:
         raise ValueError(f"{path}: a record of {len(data)} bytes, over the {MAX_RECORD >> 20} MiB wf reads")
