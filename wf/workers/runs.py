@@ -81,7 +81,10 @@ def write_new(path: Path, data: bytes) -> None:
 
 
 def write_status(folder: Path, status: dict[str, Any], *, durable: bool = False) -> None:
-    records.write_json(folder / "status.json", status, indent=None, durable=durable, make_dirs=False)
+    """``finite=False``: the status holds what the worker reported (a cost it printed as
+    NaN); read_status takes it, and a worker's odd number must not crash its supervisor."""
+    path = folder / "status.json"
+    records.write_json(path, status, indent=None, durable=durable, make_dirs=False, finite=False)
 
 
 class CorruptStatus(records.CorruptRecord):
