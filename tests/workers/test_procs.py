@@ -1,4 +1,4 @@
-"""wf.workers.procs reads liveness and start times from /proc: the figures psutil gives."""
+"""wf.base.pids (through wf.workers.procs) reads liveness and start times from /proc: the figures psutil gives."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_boot_time_is_read_anew_as_psutil_does(tmp_path: Path, monkeypatch: pyte
     """A wall-clock step moves btime; a long-lived wf must follow it, as psutil does, or
     the start times it records match no other process's reading."""
     stat = tmp_path / "stat"
-    monkeypatch.setattr(pids, "_STAT", str(stat))
+    monkeypatch.setattr(pids, "_STAT", str(stat), raising=False)
     stat.write_text("cpu 1 2 3\nbtime 1000\n")
     assert pids._boot_time() == 1000.0
     stat.write_text("cpu 1 2 3\nbtime 1042\n")  # the clock was stepped 42 s

@@ -1,29 +1,41 @@
-"""Whether a process lives, and whether it is still the one that started at a given time.
+"""Whether a pid lives, and when it started: the one check of wf.
 
-Read from ``/proc`` where there is one (the same figures psutil gives, without its import
-on every claim and merge; psutil answers only where there is no ``/proc``). The ground of
-every liveness check in wf: a record's worker or owner (``alive_as``), a pick's picker.
+Read from ``/proc/<pid>/stat`` (the figures psutil gives, without its import on every
+claim, lock message and merge: these run in short commands, where start-up counts).
+Where /proc cannot tell (not Linux, or a /proc that hides other users' processes), a pid
+lives when signal 0 reaches it, and its start time is unknown.
+
+A zombie is not alive: it has exited (its locks are released, its work is over) and
+only waits for its parent to collect it.
 """
 
 from __future__ import annotations
 
 import os
 
+_STAT = "/proc/stat"
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in clock ticks since boot) from /proc, None if gone;
-    raises OSError where there is no /proc at all."""
+
+class NoProc(OSError):
+    """/proc cannot answer here: there is none, or it may not be read."""
+
+
+def stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks since boot) of ``pid``, None if it is
+    gone; NoProc where /proc cannot tell (there is none, or it may not be read). With the
+    pid, the start time names one process for as long as the machine runs, even after
+    the pid is reused."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
+        return fields[0].decode(), int(fields[19])  # field 22 of proc(5); after ")" comes field 3
     except (FileNotFoundError, ProcessLookupError):
-        if not os.path.isdir("/proc/self"):
-            raise
-        return None
-    return fields[0].decode(), int(fields[19])
-
-
-_STAT = "/proc/stat"
+        if os.path.isdir("/proc/self"):
+            return None
+        raise NoProc("no /proc") from None
+    except (OSError, IndexError, ValueError, UnicodeDecodeError) as e:
+        raise NoProc(f"/proc/{pid}/stat cannot be read: {e}") from None
 
 
 def _boot_time() -> float:
@@ -38,52 +50,65 @@ def _boot_time() -> float:
     raise OSError(f"no btime in {_STAT}")
 
 
-TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+def _signal_reaches(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    return True
 
 
 def alive(pid: int | None) -> bool:
-    if not pid or pid <= 0:
+    """Whether ``pid`` names a live process (a zombie has exited)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     try:
-        st = _proc_stat(pid)
-    except (OSError, ValueError, IndexError):
-        return _psutil_alive(pid)
+        st = stat(pid)
+    except NoProc:
+        return _signal_reaches(pid)
     return st is not None and st[0] not in ("Z", "X")
 
 
-def _psutil_alive(pid: int) -> bool:
-    import psutil
-
+def start_ticks(pid: int | None) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (a figure no clock step moves), or
+    None if it is gone or cannot be known."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
+        return None
     try:
-        p = psutil.Process(pid)
-        return p.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
+        st = stat(pid)
+    except NoProc:
+        return None
+    return None if st is None else st[1]
+
+
+def _epoch(ticks: int) -> float | None:
+    try:
+        return _boot_time() + ticks / _TICK  # as psutil computes it
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def started(pid: int | None) -> float | None:
-    """When the process ``pid`` started (seconds since the epoch), None if it is gone."""
-    if not pid or pid <= 0:
-        return None
-    try:
-        st = _proc_stat(pid)
-        return None if st is None else _boot_time() + st[1] / TICK  # as psutil computes it
-    except (OSError, ValueError, IndexError):
-        pass
-    import psutil
-
-    try:
-        return float(psutil.Process(pid).create_time())
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
+    """When the process ``pid`` started (seconds since the epoch), None if it is gone or
+    cannot be known (no /proc)."""
+    ticks = start_ticks(pid)
+    return None if ticks is None else _epoch(ticks)
 
 
 def alive_as(pid: int | None, since: float | None) -> bool:
-    """Whether ``pid`` is alive and is still the process that started at ``since`` (not
-    a later one given its number, as after a reboot). ``since`` None: alive at all."""
-    if not alive(pid):
+    """Whether ``pid`` is alive and is still the process that started at ``since`` (within
+    a second), not a later one given its number, as after a reboot. ``since`` None: alive
+    at all. Where /proc cannot tell a start time, alive at all: nothing live is taken for
+    dead."""
+    if not alive(pid) or pid is None:
         return False
     if since is None:
         return True
-    now = started(pid)
+    try:
+        st = stat(pid)
+    except NoProc:
+        return True
+    now = None if st is None else _epoch(st[1])
     return now is not None and abs(now - since) < 1.0

@@ -50,7 +50,7 @@ def _open_file(project: Project) -> Path:
 
 def open_lane(project: Project, stamp: str, n: int) -> Open:
     """Mark the cloud lane open for this batch (the calling process is the batch job)."""
-    mark = Open(stamp, os.getpid(), procs.start_time(os.getpid()), n)
+    mark = Open(stamp, os.getpid(), procs.started(os.getpid()), n)
     path = _open_file(project)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(mark.__dict__) + "\n")
@@ -77,7 +77,7 @@ def _read(project: Project) -> Open | None:
 def current(project: Project) -> Open | None:
     """The open mark of a batch that still lives (a batch killed -9 leaves a mark nobody heeds)."""
     mark = _read(project)
-    if mark is None or not procs.same_process(mark.pid, mark.pid_start):
+    if mark is None or not procs.alive_as(mark.pid, mark.pid_start):
         return None
     return mark
 

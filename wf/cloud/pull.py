@@ -21,6 +21,7 @@ from pathlib import Path
 
 from wf.base.errors import WfError
 from wf.base.project import Project
+from wf.base.quantity import fmt_duration
 from wf.base.text import safe_line
 from wf.cloud import batchlane, records
 from wf.cloud import ledger as ledgermod
@@ -58,19 +59,10 @@ class Pulled:
         }
 
 
-def _dur(seconds: float) -> str:
-    s = round(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
 def line_for(rec: CloudRecord) -> str:
     cost = "?" if rec.cost_usd is None else f"{rec.cost_usd:.2f}"
     dur = rec.duration if rec.state.ended else max(0.0, time.time() - rec.started_at)
-    return f"{rec.id}: {rec.state.value} ({_dur(dur)}, ${cost})"
+    return f"{rec.id}: {rec.state.value} ({fmt_duration(dur)}, ${cost})"
 
 
 def pull(
@@ -240,7 +232,7 @@ def sidecar(
                         say(f"cloud: {why}; sessions left: {left}")
                         return pulls
                     if time.monotonic() - stopped_at > linger:
-                        say(f"cloud: gave up after {_dur(linger)}; sessions left: {left}")
+                        say(f"cloud: gave up after {fmt_duration(linger)}; sessions left: {left}")
                         return pulls
                 if records.all_records(project):
                     pulls += 1

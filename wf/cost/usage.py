@@ -13,16 +13,16 @@ from __future__ import annotations
 import glob
 import json
 import math
-import os
 import re
 from collections.abc import Iterator
-from datetime import UTC
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from wf.base.errors import WfError
+from wf.base.fsutil import tail
 from wf.base.homes import claude_roots, codex_home
+from wf.base.stamps import seconds_between
 from wf.cost import prices
 
 SKIP_MODELS = ("<synthetic>",)
@@ -315,11 +315,7 @@ def read_claude(path: Path) -> ClaudeFile:
 def _last_timestamp(path: Path, window: int = 1 << 16) -> str:
     """The last ``timestamp`` in the file, from its tail (transcripts are written in order)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - window))
-            chunk = f.read()
+        chunk = tail(path, window)
     except OSError:
         return ""
     found = _TS.findall(chunk)
@@ -327,16 +323,8 @@ def _last_timestamp(path: Path, window: int = 1 << 16) -> str:
 
 
 def _dur(first: str, last: str) -> float | None:
-    from datetime import datetime
-
-    try:
-        a = datetime.fromisoformat(first.replace("Z", "+00:00"))
-        b = datetime.fromisoformat(last.replace("Z", "+00:00"))
-        a = a if a.tzinfo else a.replace(tzinfo=UTC)
-        b = b if b.tzinfo else b.replace(tzinfo=UTC)
-        return round((b - a).total_seconds(), 1)
-    except (ValueError, TypeError, OverflowError):
-        return None
+    gap = seconds_between(first, last)
+    return None if gap is None else round(gap, 1)
 
 
 def _claude_cost(

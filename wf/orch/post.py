@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from wf.base.errors import WfError
-from wf.base.fsutil import append_line
+from wf.base.fsutil import append_line, tail_text
 from wf.base.lock import project_lock
 from wf.base.project import Project
 from wf.orch import state
@@ -507,13 +507,7 @@ def _logged(project: Project, rec: LaneRecord) -> Outcome | None:
     None. A crash that led to a recovery pick logs with the same pick stamp: only a final
     outcome counts."""
     path = project.out_dir / "wf-orch.log"
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 65536))
-            tail = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
+    tail = tail_text(path, 65536)
     key = _log_key(rec) + " outcome="
     for line in reversed(tail.splitlines()):
         at = line.find(key)

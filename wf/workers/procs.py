@@ -1,8 +1,9 @@
 """Processes: the only user of psutil.
 
-Whether a pid lives and when it started are wf.base.pids' (``alive``, ``started`` and
-``alive_as`` are those, named here too); psutil answers the rest (scans of every process,
-command lines, the machine's memory) and is imported only by what needs it.
+Whether a pid lives and when it started is ``wf.base.pids`` (read from ``/proc``, for
+short commands); psutil answers the rest (scans of every process, command lines, the
+machine's memory, the trees that a long-lived supervisor watches) and is imported only
+by what needs it.
 
 Who is using a folder (a live process whose cwd is inside it, a Claude Code session
 whose recorded cwd points into it), whether a pid lives, and process trees.
@@ -16,8 +17,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from wf.base.homes import claude_roots
-from wf.base.pids import TICK
-from wf.base.pids import alive as alive  # re-exported: procs.alive is the name callers use
+from wf.base.pids import alive as alive  # wf's one pid check, for the floors above
+from wf.base.pids import alive_as as alive_as
 from wf.base.pids import started as started
 
 
@@ -166,7 +167,10 @@ def become_subreaper() -> bool:
 
 
 def children(pid: int) -> list[int]:
-    """The direct children of ``pid``, read from /proc (cheap: no scan of every process)."""
+    """The direct children of ``pid``, read from /proc by hand on purpose: psutil's
+    ``children()`` scans every process for its parent, and kill_tree lists a tree again
+    every 50 ms while it waits; the kernel's own list of one process's children is
+    cheap."""
     out: list[int] = []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
@@ -212,6 +216,8 @@ def with_token(token: str, var: str = TOKEN_VAR) -> list[int]:
     for pid in pids:
         if pid == me:
             continue
+        # /proc/<pid>/environ read by hand on purpose: the raw bytes of every process in
+        # the tree, matched without decoding them (psutil's environ() decodes each to a dict)
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
                 env = f.read()
@@ -362,7 +368,7 @@ def end_strays(strays: list[list[float]]) -> list[int]:
     pid still names the process that started then; returns the pids signalled."""
     ended: list[int] = []
     for pid, since in strays:
-        if same_process(int(pid), since):
+        if alive_as(int(pid), since):
             ended += kill_tree(int(pid), None, grace=1.0)
     return ended
 
@@ -381,23 +387,25 @@ def reap_orphans() -> None:
 
 # ------------------------------------------------------------------ measuring trees
 
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
 
 def tree_usage(pids: list[int]) -> tuple[int, float]:
-    """Summed resident memory (bytes) and CPU seconds (user + system) of ``pids``, read
-    from /proc (cheap enough to sample a tree every second); gone pids count 0."""
+    """Summed resident memory (bytes) and CPU seconds (user + system) of ``pids``; gone
+    pids count 0. By psutil: res's watchdog samples its tree every second for as long as
+    a job runs, so psutil's import is paid once in a long life (the same figures as
+    /proc/<pid>/statm and stat)."""
+    import psutil
+
     rss = 0
     cpu = 0.0
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/statm", "rb") as f:
-                rss += int(f.read().split()[1]) * _PAGE
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
-        except (OSError, ValueError, IndexError):
+            p = psutil.Process(pid)
+            with p.oneshot():
+                mem, times = p.memory_info(), p.cpu_times()
+        except psutil.Error:
             continue
+        rss += int(mem.rss)
+        cpu += float(times.user + times.system)
     return rss, cpu
 
 
@@ -406,17 +414,3 @@ def total_memory() -> int:
     import psutil
 
     return int(psutil.virtual_memory().total)
-
-
-def start_time(pid: int | None) -> float | None:
-    """When ``pid`` started (epoch seconds), to tell it from a later process that reused
-    its number; None if it is gone."""
-    return started(pid)
-
-
-def same_process(pid: int | None, started: float | None) -> bool:
-    """``pid`` lives and is the process that started at ``started`` (within a second)."""
-    now = start_time(pid)
-    if now is None or not alive(pid):
-        return False
-    return started is None or abs(now - started) < 1.0
