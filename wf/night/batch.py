@@ -266,12 +266,15 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
         said = True
 
     stdin = None
-    env = None
     if p.stdin:
         stdin = _dir(project) / f"{stamp}.prompt.md"
         atomic_write_text(stdin, prompt_text(p, str(project.root / rec.summary)))
-    if p.env:
-        env = dict(os.environ, **{k: v for k, v in p.env.items() if not v.startswith("<")})
+    from wf.night.batchlog import events_file
+    from wf.orch import events
+
+    # its loop's stop events: what the summary and the pilot read (wf.orch.events)
+    env = dict(os.environ, **{k: v for k, v in p.env.items() if not v.startswith("<")})
+    env[events.ENV] = str(events_file(project, stamp))
     argv = [a.replace("<stamp>", stamp).replace("<run>", stamp.lower()) for a in p.argv]
     prepared = None
     cloud = _CloudSidecar(project, rec, p) if project.config.cloud and p.kind != "prep" else None

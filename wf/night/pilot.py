@@ -69,19 +69,22 @@ def _mark(project: Project, lanes: list[str]) -> _Mark:
 def _after_batch(project: Project, stamp: str, emit: Callable[[str], None]) -> bool:
     """Say how the batch ended, its stop lines and the questions; True if it ended for
     the stop file (the pilot stops too)."""
-    from wf.night.batchlog import needs_person
+    from wf.base.records import CorruptRecord
+    from wf.night.batchlog import needs_person, stop_events
+    from wf.orch import events
 
     rec = next((r for r in batchplan.records(project) if r.stamp == stamp), None)
     if rec is None:
         return False
     emit(f"batch {stamp} ended: {rec.reason} (summary {rec.summary})")
     try:
-        lines = (project.root / rec.summary).read_text("utf-8").splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        if " stop lane " in line:
-            emit(f"  {line.removeprefix('- ')}")
+        found, _ = stop_events(project, stamp)
+    except CorruptRecord as e:  # said, never taken for "no lane stopped"
+        emit(f"  its stop events cannot be read: {e}")
+        found = []
+    for ev in found:
+        if ev.kind is events.EventKind.STOP:
+            emit(f"  {ev.ts[11:16]} {events.sentence(ev)}")
     for item in needs_person(project, rec):
         if item["kind"] == "awaiting":
             emit(f"  question {item['id']}: {item['text']}")

@@ -41,7 +41,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import NamedTuple
 
 from wf import adapters
 from wf.adapters import Failure, Spec
@@ -50,7 +49,9 @@ from wf.base.errors import IssueKind, ParseError, WfError
 from wf.base.fsutil import append_line
 from wf.base.project import Project
 from wf.cloud import batchlane
-from wf.orch import gate, park, state
+from wf.orch import events, gate, park, state
+from wf.orch.ending import Crashes
+from wf.orch.ending import infra_failure as infra_failure
 from wf.orch.pick import Pick, live_holder, pick, worker_instructions
 from wf.orch.post import Posted, Refused, post, release
 from wf.orch.report import captured_report, read_report, run_outcomes
@@ -68,24 +69,6 @@ CONTINUE = (
     "The usage limit (or the overloaded API) that stopped you is over: go on with the task "
     "above where you left it, and end with the four report lines."
 )
-
-
-class CrashSignature(NamedTuple):
-    """How a worker failed without a report: the same on two tasks is its tool's fault."""
-
-    adapter: str
-    cmd: tuple[str, ...]
-    exit_code: int | None
-    last_line: str
-
-
-def infra_failure(status: dict[str, object]) -> Failure | None:
-    """The failure class of a unit that failed for want of its tool (None otherwise)."""
-    try:
-        failure = Failure(status.get("failure"))
-    except ValueError:
-        return None
-    return failure if failure.infrastructure else None
 
 
 class Loop:
@@ -117,7 +100,7 @@ class Loop:
         self.in_a_row: dict[str, int] = {}  # per lane: task-owned stops since its last task that went on
         self.tired: dict[str, frozenset[str]] = {}  # lanes stopped for stops in a row: their ready ids then
         self.held: list[tuple[str | None, StopReason]] = []  # task-owned stops (task, why): for a person
-        self.crashes: dict[CrashSignature, set[str]] = {}  # a failure without a report: its tasks
+        self.crashes = Crashes()  # failures without a report, by signature: their tasks
         self.last_done_lane: str | None = None
         self.parked: dict[str, park.Parked] = {}  # lanes waiting out a usage limit or an overload
         self.tool_parked: dict[str, park.Parked] = {}  # per tool: its account's usage limit
@@ -127,6 +110,7 @@ class Loop:
         self.batch = batchlane.loop_stamp()  # the batch this run belongs to (WF_BATCH), or None
         self.me = os.getpid()
         self.events = project.out_dir / "wf-orch-run.log"
+        self.stop_events = events.path_for(project, self.run_id)  # typed: what a batch reads
         self.gates = gate.Watch(project)  # a red gate is said as soon as it is recorded
         self.began = time.monotonic()
         try:
@@ -196,11 +180,18 @@ class Loop:
             raise WfError("nothing was claimed:\n" + "\n".join(problems))
 
     # ---------------------------------------------------------------- starting
-    def _stop(self, lane: str, reason: StopReason, *, quiet: bool = False) -> None:
+    def _stop(self, lane: str, reason: StopReason, task: str | None = None) -> None:
         self.stopped[lane] = reason
         self.seen.append(reason)
-        if not quiet:
-            self.emit(f"stop lane {lane}: {reason.text}")
+        self._event(events.stopped(self.run_id, lane, reason, task))
+
+    def _event(self, ev: events.StopEvent) -> None:
+        """Record a stop or a park for the parts that read them, then say it."""
+        try:
+            events.append(self.stop_events, ev)
+        except OSError as e:
+            self.emit(f"note: the stop event could not be written to {self.stop_events}: {e}")
+        self.emit(events.sentence(ev))
 
     def _hold(self, lane: str, reason: StopReason, task: str | None = None) -> bool:
         """A stop that belongs to one task: the task waits for a person (its status or a
@@ -217,7 +208,9 @@ class Loop:
                 ready = frozenset()
             self.tired[lane] = ready
             self._stop(
-                lane, StopReason(reason.kind, f"{run} tasks in a row need a person; the last: {reason.text}")
+                lane,
+                StopReason(reason.kind, f"{run} tasks in a row need a person; the last: {reason.text}"),
+                task,
             )
             return False
         self.emit(f"{lane}: {reason.text} (held for a person; the lane goes on)")
@@ -313,9 +306,9 @@ class Loop:
                 if waiting is not None:
                     self.stopped.pop(lane, None)
                     self.parked[lane] = park.Parked(waiting.until, waiting.why)
-                    self.emit(
-                        f"park lane {lane}: parked {until_text(waiting.until, waiting.why)}: "
-                        f"{self._adapter_for(lane).name}'s usage limit"
+                    tool = self._adapter_for(lane).name
+                    self._event(
+                        events.parked(self.run_id, lane, waiting.until, waiting.why, f"{tool}'s usage limit")
                     )
                     return
                 p = pick(self.project, lane, owner=self.me)
@@ -340,10 +333,12 @@ class Loop:
                     Stop.HELD,
                     f"{rec.id} was picked by an interactive orchestrator (wf orch post {lane} ...)",
                 ),
+                rec.id,
             )
             return None
         if rec.owner and rec.owner != self.me and rec.owner_alive():
-            self._stop(lane, StopReason(Stop.HELD, f"{rec.id} is held by wf orch run pid {rec.owner}"))
+            held = StopReason(Stop.HELD, f"{rec.id} is held by wf orch run pid {rec.owner}")
+            self._stop(lane, held, rec.id)
             return None
         if rec.pid and rec.worker_alive():
             # its loop is gone: end the orphaned worker's whole tree, then recover
@@ -354,7 +349,7 @@ class Loop:
             end_strays(runs.unit_dir(self.project, rec.run, rec.unit))
         holder = live_holder(rec)
         if holder:
-            self._stop(lane, StopReason(Stop.HELD, f"{rec.id} is held by {holder}"))
+            self._stop(lane, StopReason(Stop.HELD, f"{rec.id} is held by {holder}"), rec.id)
             return None
         archived = backlogmod.load(self.project).archive.find(rec.id) is not None
         rep = captured_report(self.project, rec)
@@ -445,10 +440,8 @@ class Loop:
         else:
             rec = rec.but(pid=None, parked_until=until, parked_why=why)
             self.tool_parked[unit.adapter.name] = park.Parked(until, why)
-            self.emit(
-                f"park lane {lane}: parked {until_text(until, why)}: {rec.id} stays claimed and {then} "
-                f"then ({unit.adapter.name} {failure.value}: {words})"
-            )
+            said = f"{rec.id} stays claimed and {then} then ({unit.adapter.name} {failure.value}: {words})"
+            self._event(events.parked(self.run_id, lane, until, why, said, rec.id))
         state.save(self.project, rec)
         self.parked[lane] = park.Parked(until, why, rec, spec)
         return True
@@ -467,7 +460,7 @@ class Loop:
             return False
         for line in posted.lines:
             self.emit(f"{lane}: {line}")
-        self._stop(lane, reason)
+        self._stop(lane, reason, posted.task)
         return True
 
     def _unpark(self) -> None:
@@ -511,37 +504,14 @@ class Loop:
         if failure is not None:
             self._infra(lane, unit, rec, failure)
             return
-        answer = runs.read_output(unit.folder)
-        late = runs.answered_after_signal(unit.folder)  # wf signalled it first: no answer
-        rep = read_report(answer) if not unit.status.get("fallback") and not late else None
-        duration = unit.status.get("duration_s")
-        if late:
-            how = f"{unit.state}, exit {unit.status.get('exit_code')}"
-            self.emit(f"{lane}: {rec.id} was signalled by wf before it reported ({how}): a crash to recover")
-            result, commit, note = "crashed", None, f"signalled by wf before its report ({how})"
-        elif rep is None and unit.state == "done":
-            self.emit(f"{lane}: {rec.id} ended without the four report lines")
-            result, commit, note = "handback", None, f"no report: {runs.preview(answer, 80)}"
-        elif rep is None:
-            tool_words = self._tool_crash(unit, rec)
-            if tool_words is not None:
-                self._infra(lane, unit, rec, Failure.tool, tool_words)
-                return
-            how = f"{unit.state}, exit {unit.status.get('exit_code')}"
-            self.emit(f"{lane}: {rec.id} ended without a report ({how})")
-            result, commit, note = "crashed", None, how
-        else:
-            self.emit(f"{lane}: {rec.id} reported {rep.result}: {rep.note}")
-            result, commit, note = rep.result, rep.commit, rep.note
-        self._post_and_go_on(
-            lane,
-            rec,
-            result,
-            commit,
-            note,
-            unit,
-            float(duration) if isinstance(duration, (int, float)) else None,
-        )
+        end = self.crashes.read_end(unit, rec)
+        for other in end.unblock:
+            self._unblock_crashed(other)
+        if end.tool_words is not None:
+            self._infra(lane, unit, rec, Failure.tool, end.tool_words)
+            return
+        self.emit(f"{lane}: {end.said}")
+        self._post_and_go_on(lane, rec, end.result, end.commit, end.note, unit, end.duration)
 
     @staticmethod
     def _refused(lane: str, unit: Unit) -> Refused | None:
@@ -550,34 +520,6 @@ class Loop:
             return None
         a = unit.adapter
         return Refused(a.name, tuple(unit.parsed.denied), f"wf.toml lanes.{lane}.{a.grant_field}")
-
-    def _tool_crash(self, unit: Unit, rec: LaneRecord) -> str | None:
-        """Why a worker that failed without a report is its tool's fault though its adapter
-        could not tell (None: it is the task's crash): it died before reading its prompt,
-        or it failed the same way (exit status, last error line) on another task while
-        its tool said nothing of why."""
-        st = unit.status
-        if unit.state != "failed" or st.get("failure") != Failure.task.value:
-            return None  # a timeout, a stall, a stop: nothing says the tool is at fault
-        code = st.get("exit_code")
-        line = str(st.get("reason") or st.get("error") or "")
-        size = st.get("stdin_bytes")
-        unread = st.get("stdin_read") == 0 and isinstance(size, int) and size > 0
-        if unread and _nothing_printed(unit.folder):
-            return f"the worker ended (exit {code}) before reading its prompt: {line or 'nothing on stderr'}"
-        if unit.parsed.error is not None:
-            return None  # the tool named the failure itself (claude's max turns): its adapter's call
-        sig = CrashSignature(
-            unit.adapter.name, tuple(unit.spec.cmd), code if isinstance(code, int) else None, line
-        )
-        seen = self.crashes.setdefault(sig, set())
-        others = sorted(seen - {rec.id})
-        seen.add(rec.id)
-        if not others:
-            return None
-        for other in others:  # blocked before the pattern showed: not theirs either
-            self._unblock_crashed(other)
-        return f"the worker failed the same way on {', '.join(others)} and {rec.id} (exit {code}): {line}"
 
     def _unblock_crashed(self, task_id: str) -> None:
         """A task this run blocked as crashed twice, for a failure now known to be its
@@ -638,10 +580,10 @@ class Loop:
                     f"{self.project.config.tasks} cannot be read ({bad[0]}): {rec.id} keeps its claim "
                     "and its report; once the file is fixed the next wf orch run posts it, not as a handback"
                 )
-            self._stop(lane, StopReason(Stop.ERROR, why))
+            self._stop(lane, StopReason(Stop.ERROR, why), rec.id)
             return
         except WfError as e:
-            self._stop(lane, StopReason(Stop.ERROR, f"post failed: {e}"))
+            self._stop(lane, StopReason(Stop.ERROR, f"post failed: {e}"), rec.id)
             return
         for line in posted.lines:
             self.emit(f"{lane}: {line}")
@@ -654,7 +596,7 @@ class Loop:
                     self._pick(lane)
                 return
             if stop is not None:
-                self._stop(lane, stop)
+                self._stop(lane, stop, posted.task)
                 return
             self._start(lane, posted.next)
             return
@@ -821,15 +763,6 @@ class Loop:
             procs.kill_descendants()  # nothing this run started outlives it (but a gate run)
             for s, h in old.items():
                 signal.signal(s, h)
-
-
-def _nothing_printed(folder: Path) -> bool:
-    """Whether a unit's worker printed nothing on stdout (it may have read its prompt
-    from WF_PROMPT_FILE and run: then its failure is its task's)."""
-    try:
-        return (folder / "worker.log").stat().st_size == 0
-    except OSError:
-        return False
 
 
 def _commit_missing(project: Project, commit: str) -> bool:
