@@ -7,7 +7,8 @@ task, the reset time. The words are made from an event at the edge (``sentence``
 changing them never changes what a reader sees.
 
 A loop writes its events to the file ``WF_ORCH_EVENTS`` names (a batch sets it to its
-own ``.wf/batch/<stamp>.events.jsonl``), else to ``.wf/runs/<run>/events.jsonl``. Each
+own ``.wf/batch/<stamp>.events.jsonl``), else to ``out/wf-orch-events.jsonl`` (every
+run's, as ``out/wf-orch-run.log`` has every run's lines; each event names its run). Each
 line is appended whole (``append_line``); ``read`` checks every line as a record
 (``wf.base.records``): a line that is not an event raises ``CorruptRecord``, never
 reads as "no stops".
@@ -27,9 +28,9 @@ from wf.base import records as store
 from wf.base.fsutil import append_line
 from wf.base.project import Project
 from wf.orch.state import Stop, StopReason
-from wf.workers import runs
 
 ENV = "WF_ORCH_EVENTS"  # the file a loop writes its stop events to (a batch sets it)
+FIX = "no stop after it is read from it; the loop's own output says them in words"
 
 
 class EventKind(enum.StrEnum):
@@ -77,10 +78,10 @@ def sentence(ev: StopEvent) -> str:
     return f"stop lane {ev.lane}: {ev.text}"
 
 
-def path_for(project: Project, run: str) -> Path:
-    """Where a loop of run ``run`` writes its events."""
+def path_for(project: Project) -> Path:
+    """Where a loop writes its events."""
     given = os.environ.get(ENV, "")
-    return Path(given) if given else runs.run_dir(project, run) / "events.jsonl"
+    return Path(given) if given else project.out_dir / "wf-orch-events.jsonl"
 
 
 def append(path: Path, ev: StopEvent) -> None:
@@ -103,11 +104,11 @@ def read(path: Path, offset: int = 0) -> tuple[list[StopEvent], int]:
         try:
             data = json.loads(line.decode("utf-8"), parse_constant=store.no_constant)
         except ValueError as e:  # not UTF-8 (UnicodeDecodeError is one), not JSON
-            raise store.CorruptRecord(path, f"line {line_no} is not a JSON event: {e}") from None
+            raise store.CorruptRecord(path, f"line {line_no} is not a JSON event: {e}", FIX) from None
         try:
             out.append(store.from_dict(StopEvent, data, path))
         except store.CorruptRecord as e:
-            raise store.CorruptRecord(path, f"line {line_no}: {e.why}") from None
+            raise store.CorruptRecord(path, f"line {line_no}: {e.why}", FIX) from None
     return out, end
 
 

@@ -71,7 +71,7 @@ class LaneWork:
         self.count = 0
         self.me = os.getpid()
         self.events = project.out_dir / "wf-orch-run.log"
-        self.stop_events = events.path_for(project, self.run_id)  # typed: what a batch reads
+        self.stop_events = events.path_for(project)  # typed: what a batch reads
         self.gates = gate.Watch(project)  # a red gate is said as soon as it is recorded
 
     def emit(self, line: str) -> None:
