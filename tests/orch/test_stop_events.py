@@ -116,6 +116,27 @@ def test_a_stop_event_line_that_is_not_an_event_is_said_never_read_as_no_stops(b
     assert len(bad) == 1 and "corrupt record (line 1: field 'ts' is missing)" in bad[0], summary_of(b)
 
 
+def test_the_events_reader_takes_whole_lines_of_known_stops_only(tmp_path: Path) -> None:
+    """An event read back is the event written; a line still being written (no newline
+    yet) waits for the next read; a stop of a kind wf does not have is corrupt."""
+    from wf.base.records import CorruptRecord
+    from wf.orch import events
+    from wf.orch.state import Stop, StopReason
+
+    path = tmp_path / "events.jsonl"
+    ev = events.stopped("run-1", "a", StopReason(Stop.HANDBACK, "a1 handed back"), "a1")
+    events.append(path, ev)
+    with open(path, "a") as f:
+        f.write('{"ts": "2026-01-01T00:00:00Z", "run": "run-1", "lane": "b"')  # half a line
+    found, offset = events.read(path)
+    assert found == [ev] and found[0].reason is Stop.HANDBACK
+    assert events.read(path, offset) == ([], offset)
+    with open(path, "a") as f:
+        f.write(', "kind": "stop", "text": "?", "stop": "NO_SUCH_KIND"}\n')
+    with pytest.raises(CorruptRecord, match="line 2: field 'stop' has a bad value 'NO_SUCH_KIND'"):
+        events.read(path, offset)
+
+
 def test_a_batch_made_before_stop_events_is_finished_and_shown(b: Batch) -> None:
     """A batch folder of an older wf (its record has the old offsets, there is no events
     file) whose job is gone: --status finishes it without a crash, and its summary keeps
