@@ -139,21 +139,16 @@ def orch_post(
     """
     from wf.cloud import PLUG
     from wf.orch.post import post
-    from wf.orch.report import read_report
+    from wf.orch.report import report_or_handback
 
     if lane == "cloud" and _project(ctx).config.cloud:
         _post_cloud(ctx, result or report, task_id, no_pick, as_json)
         return
     if report is not None:
-        text = sys.stdin.read() if report == "-" else report
-        rep = read_report(text)
-        if rep is None:
-            result = result or "handback"
-            note = note or f"no report: {' '.join(text.split())[:80]}"
-        else:
-            result = result or rep.result
-            commit = commit or rep.commit
-            note = note or rep.note
+        rep = report_or_handback(sys.stdin.read() if report == "-" else report)
+        result = result or rep.result
+        commit = commit or rep.commit
+        note = note or rep.note
     if result is None:
         raise click.UsageError("give --result R (or --report with the worker's four lines)")
     posted = post(

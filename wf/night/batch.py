@@ -7,9 +7,10 @@ The job (``job_main``) holds ``.wf/batch.lock`` for its whole life (one batch pe
 project: the kernel frees the lock however the job dies), finishes the record of a
 batch that died before it, and runs ``wf orch run LANES --max-tasks N --for F`` under
 ``wf res`` (title ``wf-batch``). About once a second it turns the new lines of
-``out/wf-orch.log`` and the loop's stop lines into the summary
-``out/wf-batch-<stamp>.md``, so a batch that dies still leaves what it did. The batch
-record is ``.wf/batch/<stamp>.json``.
+``out/wf-orch.log`` and the loop's stop events (``.wf/batch/<stamp>.events.jsonl``)
+into the summary ``out/wf-batch-<stamp>.md``, so a batch that dies still leaves what it
+did. The batch record is ``.wf/batch/<stamp>.json``. ``--status`` and ``--stop`` are
+``wf.night.batchstatus``.
 """
 
 from __future__ import annotations
@@ -38,51 +39,15 @@ from wf.night.batchplan import (
     End,
     Plan,
     Record,
-    newest,
     prompt_text,
-    records,
     save,
     stop_file,
 )
 from wf.night.batchplan import folder as _dir
+from wf.night.batchstatus import describe, finish_dead, live
+from wf.night.batchstatus import status as status
+from wf.night.batchstatus import stop as stop
 from wf.workers import procs
-
-
-def finish_dead(project: Project, found_by: str) -> list[Record]:
-    """Batches whose record says running but whose job is gone (killed, a reboot): their
-    res job is finalised (lost) and their summary gets the footer it never wrote."""
-    res.sweep()
-    done = []
-    for rec in records(project):
-        if rec.state != "running" or rec.alive:
-            continue
-        job = res.load(rec.job) if rec.job else None
-        state = job.state.value if job else "lost"
-        reason = state if state in (End.OOM, End.TIMEOUT, End.KILLED) else End.LOST.value
-        rec = replace(
-            rec,
-            state="ended",
-            ended=res.now_iso(),
-            job_state=state,
-            exit=job.exit if job else None,
-            reason=reason,
-        )
-        Follower(project, rec).footer(reason, note=f"the batch job vanished; found by {found_by}")
-        save(project, rec)
-        done.append(rec)
-    return done
-
-
-def live(project: Project) -> Record | None:
-    for rec in reversed(records(project)):
-        if rec.alive:
-            return rec
-    return None
-
-
-def _describe(rec: Record) -> str:
-    return f"job {rec.job or '?'}, pid {rec.pid}, started {rec.started}, summary {rec.summary}"
-
 
 # ------------------------------------------------------------------ starting (the caller's side)
 
@@ -102,7 +67,7 @@ def start(project: Project, p: Plan) -> Started:
     finish_dead(project, "wf batch")
     other = live(project)
     if other is not None:
-        raise WfError(f"a batch is running already: {_describe(other)} (wf batch --status; wf batch --stop)")
+        raise WfError(f"a batch is running already: {describe(other)} (wf batch --status; wf batch --stop)")
     if stop_file(project).exists():
         raise WfError(f"{stop_file(project).relative_to(project.root)} exists: remove it to start a batch")
     if not p.lanes:
@@ -226,8 +191,7 @@ def job_main(project: Project, stamp: str, ready_fd: int | None) -> int:
         other = live(project)
         plan_file.unlink(missing_ok=True)
         say(
-            "refused a batch is running already: "
-            + (_describe(other) if other else "it holds .wf/batch.lock")
+            "refused a batch is running already: " + (describe(other) if other else "it holds .wf/batch.lock")
         )
         return 1
 
@@ -265,14 +229,7 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
         say(f"ok {job_id} {os.getpid()} {line}")
         said = True
 
-    stdin = None
-    env = None
-    if p.stdin:
-        stdin = _dir(project) / f"{stamp}.prompt.md"
-        atomic_write_text(stdin, prompt_text(p, str(project.root / rec.summary)))
-    if p.env:
-        env = dict(os.environ, **{k: v for k, v in p.env.items() if not v.startswith("<")})
-    argv = [a.replace("<stamp>", stamp).replace("<run>", stamp.lower()) for a in p.argv]
+    stdin, env, argv = _job_input(project, stamp, p, rec)
     prepared = None
     cloud = _CloudSidecar(project, rec, p) if project.config.cloud and p.kind != "prep" else None
     if cloud is not None and cloud.batch is not None:
@@ -307,9 +264,42 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
     if cloud is not None:
         tail_job = cloud.finish()
         follower.poll()
+    _ended(project, p, replace(rec, tail_job=tail_job), job, follower, prepared)
+    return 0
+
+
+def _job_input(
+    project: Project, stamp: str, p: Plan, rec: Record
+) -> tuple[Path | None, dict[str, str], list[str]]:
+    """What the job runs with: its stdin (an agent batch's prompt), its environment (its
+    loop writes its stop events where the summary and the pilot read them:
+    ``wf.orch.events``) and its argv."""
+    from wf.night.batchlog import events_file
+    from wf.orch import events
+
+    stdin = None
+    if p.stdin:
+        stdin = _dir(project) / f"{stamp}.prompt.md"
+        atomic_write_text(stdin, prompt_text(p, str(project.root / rec.summary)))
+    env = dict(os.environ, **{k: v for k, v in p.env.items() if not v.startswith("<")})
+    env[events.ENV] = str(events_file(project, stamp))
+    argv = [a.replace("<stamp>", stamp).replace("<run>", stamp.lower()) for a in p.argv]
+    return stdin, env, argv
+
+
+def _ended(
+    project: Project,
+    p: Plan,
+    rec: Record,
+    job: res.Job,
+    follower: Follower,
+    prepared: tuple[bytes, list[Any]] | None,
+) -> None:
+    """A batch whose job ran: its footer (why it ended), the stop file consumed, its record
+    ended with what the next batches learn their limits from."""
     reason = _why_ended(project, p, job, follower)
     if prepared is not None:
-        follower.footer(reason.value, note=_prep_end(project, stamp, prepared), counted=False)
+        follower.footer(reason.value, note=_prep_end(project, rec.stamp, prepared), counted=False)
     else:
         follower.footer(reason.value, note=_loop_exit(project, p, rec, job))
     if reason is End.STOP_FILE:
@@ -326,10 +316,8 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
             tasks=len(prepared[1]) if prepared is not None else follower.posted,
             peak_rss=job.peak_rss,
             dur_s=job.dur_s,
-            tail_job=tail_job,
         ),
     )
-    return 0
 
 
 class _CloudSidecar:
@@ -521,115 +509,3 @@ def _why_ended(project: Project, p: Plan, job: res.Job, follower: Follower) -> E
     if (job.dur_s or 0) >= p.for_s:
         return End.FOR
     return End.ALL_STOPPED
-
-
-# ------------------------------------------------------------------ status and stop
-
-
-def status(project: Project) -> dict[str, Any]:
-    finish_dead(project, "wf batch --status")
-    rec = newest(project)
-    if rec is None:
-        return {"alive": False, "job": None}
-    from wf.night.batchlog import needs_person
-
-    summary = project.root / rec.summary
-    try:
-        tail = summary.read_text("utf-8").splitlines()[-12:]
-    except OSError:
-        tail = []
-    from wf.orch import state
-
-    return {
-        "stamp": rec.stamp,
-        "job": rec.job,
-        "alive": rec.alive,
-        "pid": rec.pid,
-        "state": rec.job_state or rec.state,
-        "exit": rec.exit,
-        "reason": rec.reason,
-        "started": rec.started,
-        "ended": rec.ended,
-        "summary": str(summary),
-        "tail": tail,
-        "lanes": state.status(project),
-        "needs_person": needs_person(project, rec),
-        "gate": _gate(project),
-        "usage": _usage(rec),
-        "cloud_tail": cloud_tail(project),
-    }
-
-
-def cloud_tail(project: Project) -> dict[str, Any] | None:
-    """The cloud tail of the newest batch that left one: its res job, whether it still
-    pulls, and the cloud sessions left; None if no batch left one."""
-    rec = next((r for r in reversed(records(project)) if r.tail_job), None)
-    if rec is None or rec.tail_job is None:
-        return None
-    from wf.cloud import records as cloud_records
-
-    try:
-        job = res.load(rec.tail_job)
-    except WfError:
-        job = None
-    alive = job is not None and job.state is res.State.RUNNING and procs.alive_as(job.pid, job.pid_start)
-    return {
-        "batch": rec.stamp,
-        "job": rec.tail_job,
-        "alive": alive,
-        "state": job.state.value if job else None,
-        "pid": job.pid if job else None,
-        "started": job.start if job else None,
-        "ended": job.end if job else None,
-        "limits": job.limits.as_dict() if job else None,
-        "sessions": [r.id for r in cloud_records.all_records(project)],
-    }
-
-
-def _gate(project: Project) -> dict[str, Any] | None:
-    """The newest gate result (None: none yet), and for a red one the lines that say it."""
-    from wf.orch import gate
-
-    last = gate.latest(project)
-    if last is None:
-        return None
-    red = gate.red_lines(project, last) if last.ok is False else []
-    return {"sha": last.sha, "cmd": last.cmd, "ok": last.ok, "exit": last.exit, "red": red}
-
-
-def _usage(rec: Record) -> dict[str, Any] | None:
-    """The res job's peak memory, CPU and limits (as last written: every few seconds)."""
-    try:
-        job = res.load(rec.job) if rec.job else None
-    except WfError:
-        return None
-    if job is None:
-        return None
-    return {"peak_rss": job.peak_rss, "cpu_s": job.cpu_s, "limits": job.limits.as_dict()}
-
-
-def stop(project: Project) -> list[str]:
-    """Write the stop file: running tasks finish, nothing new starts."""
-    path = stop_file(project)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, f"stop requested {res.now_iso()}\n")
-    from wf.orch import state
-
-    rec = live(project)
-    lines = [f"wrote {path.relative_to(project.root)}: running tasks finish, nothing new starts"]
-    if rec is None:
-        lines.append(
-            "no batch is running: the stop file stops wf orch pick and wf orch run, and the next "
-            f"wf batch refuses to start until you remove {path.relative_to(project.root)}"
-        )
-    else:
-        lines.append(f"batch {rec.stamp} ({_describe(rec)}) ends when its running tasks end")
-    tail = cloud_tail(project)
-    if tail is not None and tail["alive"]:
-        lines.append(
-            f"the cloud tail of batch {tail['batch']} (job {tail['job']}) stops at its next pull; "
-            f"end it now: wf res stop {tail['job']}"
-        )
-    for r in state.status(project):
-        lines.append(f"still running: {r['lane']}: {r['id']}")
-    return lines

@@ -4,11 +4,15 @@ It is made from what the loop leaves anyway: each new line of ``out/wf-orch.log`
 per post, on the batch's lanes) becomes ``- <HH:MM> <lane> <id> <outcome>
 commit=<sha|-> $<cost|?> <duration>`` (the cost from ``out/wf-cost.log``, which post
 writes first; marked ``*`` when it is the tool's own figure, ``?`` when unpriced models
-are left out, ``~`` before it when it includes estimated output); each ``stop lane
-<lane>: <why>`` of the loop's output (``out/wf-batch-<stamp>.log``) becomes a stop line,
-each ``park lane <lane>: parked until 03:10 (five_hour) ...`` (a usage limit) a park
-line; the footer counts the task lines of the summary itself, so the footer of a batch
-that died can still be written later.
+are left out, ``~`` before it when it includes estimated output); each stop event of the
+batch's loop (``.wf/batch/<stamp>.events.jsonl``, typed: ``wf.orch.events``) becomes a
+line in the words of ``events.sentence`` (``stop lane <lane>: <why>``, ``park lane
+<lane>: parked until 03:10 (five_hour) ...``); the footer counts the task lines of the
+summary itself, so the footer of a batch that died can still be written later.
+
+A batch made by a wf before the events file has none: its summary keeps the stop lines
+its own wf wrote, and the pilot shows none for it. A line of the events file that is
+not an event is said once in the summary, as a record that cannot be trusted.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from typing import TYPE_CHECKING, Any
 from wf.base.fsutil import append_line, atomic_write_text
 from wf.base.project import Project
 from wf.base.quantity import fmt_duration, fmt_size
+from wf.base.records import CorruptRecord
 from wf.cost import costlog
 from wf.cost.usage import CostSource
 
 if TYPE_CHECKING:
     from wf.night.batchplan import Plan, Record
+    from wf.orch.events import StopEvent
 
-_STOP = re.compile(r"(stop|park) lane ([a-z0-9][a-z0-9-]*): (.*)$")
 # the cost: ~ before it (estimated output), * (the tool's own figure) or ? (unpriced models
 # left out) after it; a bare ? when the task has no cost line
 _TASK_LINE = re.compile(r"- \d\d:\d\d (\S+) (\S+) (\S+) commit=\S+ ~?\$([0-9.]+|\?)([*?]?) \S+$")
@@ -66,6 +71,21 @@ def _read_from(path: Path, offset: int) -> tuple[list[str], int]:
     return data[:end].decode("utf-8", "replace").splitlines(), offset + end
 
 
+def events_file(project: Project, stamp: str) -> Path:
+    """Where the loop of batch ``stamp`` writes its stop events (``wf.orch.events.ENV``)."""
+    from wf.night.batchplan import folder
+
+    return folder(project) / f"{stamp}.events.jsonl"
+
+
+def stop_events(project: Project, stamp: str, offset: int = 0) -> tuple[list[StopEvent], int]:
+    """The stop events of batch ``stamp`` after ``offset`` (none for a batch made before
+    wf wrote them), and the offset after them; CorruptRecord for a line that is not one."""
+    from wf.orch import events
+
+    return events.read(events_file(project, stamp), offset)
+
+
 def task_ids(project: Project) -> set[str]:
     """Every id in TASKS.md and the archive."""
     from wf.tasks import backlog
@@ -101,10 +121,10 @@ class Follower:
         self.files = {
             "orch": out / "wf-orch.log",
             "cost": out / "wf-cost.log",
-            "events": project.root / rec.log,
         }
-        self.offsets = dict(rec.offsets) or {k: _size(v) for k, v in self.files.items() if k != "events"}
-        self.offsets.setdefault("events", 0)
+        self.offsets = dict(rec.offsets) or {k: _size(v) for k, v in self.files.items()}
+        self.offsets.setdefault("stops", 0)
+        self.corrupt: str | None = None  # the events file's fault, once said
         self.known_ids = rec.known_ids or tuple(sorted(task_ids(project)))
         self.costs: dict[str, float] = {}
         self.sources: dict[str, list[CostSource]] = {}  # where each task's dollars came from
@@ -152,13 +172,7 @@ class Follower:
                 f"commit={kv.get('commit', '-')[:12]} {shown} "
                 f"{fmt_duration(float(dur)) if dur.replace('.', '', 1).isdigit() else '-'}"
             )
-        lines, self.offsets["events"] = _read_from(self.files["events"], self.offsets["events"])
-        for line in lines:
-            m = _STOP.search(line)
-            if m and m.group(2) in self.lanes:
-                self._add(
-                    f"- {time.strftime('%H:%M', time.gmtime())} {m.group(1)} lane {m.group(2)}: {m.group(3)}"
-                )
+        self._poll_stops()
         from wf.orch import gate
 
         for r in self.gates.red():
@@ -166,6 +180,21 @@ class Follower:
             self._add(f"- {time.strftime('%H:%M', time.gmtime())} {head}")
             for line in tail:
                 self._add(f"  {line}")
+
+    def _poll_stops(self) -> None:
+        """A line per stop or park of the batch's loop, made from its event."""
+        from wf.orch import events
+
+        try:
+            found, self.offsets["stops"] = stop_events(self.project, self.rec.stamp, self.offsets["stops"])
+        except CorruptRecord as e:
+            if e.why != self.corrupt:  # said once: every poll meets it again
+                self._add(f"- {time.strftime('%H:%M', time.gmtime())} stop events: {e}")
+                self.corrupt = e.why
+            return
+        for ev in found:
+            if ev.lane in self.lanes:
+                self._add(f"- {ev.ts[11:16]} {events.sentence(ev)}")
 
     def _add(self, line: str) -> None:
         append_line(self.summary, line)

@@ -248,25 +248,12 @@ def plan(
     stdin = None
     if model is not None and not agent:
         raise UsageError("--model is the orchestrator's model: it needs --agent")
+    kind = "agent" if agent else "prep" if prep else "loop"
     if agent:
         model = model or AGENT_MODEL
-        claude = shutil.which("claude") or "claude"
-        argv: tuple[str, ...] = (
-            claude, "-p", "--model", model, "--output-format", "text",
-            "--permission-mode", "acceptEdits", f"--allowedTools={agent_tools(project, names)}",
-            *prompts_none(),
-        )  # fmt: skip
         env[BG_WAIT_VAR] = str(round(for_s * 1000))
         stdin = BATCH_PROMPT
-    elif prep:
-        from wf.night import prep as prepmod
-
-        argv = prepmod.argv(project, str(folder(project) / "<stamp>.prep.json"), "prep-<run>")
-    else:
-        argv = (
-            sys.executable, "-m", "wf", "-C", str(project.root), "orch", "run", *names,
-            "--max-tasks", str(n), "--for", f"{round(for_s)}s",
-        )  # fmt: skip
+    argv = _command(project, kind, names, n, for_s, model)
     limits = Limits(mem=mem_b, cpus=None, for_s=float(wall))
     backend = resbackend.plan(list(argv), limits, "<job>")
     return Plan(
@@ -280,12 +267,34 @@ def plan(
         backend.backend.value,
         backend.skipped,
         str(project.root),
-        "agent" if agent else "prep" if prep else "loop",
+        kind,
         model,
         stdin,
         title,
         notes,
     )
+
+
+def _command(
+    project: Project, kind: str, names: list[str], n: int, for_s: float, model: str | None
+) -> tuple[str, ...]:
+    """What a batch's job runs: ``wf orch run`` on its lanes (a loop batch), claude as the
+    orchestrator with the batch prompt on stdin (agent), or the prep workers (prep)."""
+    if kind == "agent":
+        claude = shutil.which("claude") or "claude"
+        return (
+            claude, "-p", "--model", model or AGENT_MODEL, "--output-format", "text",
+            "--permission-mode", "acceptEdits", f"--allowedTools={agent_tools(project, names)}",
+            *prompts_none(),
+        )  # fmt: skip
+    if kind == "prep":
+        from wf.night import prep as prepmod
+
+        return prepmod.argv(project, str(folder(project) / "<stamp>.prep.json"), "prep-<run>")
+    return (
+        sys.executable, "-m", "wf", "-C", str(project.root), "orch", "run", *names,
+        "--max-tasks", str(n), "--for", f"{round(for_s)}s",
+    )  # fmt: skip
 
 
 # ------------------------------------------------------------------ limits from this project's batches

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from wf.base.errors import WfError
 from wf.base.project import Project
-from wf.night import batch, batchplan
+from wf.night import batch, batchplan, batchstatus
 
 
 class PilotEnd(enum.StrEnum):
@@ -66,22 +66,43 @@ def _mark(project: Project, lanes: list[str]) -> _Mark:
     return _Mark(ready, frozenset(bl.archive.ids()))
 
 
+def _no_progress(
+    project: Project, stamp: str, mark: tuple[list[str], _Mark] | None, emit: Callable[[str], None]
+) -> list[str]:
+    """The lanes batch ``stamp`` ran on (``mark``: them, and what they held when it
+    started; None: a prep batch, or one this pilot did not start) if it changed nothing
+    there: nothing archived, the same tasks ready. Said once."""
+    if mark is None:
+        return []
+    ran, before = mark
+    if _mark(project, ran) != before:
+        return []
+    emit(
+        f"lanes {', '.join(ran)} made no progress in batch {stamp} (nothing archived, "
+        f"the same tasks ready): the pilot starts no batch there again"
+    )
+    return ran
+
+
 def _after_batch(project: Project, stamp: str, emit: Callable[[str], None]) -> bool:
     """Say how the batch ended, its stop lines and the questions; True if it ended for
     the stop file (the pilot stops too)."""
-    from wf.night.batchlog import needs_person
+    from wf.base.records import CorruptRecord
+    from wf.night.batchlog import needs_person, stop_events
+    from wf.orch import events
 
     rec = next((r for r in batchplan.records(project) if r.stamp == stamp), None)
     if rec is None:
         return False
     emit(f"batch {stamp} ended: {rec.reason} (summary {rec.summary})")
     try:
-        lines = (project.root / rec.summary).read_text("utf-8").splitlines()
-    except OSError:
-        lines = []
-    for line in lines:
-        if " stop lane " in line:
-            emit(f"  {line.removeprefix('- ')}")
+        found, _ = stop_events(project, stamp)
+    except CorruptRecord as e:  # said, never taken for "no lane stopped"
+        emit(f"  its stop events cannot be read: {e}")
+        found = []
+    for ev in found:
+        if ev.kind is events.EventKind.STOP:
+            emit(f"  {ev.ts[11:16]} {events.sentence(ev)}")
     for item in needs_person(project, rec):
         if item["kind"] == "awaiting":
             emit(f"  question {item['id']}: {item['text']}")
@@ -102,6 +123,30 @@ def _held_work(project: Project, lanes: list[str] | None) -> dict[str, str]:
     holds: the pilot waits for them instead of ending."""
     waiting = batchplan.lane_work(project).waiting
     return {lane: why for lane, why in waiting.items() if lanes is None or lane in lanes}
+
+
+class _Next(NamedTuple):
+    """What the pilot starts next: a plan and its kind, or none (``plan`` None), then
+    with the lanes whose ready work waits for a lane someone holds (``held``)."""
+
+    plan: batchplan.Plan | None
+    kind: str  # "batch" | "prep batch"
+    held: dict[str, str]
+
+
+def _next(project: Project, k: int, usable: list[str] | None, for_: str, prep: bool) -> _Next:
+    """A batch on ``usable`` lanes (None: all) if one of them has work; else a prep
+    batch if ``prep`` (none ran in this idle spell) and there is something to prepare;
+    else nothing."""
+    if usable == []:
+        return _Next(None, "", _held_work(project, usable))
+    plan = batchplan.plan(project, k, lanes=usable, for_=for_)
+    if _has_work(project, plan):
+        return _Next(plan, "batch", {})
+    prep_plan = batchplan.plan(project, k, lanes=usable, for_=for_, prep=True) if prep else None
+    if prep_plan is not None and prep_plan.lanes:
+        return _Next(prep_plan, "prep batch", {})
+    return _Next(None, "", _held_work(project, usable))
 
 
 def waiting_lines(project: Project, lanes: list[str] | None) -> list[str]:
@@ -161,22 +206,15 @@ def run(
     waits: dict[str, str] = {}  # the held lanes last said to be waited for
     end: PilotEnd
     while True:
-        live = batch.live(project)
+        live = batchstatus.live(project)
         if live is not None:  # a batch runs (the stop file ends it first, then the pilot)
             watched = watched or live.stamp
             time.sleep(poll)
             continue
-        batch.finish_dead(project, "wf pilot")
+        batchstatus.finish_dead(project, "wf pilot")
         if watched is not None:
             stopped = _after_batch(project, watched, emit)
-            if watched in marks:
-                ran, before = marks.pop(watched)
-                if _mark(project, ran) == before:
-                    stuck.update(ran)
-                    emit(
-                        f"lanes {', '.join(ran)} made no progress in batch {watched} (nothing archived, "
-                        f"the same tasks ready): the pilot starts no batch there again"
-                    )
+            stuck.update(_no_progress(project, watched, marks.pop(watched, None), emit))
             watched = None
             if stopped:
                 end = PilotEnd.STOP_FILE
@@ -192,26 +230,18 @@ def run(
         usable = lanes
         if stuck:
             usable = [ln for ln in (lanes or [x.name for x in project.config.lanes]) if ln not in stuck]
-        plan = batchplan.plan(project, k, lanes=usable, for_=for_) if usable != [] else None
-        kind = "batch"
-        if plan is None or not _has_work(project, plan):
-            prep_plan = (
-                batchplan.plan(project, k, lanes=usable, for_=for_, prep=True)
-                if prep and not prepped and usable != []
-                else None
-            )
-            if prep_plan is None or not prep_plan.lanes:
-                held = _held_work(project, usable)
-                if held:  # ready work waits behind a lane someone holds: wait, start nothing
-                    if held != waits:
-                        for lane, why in held.items():
-                            emit(f"waiting: lane {lane} {why}")
-                        waits = held
-                    time.sleep(min(poll, max(0.0, left)))
-                    continue
-                end = PilotEnd.NO_PROGRESS if stuck else PilotEnd.NOTHING_LEFT
-                break
-            plan, kind = prep_plan, "prep batch"
+        nxt = _next(project, k, usable, for_, prep and not prepped)
+        if nxt.plan is None:
+            if nxt.held:  # ready work waits behind a lane someone holds: wait, start nothing
+                if nxt.held != waits:
+                    for lane, why in nxt.held.items():
+                        emit(f"waiting: lane {lane} {why}")
+                    waits = nxt.held
+                time.sleep(min(poll, max(0.0, left)))
+                continue
+            end = PilotEnd.NO_PROGRESS if stuck else PilotEnd.NOTHING_LEFT
+            break
+        plan, kind = nxt.plan, nxt.kind
         waits = {}
         try:
             started = batch.start(project, plan)

@@ -39,6 +39,16 @@ def read_report(answer: str) -> Report | None:
     return Report(result, sha.group(0) if sha else None, found.get("followups", "-"), note)
 
 
+def report_or_handback(answer: str) -> Report:
+    """The worker's four lines; a worker that ended without them hands its task back,
+    with the start of what it said as the note (one rule for ``wf orch post --report``
+    and for the loop)."""
+    rep = read_report(answer)
+    if rep is not None:
+        return rep
+    return Report(Result.HANDBACK.value, None, "-", f"no report: {runs.preview(answer, 80)}")
+
+
 def captured_report(project: Project, rec: LaneRecord) -> Report | None:
     """The four lines a worker of an earlier run left: its landed answer, else (its loop
     died before landing it) what its own stream or answer file holds."""

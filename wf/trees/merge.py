@@ -104,8 +104,7 @@ def repair(project: Project, main: str) -> list[str]:
     for stray in gitops.stale_indexes(git_dir):
         stray.unlink(missing_ok=True)
         done.append(f"removed {stray.name}, left by a killed wf")
-    subject = gitops.out(root, "log", "-1", "--format=%s", main).strip()
-    if not subject.startswith("wf: archive ") or gitops.rev(root, f"{main}^") is None:
+    if not archived_by(root, main) or gitops.rev(root, f"{main}^") is None:
         return done
     for path in (project.tasks_in_git, project.archive_in_git):
         now = _blob(root, f"{main}:{path}")
@@ -125,6 +124,16 @@ def repair(project: Project, main: str) -> list[str]:
             settle.replace_checked(root / path, _content(root, now), work, project.lock_timeout)
             done.append(f"{path} held the version before the archive commit; set to {main}'s")
     return done
+
+
+ARCHIVE_TRAILER = "Wf-Archive"  # in wf's own archive commit: the id of the task it archives
+
+
+def archived_by(root: Path, commit: str) -> str | None:
+    """The task id ``commit`` archives, when it is wf's own archive commit (its trailer
+    says so, whatever its subject), else None."""
+    fmt = f"--format=%(trailers:key={ARCHIVE_TRAILER},valueonly)"
+    return gitops.out(root, "log", "-1", fmt, commit).strip() or None
 
 
 def _blob(root: Path, spec: str) -> str | None:
@@ -364,7 +373,7 @@ def _commit_bookkeeping(project: Project, main: str, task_id: str, line: str) ->
         kept = archivemod.kept_under(archivemod.parse(read_bytes(project.archive_path)), task_id)
         files[project.archive_in_git] = archivemod.appended(arch, line, kept).decode("utf-8")
     if files:
-        gitops.commit_files(root, main, files, f"wf: archive {task_id}\n")
+        gitops.commit_files(root, main, files, f"wf: archive {task_id}\n\n{ARCHIVE_TRAILER}: {task_id}\n")
 
 
 def _park_tree(
