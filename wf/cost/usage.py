@@ -209,76 +209,100 @@ def _tool_costs(obj: dict[str, Any]) -> dict[str, float] | None:
 
 
 def read_claude(path: Path) -> ClaudeFile:
-    by_key: dict[tuple[str, str], Req] = {}
-    by_msg: dict[str, list[tuple[str, str]]] = {}
-    malformed = 0
-    first_ts = last_ts = ""
-    agent_outputs: dict[str, int] = {}
-    tool_costs: dict[str, float] = {}
+    """The requests of one Claude Code transcript (each once), its damaged lines, its first
+    and last times, its subagents' output figures and the tool's own cost figures."""
+    reader = _ClaudeReader()
     for n, raw in _lines(path):
-        # only assistant lines carry usage, only a tool result naming an agent matters, and
-        # the tool's own cost-state (tool results are the largest lines: most are never parsed)
-        if (
-            b'"assistant"' not in raw
-            and not (b'"toolUseResult"' in raw and b'"agentId"' in raw)
-            and b'"cost-state"' not in raw
-        ):
-            # not a request: read without parsing. Its time matters only for the duration:
-            # the first time is taken here, the last from the file's tail (below).
-            if not first_ts:
-                m = _TS.search(raw)
-                if m:
-                    first_ts = m.group(1).decode("utf-8", "replace")
-            # every line Claude Code writes is an object starting with a key: anything else is
-            # damaged (checked without copying the line, which can be megabytes)
-            if not (raw.startswith(b'{"') and raw.endswith((b"}\n", b"}", b"}\r\n"))) and raw.strip():
-                malformed += 1
-            continue
+        reader.line(n, raw)
+    return reader.result(_last_timestamp(path))
+
+
+def _worth_parsing(raw: bytes) -> bool:
+    """Only assistant lines carry usage, only a tool result naming an agent matters, and
+    the tool's own cost-state (tool results are the largest lines: most are never parsed)."""
+    return (
+        b'"assistant"' in raw or (b'"toolUseResult"' in raw and b'"agentId"' in raw) or b'"cost-state"' in raw
+    )
+
+
+def _cache_writes(usage: dict[str, Any]) -> tuple[int, int]:
+    """A request's cache writes (5-minute, 1-hour): all 5-minute without the split block."""
+    cc = usage.get("cache_creation")
+    if isinstance(cc, dict):
+        return int_of(cc.get("ephemeral_5m_input_tokens")), int_of(cc.get("ephemeral_1h_input_tokens"))
+    return int_of(usage.get("cache_creation_input_tokens")), 0
+
+
+class _ClaudeReader:
+    """What read_claude gathers, one transcript line at a time."""
+
+    def __init__(self) -> None:
+        self.by_key: dict[tuple[str, str], Req] = {}
+        self.by_msg: dict[str, list[tuple[str, str]]] = {}
+        self.malformed = 0
+        self.first_ts = self.last_ts = ""
+        self.agent_outputs: dict[str, int] = {}
+        self.tool_costs: dict[str, float] = {}
+
+    def line(self, n: int, raw: bytes) -> None:
+        if not _worth_parsing(raw):
+            self._skim(raw)
+            return
         obj, damaged = _object(raw)
-        malformed += damaged
+        self.malformed += damaged
         if obj is None:
-            continue
+            return
         ts = obj.get("timestamp")
         if isinstance(ts, str) and ts:
-            first_ts = first_ts or ts
-            last_ts = max(last_ts, ts)
+            self.first_ts = self.first_ts or ts
+            self.last_ts = max(self.last_ts, ts)
         kind = obj.get("type")
         if kind == "cost-state":
             found = _tool_costs(obj)
-            tool_costs = found if found is not None else tool_costs
-            continue
-        if kind == "user":
-            tur = obj.get("toolUseResult")
-            if isinstance(tur, dict) and tur.get("agentId") and isinstance(tur.get("usage"), dict):
-                figure = tur["usage"].get("output_tokens")
-                if isinstance(figure, int) and not isinstance(figure, bool) and figure >= 0:
-                    agent_outputs[str(tur["agentId"])] = figure
-            continue
-        if kind != "assistant" or obj.get("isApiErrorMessage"):
-            continue
+            self.tool_costs = found if found is not None else self.tool_costs
+        elif kind == "user":
+            self._agent_output(obj)
+        elif kind == "assistant" and not obj.get("isApiErrorMessage"):
+            self._request(n, obj, ts)
+
+    def _skim(self, raw: bytes) -> None:
+        """A line that is not a request, read without parsing. Its time matters only for
+        the duration: the first time is taken here, the last from the file's tail."""
+        if not self.first_ts:
+            m = _TS.search(raw)
+            if m:
+                self.first_ts = m.group(1).decode("utf-8", "replace")
+        # every line Claude Code writes is an object starting with a key: anything else is
+        # damaged (checked without copying the line, which can be megabytes)
+        if not (raw.startswith(b'{"') and raw.endswith((b"}\n", b"}", b"}\r\n"))) and raw.strip():
+            self.malformed += 1
+
+    def _agent_output(self, obj: dict[str, Any]) -> None:
+        """A parent's tool result naming a subagent: the output tokens of its last request."""
+        tur = obj.get("toolUseResult")
+        if isinstance(tur, dict) and tur.get("agentId") and isinstance(tur.get("usage"), dict):
+            figure = tur["usage"].get("output_tokens")
+            if isinstance(figure, int) and not isinstance(figure, bool) and figure >= 0:
+                self.agent_outputs[str(tur["agentId"])] = figure
+
+    def _request(self, n: int, obj: dict[str, Any], ts: Any) -> None:
+        """An assistant line: its request, counted once whatever the lines repeating it,
+        with the figures of its largest line and every content block once."""
         msg = obj.get("message")
         if not isinstance(msg, dict) or not isinstance(msg.get("usage"), dict):
-            continue
+            return
         model = str(msg.get("model") or "")
         if model in SKIP_MODELS:
-            continue
+            return
         usage = msg["usage"]
         mid = str(msg.get("id") or "")
         key = (mid, str(obj.get("requestId") or "")) if mid else (f"line-{n}", "")
-        req = by_key.get(key)
+        req = self.by_key.get(key)
         if req is None:
-            req = by_key[key] = Req()
+            req = self.by_key[key] = Req()
             if mid:
-                by_msg.setdefault(mid, []).append(key)
-        cc = usage.get("cache_creation")
-        cw = int_of(usage.get("cache_creation_input_tokens"))
-        if isinstance(cc, dict):
-            cw5, cw1 = (
-                int_of(cc.get("ephemeral_5m_input_tokens")),
-                int_of(cc.get("ephemeral_1h_input_tokens")),
-            )
-        else:
-            cw5, cw1 = cw, 0
+                self.by_msg.setdefault(mid, []).append(key)
+        cw5, cw1 = _cache_writes(usage)
         inp, out, cr = (
             int_of(usage.get("input_tokens")),
             int_of(usage.get("output_tokens")),
@@ -300,16 +324,24 @@ def read_claude(path: Path) -> ClaudeFile:
                 if sig not in req.blocks:
                     req.blocks.add(sig)
                     req.chars += _visible(block)
-    tail = _last_timestamp(path)
-    if tail:
-        last_ts = max(last_ts, tail)
-    # A message copied into a sidechain under another requestId counts once, as itself.
-    for keys in by_msg.values():
-        if len(keys) > 1 and any(not by_key[k].side for k in keys):
-            for k in keys:
-                if by_key[k].side:
-                    del by_key[k]
-    return ClaudeFile(list(by_key.values()), malformed, first_ts, last_ts, agent_outputs, tool_costs)
+
+    def result(self, tail_ts: str) -> ClaudeFile:
+        """What was read; ``tail_ts``: the last time in the file's tail."""
+        # A message copied into a sidechain under another requestId counts once, as itself.
+        for keys in self.by_msg.values():
+            if len(keys) > 1 and any(not self.by_key[k].side for k in keys):
+                for k in keys:
+                    if self.by_key[k].side:
+                        del self.by_key[k]
+        last_ts = max(self.last_ts, tail_ts) if tail_ts else self.last_ts
+        return ClaudeFile(
+            list(self.by_key.values()),
+            self.malformed,
+            self.first_ts,
+            last_ts,
+            self.agent_outputs,
+            self.tool_costs,
+        )
 
 
 def _last_timestamp(path: Path, window: int = 1 << 16) -> str:
