@@ -94,3 +94,13 @@ def test_what_a_monitor_watches_and_the_json_it_prints(runs_made: project.Projec
     assert [u["unit"] for u in js["units"]] == ["u1", "u2"] and answers["u1"] == "hello\n"
     assert report.landed_line(gathered.units[0]) == "DONE u1 done"
     assert report.answer_header(gathered.units[1]).startswith("== u2 (failed")
+
+
+def test_a_monitor_waits_for_its_run_within_one_timeout(runs_made: project.Project) -> None:
+    told: list[str] = []
+    left = watch.wait_for_start(runs_made, "r1", 30.0, on_wait=lambda: told.append("waiting"))
+    assert left is not None and 29.0 < left <= 30.0 and told == [], "a run that exists: no wait"
+    assert watch.wait_for_start(runs_made, "r9", 0.2, on_wait=lambda: told.append("waiting")) is None
+    assert told == ["waiting"]
+    lines = report.unit_lines(runs_made, "r1", watch.statuses(runs_made, "r1"))
+    assert [ln.split(":")[0] for ln in lines] == ["u1", "u2"] and "hello" not in lines[0]

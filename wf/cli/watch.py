@@ -7,8 +7,6 @@ up waiting (--timeout); 130 interrupted.
 
 from __future__ import annotations
 
-import time
-
 import click
 
 from wf.base.text import safe, safe_line
@@ -51,20 +49,16 @@ def monitor(
     wf monitor r1 --running         # after handling it: wait on the rest
     """
     from wf.fanout import report, watch
-    from wf.workers import runs as runsmod
 
     proj = _project(ctx)
-    began = time.monotonic()
-    if not runsmod.run_dir(proj, run).is_dir():
-        if not as_json:
-            click.echo(f"monitor {run}: waiting for run {run} to start (wf run, wf dispatch)")
-        if not watch.wait_for_run(proj, run, timeout):
-            if as_json:
-                _echo_json(report.monitor_json(run, watch.Watch(watch.GAVE_UP, [], [], [])))
-            else:
-                click.echo(f"monitor {run}: gave up after {timeout:g}s; run {run} has not started")
-            return watch.GAVE_UP
-    left = max(0.0, timeout - (time.monotonic() - began))  # one --timeout for both waits
+    waiting = f"monitor {run}: waiting for run {run} to start (wf run, wf dispatch)"
+    left = watch.wait_for_start(proj, run, timeout, on_wait=None if as_json else lambda: click.echo(waiting))
+    if left is None:
+        if as_json:
+            _echo_json(report.monitor_json(run, watch.Watch(watch.GAVE_UP, [], [], [])))
+        else:
+            click.echo(f"monitor {run}: gave up after {timeout:g}s; run {run} has not started")
+        return watch.GAVE_UP
     watched = watch.watch_set(proj, run, list(units), running)
     live = Live(as_json)
     if not as_json:
@@ -76,8 +70,8 @@ def monitor(
     if as_json:
         _echo_json(report.monitor_json(run, result))
         return result.code
-    for st in result.units:
-        click.echo(safe_line(report.unit_line(st, runsmod.unit_dir(proj, run, str(st["unit"])))))
+    for line in report.unit_lines(proj, run, result.units):
+        click.echo(safe_line(line))
     for line in report.legend(result.units):
         click.echo(line)
     if result.code == watch.GAVE_UP:

@@ -236,6 +236,11 @@ def recent_runs(project: Project, count: int) -> list[RunSummary]:
     return out
 
 
+def unit_lines(project: Project, run: str, statuses: list[dict[str, Any]]) -> list[str]:
+    """Each unit's line, a running one with its activity (``wf monitor``)."""
+    return [unit_line(st, runs.unit_dir(project, run, str(st["unit"]))) for st in statuses]
+
+
 def status_lines(project: Project, run: str, statuses: list[dict[str, Any]]) -> list[str]:
     """Each unit's line with a preview of its answer (``wf runs status``)."""
     out = []
