@@ -72,6 +72,14 @@ def pytest_configure(config: pytest.Config) -> None:
                     continue
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """How the wf commands ran, so that a failure can be replayed (docs/testing.md)."""
+    how = "each a real exec (WF_TEST_EXEC=1)" if wfproc.EXEC else "forked from tests/zygote.py"
+    terminalreporter.write_line(
+        f"wf commands: {how}; hash seed {wfproc.HASHSEED} (replay: WF_TEST_HASHSEED={wfproc.HASHSEED})"
+    )
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """What collection made (modules, test items, hypothesis strategies) lives until the
     run ends: out of the collector's sight, and collections less often, the property

@@ -133,3 +133,47 @@ def test_stdin_bytes_bytes_arguments_and_a_missing_cwd_as_subprocess(project: Pa
     for runner in (wfproc.run, subprocess.run):
         with pytest.raises(FileNotFoundError):
             runner([*WF, "--version"], cwd=tmp_path / "nowhere", capture_output=True)
+
+
+def test_the_server_has_the_runs_hash_seed_and_no_command_sees_it(project: Path) -> None:
+    """One hash seed per run, drawn at random and printed (a failure replays with
+    WF_TEST_HASHSEED): the server starts with it, a command that sets no PYTHONHASHSEED is
+    still forked (an exec would draw its own), and the seed is not in its environment."""
+    server = wfproc._zygote().proc.pid
+    environ = Path(f"/proc/{server}/environ").read_bytes().split(b"\0")
+    assert f"PYTHONHASHSEED={wfproc.HASHSEED}".encode() in environ
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONHASHSEED"}
+    before = wfproc.started
+    r = wfproc.run(
+        [*WF, "res", "run", "--", "sh", "-c", "echo seed=${PYTHONHASHSEED-unset}"],
+        capture_output=True, text=True, cwd=project, env=env, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert wfproc.started == before + 1 and "seed=unset" in r.stdout
+
+
+def _wfproc_in_a_new_interpreter(code: str, **env: str) -> str:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("WF_TEST_")}
+    r = subprocess.run(
+        [sys.executable, "-c", f"import os, sys\nfrom tests import wfproc\n{code}"],
+        cwd=wfproc.ROOT, env={**base, **env}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_a_runs_hash_seed_is_drawn_anew_and_replayed_with_WF_TEST_HASHSEED() -> None:
+    drawn = {_wfproc_in_a_new_interpreter("print(wfproc.HASHSEED)") for _ in range(2)}
+    assert len(drawn) == 2 and all(0 < int(s) < 2**32 for s in drawn)
+    assert _wfproc_in_a_new_interpreter("print(wfproc.HASHSEED)", WF_TEST_HASHSEED="4242") == "4242"
+
+
+def test_WF_TEST_EXEC_holds_for_the_whole_run_though_each_test_drops_WF_variables() -> None:
+    """The switch is read as the suite starts: a test's sealed environment (no WF_*
+    variable) must not turn a run asked to exec every command back to forking."""
+    code = (
+        "os.environ.pop('WF_TEST_EXEC')\n"
+        "print(wfproc._forkable([sys.executable, '-m', 'wf', 'list'], {'capture_output': True}))"
+    )
+    assert _wfproc_in_a_new_interpreter(code, WF_TEST_EXEC="1") == "False"
+    assert _wfproc_in_a_new_interpreter(code.replace("os.environ.pop('WF_TEST_EXEC')\n", "")) == "True"

@@ -5,7 +5,12 @@ Call it as ``subprocess.run``: ``run([sys.executable, "-m", "wf", *args], cwd=..
 env=..., input=..., timeout=..., capture_output=True, text=True)``. Anything it cannot
 give exactly as an exec would (another program, other keyword arguments, an environment
 whose interpreter settings differ from the server's) goes to ``subprocess.run`` itself,
-as does everything when ``WF_TEST_EXEC=1``.
+as does everything when the run was started with ``WF_TEST_EXEC=1``.
+
+The server's hash seed is drawn once per test run (``HASHSEED``, printed at the end of
+the run) unless the environment sets ``PYTHONHASHSEED``; ``WF_TEST_HASHSEED=N`` replays a
+run's seed. A command that sets no ``PYTHONHASHSEED`` is forked with it, as an exec would
+draw one of its own; it never appears in the command's environment. See docs/testing.md.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import atexit
 import errno
 import json
 import os
+import random
 import selectors
 import shutil
 import signal
@@ -33,6 +39,11 @@ from typing import Any
 from tests.zygote import START_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
+# Read once, as the suite starts: each test's sealed environment drops every WF_ variable.
+EXEC = os.environ.get("WF_TEST_EXEC") == "1"
+HASHSEED = os.environ.get("WF_TEST_HASHSEED") or str(random.SystemRandom().randrange(1, 2**32))
+os.environ["WF_TEST_HASHSEED"] = HASHSEED  # the xdist workers, started after this, share it
+SEED_CHOSEN = "WF_ZYGOTE_SEED_CHOSEN"  # tells the server its PYTHONHASHSEED is the run's, not the caller's
 _KWARGS = {
     "cwd",
     "env",
@@ -56,6 +67,7 @@ class _Server:
     folder: str
     env: dict[str, str]
     path_entries: frozenset[str]
+    seed_chosen: bool  # its PYTHONHASHSEED is HASHSEED, not one the caller's environment set
 
     def stop(self) -> None:
         if self.owner == os.getpid():
@@ -82,6 +94,9 @@ def _start() -> _Server:
         return _server
     folder = tempfile.mkdtemp(prefix="wf-zygote-")
     env = dict(os.environ)
+    chosen = "PYTHONHASHSEED" not in env
+    if chosen:
+        env.update({"PYTHONHASHSEED": HASHSEED, SEED_CHOSEN: "1"})
     proc = subprocess.Popen(
         [sys.executable, str(ROOT / "tests" / "zygote.py"), os.path.join(folder, "socket"), str(os.getpid())],
         stdin=subprocess.DEVNULL,
@@ -93,13 +108,14 @@ def _start() -> _Server:
     if proc.stdout.readline() != b"ready\n":
         raise RuntimeError("the wf process server did not start")
     entries = frozenset(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p) | {str(ROOT)}
-    _server = _Server(os.getpid(), proc, folder, env, entries)
+    env.pop(SEED_CHOSEN, None)
+    _server = _Server(os.getpid(), proc, folder, env, entries, chosen)
     atexit.register(_server.stop)
     return _server
 
 
 def _forkable(argv: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
-    if os.environ.get("WF_TEST_EXEC") == "1" or set(kwargs) - _KWARGS:
+    if EXEC or set(kwargs) - _KWARGS:
         return False
     if [str(a) for a in argv[:3]] != [sys.executable, "-m", "wf"]:
         return False
@@ -115,8 +131,11 @@ def _forkable(argv: Sequence[Any], kwargs: Mapping[str, Any]) -> bool:
 
 def _fits(server: _Server, env: Mapping[str, str]) -> bool:
     """Would a new interpreter start in ``env`` as the server did?"""
-    if any(env.get(k) != server.env.get(k) for k in START_KEYS):
-        return False
+    for k in START_KEYS:
+        if k == "PYTHONHASHSEED" and k not in env and server.seed_chosen:
+            continue  # an exec would draw a seed of its own: the server's was drawn for this run
+        if env.get(k) != server.env.get(k):
+            return False
     extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     return all(p in server.path_entries or Path(p).resolve() == ROOT for p in extra)
 
@@ -168,81 +187,101 @@ def run(argv: Sequence[Any], **kwargs: Any) -> subprocess.CompletedProcess[Any]:
     finally:
         for fd in (in_r, out_w, err_w):
             os.close(fd)  # the command has them now
-    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+    timeout: float | None = kwargs.get("timeout")
+    talk = _Talk(conn, out_r, err_r, in_w, data or b"")
 
     def outputs() -> tuple[Any, Any]:
         """stdout and stderr so far, as subprocess gives them."""
-        out, err = b"".join(chunks[out_r]), b"".join(chunks[err_r])
+        out, err = b"".join(talk.chunks[out_r]), b"".join(talk.chunks[err_r])
         return (_decode(out, encoding, errors), _decode(err, encoding, errors)) if text else (out, err)
 
-    answer = b""
-    pending = memoryview(data or b"")
-    timeout: float | None = kwargs.get("timeout")
-    deadline = None if timeout is None else time.monotonic() + timeout
-    still_open = {out_r, err_r} | ({in_w} if in_w >= 0 else set())
     try:
-        with selectors.DefaultSelector() as sel:
-            sel.register(out_r, selectors.EVENT_READ)
-            sel.register(err_r, selectors.EVENT_READ)
-            sel.register(conn, selectors.EVENT_READ)
-            if in_w >= 0:
-                sel.register(in_w, selectors.EVENT_WRITE)
-            while sel.get_map():
-                wait = None if deadline is None else deadline - time.monotonic()
-                if wait is not None and wait <= 0:
-                    raise _Deadline
-                for key, _ in sel.select(wait):
-                    if key.fileobj is conn:  # the command's pid, then its wait status
-                        got = conn.recv(4096)
-                        answer += got
-                        if not got:
-                            sel.unregister(conn)
-                    elif key.fd == in_w:
-                        try:
-                            n = os.write(in_w, pending[:65536])
-                        except BrokenPipeError:
-                            n = len(pending)
-                        pending = pending[n:]
-                        if not pending:
-                            sel.unregister(in_w)
-                            os.close(in_w)
-                            still_open.discard(in_w)
-                            in_w = -1
-                    else:
-                        got = os.read(key.fd, 65536)
-                        if got:
-                            chunks[key.fd].append(got)
-                        else:
-                            sel.unregister(key.fd)
-                            os.close(key.fd)
-                            still_open.discard(key.fd)
-    except BaseException as stopped:
-        # As subprocess.run, whatever ended the wait (the timeout, a Ctrl-C): kill the
-        # command, even one whose pid has not arrived yet, and wait for it.
-        try:
-            conn.settimeout(30)
-            while b"\n" not in answer and (got := conn.recv(4096)):
-                answer += got
-            if b"\n" in answer:
-                try:
-                    os.kill(int(answer.split(b"\n", 1)[0]), signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                while answer.count(b"\n") < 2 and (got := conn.recv(4096)):
-                    answer += got
-        except OSError:
-            pass
-        for fd in still_open:
-            os.close(fd)
-        conn.close()
-        if isinstance(stopped, _Deadline):
-            raise subprocess.TimeoutExpired(list(argv), timeout or 0, *outputs()) from None
-        raise
-    conn.close()
-    lines = answer.split(b"\n")
+        talk.run(None if timeout is None else time.monotonic() + timeout)
+    except _Deadline:
+        raise subprocess.TimeoutExpired(list(argv), timeout or 0, *outputs()) from None
+    lines = talk.answer.split(b"\n")
     if len(lines) < 3:
         raise RuntimeError(f"the wf process server dropped {argv[3:]!r}")
     result = subprocess.CompletedProcess(list(argv), os.waitstatus_to_exitcode(int(lines[1])), *outputs())
     if kwargs.get("check"):
         result.check_returncode()
     return result
+
+
+class _Talk:
+    """One command's exchange with the server: its stdin written, its stdout and stderr
+    read, its pid then its wait status (``answer``) received, all until each is closed."""
+
+    def __init__(self, conn: socket.socket, out_r: int, err_r: int, in_w: int, data: bytes) -> None:
+        self.conn, self.in_w = conn, in_w
+        self.chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+        self.answer = b""
+        self.pending = memoryview(data)
+        self.still_open = {out_r, err_r} | ({in_w} if in_w >= 0 else set())
+
+    def run(self, deadline: float | None) -> None:
+        try:
+            self._pump(deadline)
+        except BaseException:
+            # As subprocess.run, whatever ended the wait (the timeout, a Ctrl-C): kill the
+            # command, even one whose pid has not arrived yet, and wait for it.
+            self._kill()
+            raise
+        self.conn.close()
+
+    def _pump(self, deadline: float | None) -> None:
+        with selectors.DefaultSelector() as sel:
+            for fd in self.chunks:
+                sel.register(fd, selectors.EVENT_READ)
+            sel.register(self.conn, selectors.EVENT_READ)
+            if self.in_w >= 0:
+                sel.register(self.in_w, selectors.EVENT_WRITE)
+            while sel.get_map():
+                wait = None if deadline is None else deadline - time.monotonic()
+                if wait is not None and wait <= 0:
+                    raise _Deadline
+                for key, _ in sel.select(wait):
+                    if key.fileobj is self.conn:  # the command's pid, then its wait status
+                        got = self.conn.recv(4096)
+                        self.answer += got
+                        if not got:
+                            sel.unregister(self.conn)
+                    elif key.fd == self.in_w:
+                        try:
+                            n = os.write(self.in_w, self.pending[:65536])
+                        except BrokenPipeError:
+                            n = len(self.pending)
+                        self.pending = self.pending[n:]
+                        if not self.pending:
+                            self._done(sel, self.in_w)
+                            self.in_w = -1
+                    else:
+                        got = os.read(key.fd, 65536)
+                        if got:
+                            self.chunks[key.fd].append(got)
+                        else:
+                            self._done(sel, key.fd)
+
+    def _done(self, sel: selectors.BaseSelector, fd: int) -> None:
+        sel.unregister(fd)
+        os.close(fd)
+        self.still_open.discard(fd)
+
+    def _kill(self) -> None:
+        conn = self.conn
+        try:
+            conn.settimeout(30)
+            while b"\n" not in self.answer and (got := conn.recv(4096)):
+                self.answer += got
+            if b"\n" in self.answer:
+                try:
+                    os.kill(int(self.answer.split(b"\n", 1)[0]), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                while self.answer.count(b"\n") < 2 and (got := conn.recv(4096)):
+                    self.answer += got
+        except OSError:
+            pass
+        for fd in self.still_open:
+            os.close(fd)
+        conn.close()

@@ -14,6 +14,13 @@ real ``python -m wf`` whenever the environment changes what an interpreter does 
 start (its locale, ``PYTHON*`` settings, a ``PYTHONPATH`` beyond this one's), and for
 every wf process a test signals, detaches or watches while it runs.
 
+What it cannot show, because it imported every wf module before any command runs: a
+lazy import (inside a function) that fails, or an import that works only because another
+module was imported first. tests/test_imports.py shows those, in fresh interpreters and
+with real ``python -m wf`` processes (docs/testing.md). Its hash seed is one per test run
+(tests/wfproc.py's ``HASHSEED``): printed at the end of the run, replayed with
+``WF_TEST_HASHSEED``.
+
 Protocol, one connection per command: the client sends a length-prefixed JSON request
 ``{"argv", "cwd", "env"}`` with three file descriptors (stdin, stdout, stderr) in the
 same message; the server answers with the command's pid, then its wait status, each as
@@ -54,6 +61,9 @@ START_KEYS = (
     "PYTHONINSPECT",
     "PYTHONDONTWRITEBYTECODE",
 )
+# What the client chose for the server alone (the run's hash seed): a command that did not
+# set it gets it as an exec draws its own seed, never in its environment.
+_CHOSEN: set[str] = set()
 _SIGNALS: dict[int, Any] = {
     signal.SIGINT: signal.default_int_handler,
     signal.SIGPIPE: signal.SIG_IGN,
@@ -75,14 +85,10 @@ def _recv_request(conn: socket.socket) -> tuple[dict[str, object], list[int]]:
     return json.loads(data[4:]), fds
 
 
-def _become(request: dict[str, object], fds: list[int]) -> None:
-    """In the forked child: turn into ``python -m wf ARGV`` and never return."""
-    import atexit
-    import io
-    import runpy
-    import threading
+def _take_over(request: dict[str, object], fds: list[int]) -> None:
+    """In the forked child: the client's descriptors, cwd and environment, and the signal
+    handlers a new interpreter starts with."""
     import time
-    import traceback
 
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -102,7 +108,7 @@ def _become(request: dict[str, object], fds: list[int]) -> None:
     # The client made sure the settings an interpreter reads at start are the ones this
     # server started with; what the server's start added to them (PEP 538's LC_CTYPE)
     # a new interpreter would add too.
-    added = {k: os.environ[k] for k in START_KEYS if k in os.environ and k not in env}
+    added = {k: os.environ[k] for k in START_KEYS if k in os.environ and k not in env and k not in _CHOSEN}
     os.environ.clear()
     os.environ.update(env)
     os.environ.update(added)
@@ -112,8 +118,13 @@ def _become(request: dict[str, object], fds: list[int]) -> None:
     from wf.trees import gitops
 
     gitops._scrub_environment()
-    # The streams as a new interpreter makes them for these descriptors: the server's
-    # own encoding and error handlers (same locale), buffering by what each fd is.
+
+
+def _new_streams() -> None:
+    """The streams as a new interpreter makes them for fds 0-2: the server's own encoding
+    and error handlers (same locale), buffering by what each fd is."""
+    import io
+
     old = (sys.__stdin__, sys.__stdout__, sys.__stderr__)
     streams = []
     for fd, like in enumerate(old):
@@ -145,6 +156,17 @@ def _become(request: dict[str, object], fds: list[int]) -> None:
         )
     sys.stdin, sys.stdout, sys.stderr = streams
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
+
+
+def _become(request: dict[str, object], fds: list[int]) -> None:
+    """In the forked child: turn into ``python -m wf ARGV`` and never return."""
+    import atexit
+    import runpy
+    import threading
+    import traceback
+
+    _take_over(request, fds)
+    _new_streams()
     sys.path[0] = os.getcwd()
     argv = request["argv"]
     assert isinstance(argv, list)
@@ -204,6 +226,8 @@ def _handle(conn: socket.socket) -> None:
 
 
 def serve(path: str, parent: int) -> None:
+    if os.environ.pop("WF_ZYGOTE_SEED_CHOSEN", None) == "1":
+        _CHOSEN.add("PYTHONHASHSEED")
     # Everything a command may import, imported once here.
     import pkgutil
 

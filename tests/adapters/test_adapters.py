@@ -280,7 +280,7 @@ def test_opencode_cost_reads_a_store_the_real_binary_made(
     (tmp_path / "opencode").mkdir()
     copy.rename(tmp_path / "opencode" / "opencode.db")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    found = usage.for_session("opencode", sid)
+    found = adapters.session_cost("opencode", sid)
     assert found is not None and found[1] == "opencode" and found[0].usd == 0.25
 
 

@@ -307,7 +307,7 @@ def test_show_lists_only_its_own_errors(wf: WfRunner) -> None:
     assert "TASKS.md:4: error: bad Prio '9'" in wf.ok("show", "a")
 
 
-# ------------------------------------------------------------------ the README's promises
+# ------------------------------------------------------------------ the promises of docs/tasks-format.md
 
 
 def test_list_still_lists_a_file_with_a_byte_that_is_not_utf8(wf: WfRunner) -> None:

@@ -304,7 +304,7 @@ def test_a_finished_task_adds_two_commits_of_wfs_own_and_claims_add_none(proj: W
     proj.ok("status", "c", "awaiting", "a question")
     mainline = git(proj.root, "log", "--first-parent", "--format=%s", f"{start}..main").splitlines()
     assert mainline == ["wf: archive b", "b: Task b", "wf: archive a", "a: Task a"]
-    # the README's recipe: task history without the bookkeeping, one line per finished task
+    # docs/orchestration.md's recipe: task history without the bookkeeping, one line per finished task
     recipe = ["log", "--first-parent", "--oneline", "--invert-grep", "--grep=^wf: archive ", f"{start}..main"]
     assert [ln.split(" ", 1)[1] for ln in git(proj.root, *recipe).splitlines()] == ["b: Task b", "a: Task a"]
     assert git(proj.root, "status", "--porcelain", "--untracked-files=no") == " M TASKS.md\n"

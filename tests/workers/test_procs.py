@@ -1,4 +1,4 @@
-"""wf.workers.procs reads liveness and start times from /proc: the figures psutil gives."""
+"""wf.base.pids (through wf.workers.procs) reads liveness and start times from /proc: the figures psutil gives."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from wf.base import pids
 from wf.workers import procs
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc")
@@ -20,11 +21,11 @@ def test_boot_time_is_read_anew_as_psutil_does(tmp_path: Path, monkeypatch: pyte
     """A wall-clock step moves btime; a long-lived wf must follow it, as psutil does, or
     the start times it records match no other process's reading."""
     stat = tmp_path / "stat"
-    monkeypatch.setattr(procs, "_STAT", str(stat), raising=False)
+    monkeypatch.setattr(pids, "_STAT", str(stat), raising=False)
     stat.write_text("cpu 1 2 3\nbtime 1000\n")
-    assert procs._boot_time() == 1000.0
+    assert pids._boot_time() == 1000.0
     stat.write_text("cpu 1 2 3\nbtime 1042\n")  # the clock was stepped 42 s
-    assert procs._boot_time() == 1042.0
+    assert pids._boot_time() == 1042.0
 
 
 def test_alive_and_started_agree_with_psutil() -> None:

@@ -4,15 +4,19 @@ how to read what they print, and why they failed.
 One module per tool (``claude``, ``codex``, ``opencode``, ``cmd``), each owning its argv,
 its event parser, its failure classification, its login probe and its model and effort
 vocabulary; ``base`` holds what they share. This module is the registry, the checks
-run before a lane's first worker (:func:`preflight`) and the one-line description of
-a unit's end (:func:`describe`).
+run before a lane's first worker (:func:`preflight`), the one-line description of
+a unit's end (:func:`describe`) and a session's cost read where its tool keeps it
+(:func:`session_cost`).
+
+May import: ``wf.base``, ``wf.cost`` (each adapter reads its transcripts with the readers
+there); the cost package never imports an adapter.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wf.adapters.base import (
     SANDBOXES,
@@ -34,6 +38,9 @@ from wf.adapters.opencode import Opencode
 from wf.base.config import PERMISSION_MODES
 from wf.base.errors import WfError
 
+if TYPE_CHECKING:
+    from wf.cost.usage import Cost
+
 __all__ = [
     "ADAPTERS",
     "PERMISSION_MODES",
@@ -54,6 +61,7 @@ __all__ = [
     "lane_problems",
     "parse_line",
     "preflight",
+    "session_cost",
     "split_cmd",
 ]
 
@@ -65,6 +73,14 @@ def get(name: str) -> Adapter:
         return ADAPTERS[name]
     except KeyError:
         raise WfError(f"unknown adapter {name!r}: expected one of {', '.join(ADAPTERS)}") from None
+
+
+def session_cost(adapter: str, session_id: str | None) -> tuple[Cost, str] | None:
+    """The transcript cost of a headless unit's session, read where its tool keeps it
+    (each adapter knows), when it is found."""
+    if not session_id or adapter not in ADAPTERS:
+        return None
+    return ADAPTERS[adapter].cost(session_id)
 
 
 def choose(unit: str | None, lane: str | None, default: str = "claude") -> Adapter:

@@ -144,11 +144,3 @@ def _zone(name: str) -> dt.tzinfo | None:
         return ZoneInfo(name)
     except (ValueError, KeyError, OSError, ImportError):
         return None
-
-
-def until_text(resets_at: float, window: str | None) -> str:
-    """``until 03:10 (five_hour)``: local time, with the date when it is not today."""
-    when = dt.datetime.fromtimestamp(resets_at).astimezone()
-    today = dt.datetime.now().astimezone().date()
-    clock = when.strftime("%H:%M") if when.date() == today else when.strftime("%b %d %H:%M")
-    return f"until {clock}" + (f" ({window})" if window else "")

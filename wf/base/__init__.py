@@ -1,6 +1,7 @@
-"""The ground every part stands on: errors and exit codes, ids, quantities, atomic writes,
-the typed record reader, the settle step, the project lock, the project and its wf.toml.
+"""The ground every part stands on: errors and exit codes, ids, quantities (and a reset
+time's words), atomic writes, the typed record reader, the settle step, the project lock,
+the project and its wf.toml, and whether a pid lives (``pids``).
 
-It imports nothing of wf above it (only the standard library, filelock in ``lock`` and
-tomlkit in ``config``).
+May import: nothing of wf outside ``wf.base`` (the standard library; tomlkit in
+``config``; psutil in ``pids`` only where there is no ``/proc``).
 """

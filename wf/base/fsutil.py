@@ -1,4 +1,9 @@
-"""Small file helpers: exact reads and atomic writes."""
+"""Small file helpers: exact reads, atomic writes, a folder's fsync and a log's tail.
+
+The one atomic write of wf: a temporary file in the same folder, fsync, ``os.replace``,
+then the folder's fsync. ``settle`` (TASKS.md, which an editor may be saving) makes its
+temporary file with ``write_temp`` and does its own checked swap.
+"""
 
 from __future__ import annotations
 
@@ -16,43 +21,70 @@ def read_bytes(path: Path) -> bytes | None:
         return None
 
 
+def write_temp(target: Path, data: bytes, *, durable: bool = True) -> str:
+    """A temporary file beside ``target`` holding ``data`` (fsynced when ``durable``), with
+    ``target``'s permission bits (0644 for a new file); its name is returned, and nothing
+    is left behind on failure."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        try:
+            os.chmod(tmp, os.stat(target).st_mode & 0o7777)
+        except FileNotFoundError:
+            os.chmod(tmp, 0o644)
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return tmp
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def atomic_write(
     path: Path,
     data: bytes,
     *,
     expect: bytes | None = None,
+    durable: bool = True,
+    dir_sync: bool | None = None,
+    make_dirs: bool = True,
 ) -> bool:
-    """Write ``data`` to ``path`` through a temporary file, fsync and rename.
+    """Write ``data`` to ``path`` through a temporary file, fsync and rename: readers see
+    the old or the new file, never half of one.
 
     With ``expect``, the file's current content is compared just before the rename and
     the write is abandoned (False returned) if it changed: someone outside the project
     lock, such as an editor, saved it since it was read. The caller re-reads and retries.
-    Keeps the file's permission bits. Returns True when written.
+    ``durable`` False skips the fsyncs (file and folder) that make the write survive a
+    crash of the machine (bookkeeping that is written again soon); ``dir_sync=False``
+    leaves the folder's fsync to a durable write that follows in the same folder.
+    ``make_dirs`` False: a missing folder is an error (FileNotFoundError), not made anew
+    (a run folder someone removed stays removed). Keeps the file's permission bits. Returns True when written.
     """
     path = Path(path)
     directory = path.parent
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    if make_dirs:
+        directory.mkdir(parents=True, exist_ok=True)
+    tmp = write_temp(path, data, durable=durable)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        except FileNotFoundError:
-            os.chmod(tmp, 0o644)
         if expect is not None and read_bytes(path) != expect:
-            os.unlink(tmp)
+            _unlink(tmp)
             return False
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink(tmp)
         raise
-    fsync_dir(directory)
+    if durable if dir_sync is None else dir_sync:
+        fsync_dir(directory)
     return True
 
 
@@ -61,6 +93,8 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def fsync_dir(directory: Path) -> None:
+    """Make a rename or a new name in ``directory`` survive a crash (best effort: a folder
+    that cannot be opened or synced, as on some file systems, is left as it is)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
     except OSError:
@@ -83,3 +117,27 @@ def append_line(path: Path, line: str) -> None:
         os.write(fd, line.encode("utf-8"))
     finally:
         os.close(fd)
+
+
+def _tail(path: Path, limit: int) -> tuple[bytes, bool]:
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - limit))
+        return f.read(), size > limit
+
+
+def tail(path: Path, limit: int) -> bytes:
+    """The last ``limit`` bytes of a file (a log may be huge: never read it all). Raises
+    OSError as ``open`` does: the caller says what a missing file means."""
+    return _tail(path, limit)[0]
+
+
+def tail_text(path: Path, limit: int) -> str:
+    """The last ``limit`` bytes of a file as text, without the line the cut went through
+    (if it was cut); "" if it cannot be read."""
+    try:
+        data, cut = _tail(path, limit)
+    except OSError:
+        return ""
+    text = data.decode("utf-8", "replace")
+    return text.partition("\n")[2] if cut else text

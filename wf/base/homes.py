@@ -1,5 +1,6 @@
 """Where the agent tools keep their files: the ground that usage (transcripts), procs
-(live sessions) and the adapters all read, so none of them imports another for it."""
+(live sessions) and the adapters all read, so none of them imports another for it; and
+where wf keeps its own state across projects."""
 
 from __future__ import annotations
 
@@ -15,6 +16,14 @@ def claude_roots() -> list[Path]:
         return [Path(p).expanduser() for p in env.split(",") if p.strip()]
     home = Path.home()
     return [home / ".config" / "claude", home / ".claude"]
+
+
+def wf_state() -> Path:
+    """wf's own state folder, across projects: ``$XDG_STATE_HOME/wf``, else
+    ``~/.local/state/wf`` (the list of projects, res's jobs, crash logs). Not made here:
+    each user says what a folder that cannot be made costs it."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base) / "wf"
 
 
 def codex_home() -> Path:

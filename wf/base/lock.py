@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from wf.base import pids
 from wf.base.errors import LockTimeout
 
 _held: dict[str, int] = {}
@@ -32,20 +33,10 @@ def describe_holder(owner_file: Path) -> str:
         return "another process (no owner recorded)"
     cmd = str(info.get("cmd", "?"))
     since = str(info.get("since", "?"))
-    if not _pid_alive(pid):
+    if not pids.alive(pid):
         # the holder took the lock but has not written its name yet
         return f"another process (the last recorded holder, pid {pid}, has exited)"
     return f"pid {pid} ({cmd}) since {since}"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _command_line() -> str:

@@ -1,10 +1,12 @@
-"""Sizes (``4G``, ``512M``) and durations (``90s``, ``6h``): one parser for all of wf.
+"""Sizes (``4G``, ``512M``) and durations (``90s``, ``6h``): one parser for all of wf; and
+the words for when a usage limit resets (``until 03:10 (five_hour)``).
 
 A bad value raises ``UsageError`` (exit 2) saying what was expected.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 
@@ -65,3 +67,11 @@ def fmt_duration(s: float | None) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def until_text(resets_at: float, window: str | None) -> str:
+    """``until 03:10 (five_hour)``: local time, with the date when it is not today."""
+    when = dt.datetime.fromtimestamp(resets_at).astimezone()
+    today = dt.datetime.now().astimezone().date()
+    clock = when.strftime("%H:%M") if when.date() == today else when.strftime("%b %d %H:%M")
+    return f"until {clock}" + (f" ({window})" if window else "")

@@ -26,13 +26,12 @@ import fcntl
 import functools
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from wf.base.errors import WfError
-from wf.base.fsutil import fsync_dir
+from wf.base.fsutil import fsync_dir, write_temp
 
 QUIET = 0.02  # a file whose mtime is younger than this (and not wf's own write) is still moving
 LOST_QUIET = 1.0  # a file that lost tasks must have been still this long (a person's deletion)
@@ -344,12 +343,11 @@ def _json_dict(path: Path) -> dict[str, Any]:
 
 
 def _save_json_best_effort(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}")
+    from wf.base import records as store
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps(data), "utf-8")
-        os.replace(tmp, path)
-    except OSError:
+        store.write_json(path, data, indent=None, durable=False)
+    except (OSError, ValueError):
         pass
 
 
@@ -370,23 +368,6 @@ def unreadable_since(wf_dir: Path, name: str, since: float) -> str | None:
 def _target(path: Path) -> Path:
     """The file a write lands in: a symlinked file is written through (the link kept)."""
     return Path(os.path.realpath(path))
-
-
-def _write_temp(target: Path, data: bytes) -> str:
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.chmod(tmp, os.stat(target).st_mode & 0o7777)
-        except FileNotFoundError:
-            os.chmod(tmp, 0o644)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    return tmp
 
 
 def _wait_no_writer(fd: int, timeout: float) -> None:
@@ -441,7 +422,7 @@ def replace_checked(
     watched through a descriptor."""
     target = _target(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(_write_temp(target, data))
+    tmp = Path(write_temp(target, data))
     try:
         try:
             old = os.open(target, os.O_RDONLY)
@@ -511,7 +492,7 @@ def _stamp(target: Path, data: bytes, marker: bytes) -> Stamp:
 
 def _put_back(target: Path, theirs: bytes, ours: bytes) -> None:
     """Someone saved into the file wf just replaced: their save wins, wf starts over."""
-    tmp = _write_temp(target, theirs)
+    tmp = write_temp(target, theirs)
     try:
         fd = os.open(target, os.O_RDONLY)
     except FileNotFoundError:

@@ -157,8 +157,9 @@ def _crash_log(exc: BaseException) -> str:
     import tempfile
     import traceback
 
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    folder = Path(base) / "wf"
+    from wf.base.homes import wf_state
+
+    folder = wf_state()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         if not os.access(folder, os.W_OK | os.X_OK):

@@ -78,9 +78,11 @@ def orch_pick(
     Example:
       wf orch pick sonnet --json
     """
+    from wf.cloud import PLUG
     from wf.orch.pick import pick
 
-    _echo_pick(pick(_project(ctx), lane, task_id=task_id, recovery=recovery, on_wait=_on_wait), as_json)
+    picked = pick(_project(ctx), lane, task_id=task_id, recovery=recovery, on_wait=_on_wait, cloud=PLUG)
+    _echo_pick(picked, as_json)
 
 
 @orch.command("post")
@@ -135,6 +137,7 @@ def orch_post(
     Example:
       wf orch post sonnet --id fetch-retry --report - < worker-final-message.txt
     """
+    from wf.cloud import PLUG
     from wf.orch.post import post
     from wf.orch.report import read_report
 
@@ -164,6 +167,7 @@ def orch_post(
         no_pick=no_pick,
         task_id=task_id,
         on_wait=_on_wait,
+        cloud=PLUG,
     )
     if as_json:
         nxt = posted.next
@@ -310,6 +314,7 @@ def orch_run(
     Example:
       wf orch run sonnet haiku --for 8h --until-stop
     """
+    from wf.cloud import PLUG
     from wf.orch.loop import Loop
     from wf.tasks.taskfile import check_id
 
@@ -328,6 +333,7 @@ def orch_run(
         for_seconds=_duration(for_) if for_ else None,
         timeout=timeout,
         max_tasks=max_tasks,
+        cloud=PLUG,
     )
     code = loop.run(tick=out.status)
     out.clear()

@@ -257,7 +257,12 @@ def lanes(ctx: click.Context, as_json: bool) -> None:
     from wf.tasks import views
 
     bl = _backlog(ctx)
-    records = views.lanes(bl)
+    virtual = []
+    if bl.config.cloud:
+        from wf.cloud.lane import lane_row
+
+        virtual.append(lane_row(bl))
+    records = views.lanes(bl, virtual)
     _print(as_json, records, views.lanes_text(records))
 
 

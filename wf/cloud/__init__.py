@@ -8,18 +8,44 @@ any worker's.
 - ``lane``: send (``wf orch pick cloud``) and post (``wf orch post cloud``);
 - ``pull``: ``wf cloud pull`` and the batch's sidecar.
 
-A batch starts the sidecar in a thread: ``wf.cloud.sidecar(project, stop_event)``.
+A batch starts the sidecar in a thread: ``wf.cloud.sidecar(project, stop_event)``. Orch
+never imports this package: the commands that pick hand it ``PLUG``, the cloud lane as
+``wf.orch.pick.CloudPlug`` (sending, and leaving a batch's ``Cloud: yes`` tasks to it).
+
+May import: every part below it (base to orch); orch never imports it.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from wf.base.project import Project
     from wf.cloud.batchlane import Open
+    from wf.orch.pick import Pick
+    from wf.tasks.backlog import Backlog
+    from wf.tasks.taskfile import Task
+
+
+@dataclass(frozen=True)
+class _Plug:
+    """``wf.orch.pick.CloudPlug``: what it does is imported only when a pick asks."""
+
+    def send(self, project: Project, task_id: str | None, on_wait: Callable[[str], None] | None) -> Pick:
+        from wf.cloud.lane import send
+
+        return send(project, task_id, on_wait=on_wait).pick
+
+    def leaves(self, project: Project, bl: Backlog, task: Task) -> bool:
+        from wf.cloud.batchlane import leaves
+
+        return leaves(project, bl, task)
+
+
+PLUG = _Plug()
 
 
 def sidecar(

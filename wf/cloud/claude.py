@@ -362,9 +362,10 @@ class ClaudeBackend:
         return tip if own else None
 
     def cost(self, status: SessionStatus) -> float | None:
+        from wf import adapters
         from wf.cost import usage
 
-        found = usage.for_session("claude", status.local_session)
+        found = adapters.session_cost("claude", status.local_session)
         if found is None or found[0].source is usage.CostSource.unpriced:
             return None  # an unknown cost is usd=? in the ledger, never $0
         return round(found[0].usd, 6)

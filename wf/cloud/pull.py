@@ -21,11 +21,13 @@ from pathlib import Path
 
 from wf.base.errors import WfError
 from wf.base.project import Project
+from wf.base.quantity import fmt_duration
 from wf.base.text import safe_line
 from wf.cloud import batchlane, records
 from wf.cloud import ledger as ledgermod
 from wf.cloud.backend import Backend, CloudRefused, SessionState
 from wf.cloud.records import CloudRecord
+from wf.orch import starts
 from wf.tasks.taskfile import check_id
 from wf.trees import gitops
 
@@ -57,19 +59,10 @@ class Pulled:
         }
 
 
-def _dur(seconds: float) -> str:
-    s = round(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
 def line_for(rec: CloudRecord) -> str:
     cost = "?" if rec.cost_usd is None else f"{rec.cost_usd:.2f}"
     dur = rec.duration if rec.state.ended else max(0.0, time.time() - rec.started_at)
-    return f"{rec.id}: {rec.state.value} ({_dur(dur)}, ${cost})"
+    return f"{rec.id}: {rec.state.value} ({fmt_duration(dur)}, ${cost})"
 
 
 def pull(
@@ -239,7 +232,7 @@ def sidecar(
                         say(f"cloud: {why}; sessions left: {left}")
                         return pulls
                     if time.monotonic() - stopped_at > linger:
-                        say(f"cloud: gave up after {_dur(linger)}; sessions left: {left}")
+                        say(f"cloud: gave up after {fmt_duration(linger)}; sessions left: {left}")
                         return pulls
                 if records.all_records(project):
                     pulls += 1
@@ -291,21 +284,21 @@ class _BatchSends:
         from wf.orch.state import Stop
 
         while self.open and not ended.is_set():  # never after the batch's loop
-            if batchlane.starts(self.project, self.batch.stamp) >= self.batch.n:
+            if starts.starts(self.project, self.batch.stamp) >= self.batch.n:
                 self.close(f"{self.batch.n} task(s) started: the cap is reached")
                 return
             # counted before the send (the batch's loop sees it at once), taken back if none was sent
-            batchlane.note_start(self.project, self.batch.stamp, batchlane.CLOUD, "?")
+            starts.note_start(self.project, self.batch.stamp, starts.CLOUD, "?")
             try:
                 sent = lanemod.send(self.project, backend=self.backend)
             except WfError as e:
-                batchlane.note_start(self.project, self.batch.stamp, batchlane.UNSENT, "?")
+                starts.note_start(self.project, self.batch.stamp, starts.UNSENT, "?")
                 self.close(f"send failed: {e}")
                 return
             if sent.pick.stop is not None or sent.record is None:
-                batchlane.note_start(self.project, self.batch.stamp, batchlane.UNSENT, "?")
+                starts.note_start(self.project, self.batch.stamp, starts.UNSENT, "?")
             else:
-                batchlane.note_start(self.project, self.batch.stamp, batchlane.SENT, sent.record.id)
+                starts.note_start(self.project, self.batch.stamp, starts.SENT, sent.record.id)
                 self.last_stop = None
                 self.say(
                     f"{time.strftime('%H:%M', time.gmtime())} cloud: sent {sent.record.id} "

@@ -14,7 +14,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from wf.base import fsutil
 from wf.base.fsutil import append_line
+from wf.base.homes import wf_state
 from wf.cost.usage import Cost, CostSource
 
 KEYS = (
@@ -57,11 +59,6 @@ def legends(sources: Iterable[CostSource], est: bool = False) -> list[str]:
     used = set(sources)
     out = [LEGENDS[s] for s in (CostSource.tool, CostSource.unpriced) if s in used]
     return (["~ includes estimated output (a lower bound where thinking is hidden)"] if est else []) + out
-
-
-def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "wf"
 
 
 def _clean(value: Any) -> str:
@@ -173,10 +170,8 @@ def has_line(root: Path, task_id: str, agent: str) -> bool:
     nothing twice."""
     path = root / "out" / "wf-cost.log"
     try:
-        with open(path, "rb") as f:  # a FIFO here blocks (tests use it to stop a post here)
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - (1 << 20)))
-            tail = f.read().decode("utf-8", "replace")
+        # a FIFO here blocks (tests use it to stop a post here)
+        tail = fsutil.tail(path, 1 << 20).decode("utf-8", "replace")
     except (FileNotFoundError, NotADirectoryError):
         return False
     except OSError as e:
@@ -208,7 +203,7 @@ def state_problem() -> str | None:
     """Why wf's state folder (``$XDG_STATE_HOME/wf``, or ``~/.local/state/wf``) cannot be
     written, or None. Cost lines still go to the project's own log; only the list of
     projects that ``wf usage --report`` reads across projects misses this one."""
-    folder = state_dir()
+    folder = wf_state()
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -219,7 +214,7 @@ def state_problem() -> str | None:
 
 
 def projects_file() -> Path:
-    return state_dir() / "projects"
+    return wf_state() / "projects"
 
 
 def known_projects() -> list[str]:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
+
+from wf.base.fsutil import tail
 
 SKIP_MODELS = ("<synthetic>",)
 _TS = re.compile(rb'"timestamp":\s*"([^"]+)"')
@@ -265,11 +266,7 @@ class _ClaudeReader:
 def _last_timestamp(path: Path, window: int = 1 << 16) -> str:
     """The last ``timestamp`` in the file, from its tail (transcripts are written in order)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - window))
-            chunk = f.read()
+        chunk = tail(path, window)
     except OSError:
         return ""
     found = _TS.findall(chunk)

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import glob
 import math
-from datetime import UTC
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from wf.base.errors import WfError
 from wf.base.homes import claude_roots, codex_home
+from wf.base.stamps import seconds_between
 from wf.cost import prices
 from wf.cost.transcripts import Req, json_object, numbered_lines, read_claude
 from wf.cost.transcripts import int_of as int_of  # the adapters read their figures with it
@@ -97,16 +97,8 @@ class Cost(NamedTuple):
 
 
 def _dur(first: str, last: str) -> float | None:
-    from datetime import datetime
-
-    try:
-        a = datetime.fromisoformat(first.replace("Z", "+00:00"))
-        b = datetime.fromisoformat(last.replace("Z", "+00:00"))
-        a = a if a.tzinfo else a.replace(tzinfo=UTC)
-        b = b if b.tzinfo else b.replace(tzinfo=UTC)
-        return round((b - a).total_seconds(), 1)
-    except (ValueError, TypeError, OverflowError):
-        return None
+    gap = seconds_between(first, last)
+    return None if gap is None else round(gap, 1)
 
 
 def _claude_cost(
@@ -357,13 +349,3 @@ def for_file(path: Path) -> tuple[Cost, str]:
     outputs = read_claude(parent).agent_outputs if parent else {}
     kind = "subagent" if path.parent.name == "subagents" else "session"
     return claude_cost([path], outputs), kind
-
-
-def for_session(adapter: str, session_id: str | None) -> tuple[Cost, str] | None:
-    """The transcript cost of a headless unit's session, read where its tool keeps it
-    (each adapter knows), when it is found."""
-    from wf import adapters
-
-    if not session_id or adapter not in adapters.ADAPTERS:
-        return None
-    return adapters.get(adapter).cost(session_id)

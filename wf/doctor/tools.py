@@ -77,7 +77,8 @@ def _version_findings(project: Project, a: Adapter, answer: str | None) -> list[
         tested = versions.TESTED[a.name][1]
         why = (
             f"{newer} is newer than {tested}, the newest version wf was tested with: its flags "
-            "and events may have moved (README, Agent tools: run the real-binary tests on it)"
+            "and events may have moved (docs/lanes-and-workers.md, Versions: run the real-binary "
+            "tests on it)"
         )
         out.append(Finding("adapter", a.name, why, "info"))
     if a.name == "claude" and project.config.cloud:

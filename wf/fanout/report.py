@@ -4,13 +4,13 @@ Made from status.json at the edge; nothing branches on these strings."""
 
 from __future__ import annotations
 
-import calendar
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wf.base.errors import WfError
+from wf.base.stamps import parse_utc
 from wf.workers import runs
 
 if TYPE_CHECKING:
@@ -53,19 +53,12 @@ def describe(st: dict[str, Any]) -> str:
     return f"{base}, {', '.join(bits)}" if words else f"{base}: {', '.join(bits)}"
 
 
-def _epoch(iso: Any) -> float | None:
-    try:
-        return float(calendar.timegm(time.strptime(str(iso), "%Y-%m-%dT%H:%M:%SZ")))
-    except ValueError:
-        return None
-
-
 def elapsed(st: dict[str, Any], now: float | None = None) -> float | None:
     """Seconds the unit ran (or has been running)."""
     dur = st.get("duration_s")
     if isinstance(dur, (int, float)):
         return float(dur)
-    started = _epoch(st.get("started"))
+    started = parse_utc(str(st.get("started")))
     if started is None or st.get("state") not in runs.LIVE:
         return None
     return max(0.0, (now or time.time()) - started)

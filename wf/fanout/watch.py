@@ -13,10 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from wf.base import pids
 from wf.base.errors import WfError
 from wf.base.project import Project
 from wf.workers import procs, runs
-from wf.workers.supervise import salvage
+from wf.workers.answer import salvage
 
 DEFAULT_TIMEOUT = 600.0
 OK, ATTENTION, GAVE_UP = 0, 4, 5
@@ -33,7 +34,7 @@ def _supervisor_gone(st: dict[str, Any]) -> bool:
     if not procs.alive(sup):
         return True
     started = st.get("supervisor_start")
-    return started is not None and runs.proc_start(sup) != started
+    return started is not None and pids.start_ticks(sup) != started
 
 
 def repair_lost(project: Project, run: str) -> list[str]:

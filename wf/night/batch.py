@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from wf.base.errors import LockTimeout, WfError
-from wf.base.fsutil import append_line, atomic_write_text
+from wf.base.fsutil import append_line, atomic_write_text, tail_text
 from wf.base.lock import project_lock
 from wf.base.project import Project
 from wf.base.quantity import fmt_duration
@@ -242,7 +242,7 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
         log=f"out/wf-batch-{stamp}.log",
         plan=p.as_dict(),
         pid=os.getpid(),
-        pid_start=procs.start_time(os.getpid()),
+        pid_start=procs.started(os.getpid()),
         job=job_id,
     )
     follower = Follower(project, rec)
@@ -500,13 +500,7 @@ def _loop_exit(project: Project, p: Plan, rec: Record, job: res.Job) -> str:
 
 def _last_line(path: Path) -> str:
     """The last non-blank line of a log, printable characters only, at most 200."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - 4096))
-            lines = f.read().decode("utf-8", "replace").splitlines()
-    except OSError:
-        return ""
-    for line in reversed(lines):
+    for line in reversed(tail_text(path, 4096).splitlines()):
         text = "".join(ch for ch in line if ch.isprintable()).strip()
         if text:
             return text[:200]
@@ -578,7 +572,7 @@ def cloud_tail(project: Project) -> dict[str, Any] | None:
         job = res.load(rec.tail_job)
     except WfError:
         job = None
-    alive = job is not None and job.state is res.State.RUNNING and procs.same_process(job.pid, job.pid_start)
+    alive = job is not None and job.state is res.State.RUNNING and procs.alive_as(job.pid, job.pid_start)
     return {
         "batch": rec.stamp,
         "job": rec.tail_job,

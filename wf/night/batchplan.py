@@ -431,7 +431,7 @@ class Record:
 
     @property
     def alive(self) -> bool:
-        return self.state == "running" and procs.same_process(self.pid, self.pid_start)
+        return self.state == "running" and procs.alive_as(self.pid, self.pid_start)
 
     def problem(self, path: Path) -> str | None:
         if self.state not in ("running", "ended"):

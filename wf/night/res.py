@@ -127,7 +127,7 @@ def run(
         limits=limits,
         start=now_iso(),
         pid=os.getpid(),
-        pid_start=procs.start_time(os.getpid()),
+        pid_start=procs.started(os.getpid()),
         token=token,
         skipped=plan.skipped,
         notes=plan.notes,
@@ -150,6 +150,7 @@ def _supervise(
     how it ended."""
     with _stop_signals() as stop_sig:
         procs.become_subreaper()
+        procs.tree_usage([])  # imports psutil now: a short job's first samples must not wait for it
         if plan.cgroup:
             resbackend.cgroup_make(plan.cgroup, job.limits)
         child_env = dict(os.environ if env is None else env, **{TOKEN_VAR: job.token, JOB_VAR: job.id})
@@ -413,7 +414,7 @@ def stop(job_id: str, timeout: float = 30.0) -> Job:
         raise WfError(f"no job {job_id} (wf res ls, wf res hist)")
     if job.state is not State.RUNNING:
         return job
-    if procs.same_process(job.pid, job.pid_start):
+    if procs.alive_as(job.pid, job.pid_start):
         try:
             os.kill(job.pid, signal.SIGTERM)
         except ProcessLookupError:

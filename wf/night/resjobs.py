@@ -20,9 +20,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from wf.base import records as store
 from wf.base.errors import UsageError, WfError
-from wf.base.fsutil import append_line, atomic_write_text
+from wf.base.fsutil import append_line
+from wf.base.homes import wf_state
 from wf.base.lock import project_lock
+from wf.base.stamps import now_iso as now_iso  # the stamps of job records
+from wf.base.stamps import seconds_between
 from wf.night.resbackend import Backend, Limits
 from wf.workers import procs
 
@@ -54,8 +58,7 @@ EXIT_CANNOT_RUN = 126
 
 
 def state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(base) / "wf" / "res"
+    return wf_state() / "res"
 
 
 def ensure_state_dir() -> Path:
@@ -68,10 +71,6 @@ def ensure_state_dir() -> Path:
             f"wf's state folder {path} cannot be made: {e.strerror or e} (see $XDG_STATE_HOME)"
         ) from None
     return path
-
-
-def now_iso(t: float | None = None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
 @dataclass(frozen=True)
@@ -173,12 +172,11 @@ def check_job_id(job_id: str) -> str:
 
 
 def save(job: Job) -> None:
-    atomic_write_text(_jobs() / f"{job.id}.json", json.dumps(job.as_dict(), indent=1) + "\n")
+    store.write_json(_jobs() / f"{job.id}.json", job.as_dict())
 
 
 def load_file(f: Path) -> Job | None:
     """The job in ``f``, None if there is no such file; CorruptRecord otherwise."""
-    from wf.base import records as store
 
     data = store.load_json(f)
     if data is None and not f.exists():
@@ -222,24 +220,16 @@ def sweep() -> list[Job]:
         return lost  # no job ever ran here: nothing to look at, nothing to create
     with project_lock(ensure_state_dir(), timeout=30, name="res.lock"):
         for job in records():
-            if job.state is not State.RUNNING or procs.same_process(job.pid, job.pid_start):
+            if job.state is not State.RUNNING or procs.alive_as(job.pid, job.pid_start):
                 continue
             if job.token:
                 procs.kill_tree(None, job.token, grace=2.0, var=TOKEN_VAR, signals=TERM_KILL)
             end = job.updated or now_iso()
-            job = replace(job, state=State.LOST, end=end, dur_s=_between(job.start, end))
+            gap = seconds_between(job.start, end)  # as UTC: a DST change is no hour more or less
+            job = replace(job, state=State.LOST, end=end, dur_s=None if gap is None else max(0.0, gap))
             finish(job)
             lost.append(job)
     return lost
-
-
-def _between(start: str, end: str) -> float | None:
-    try:
-        t0 = time.mktime(time.strptime(start, "%Y-%m-%dT%H:%M:%SZ"))
-        t1 = time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%SZ"))
-    except ValueError:
-        return None
-    return max(0.0, t1 - t0)
 
 
 def running() -> list[Job]:
@@ -249,7 +239,6 @@ def running() -> list[Job]:
 
 def history(title: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
     """Past jobs, newest first."""
-    from wf.base import records as store
 
     path = hist_file()
     lines = store.read_lines(path) or []
@@ -335,7 +324,6 @@ def budget() -> int:
 def _read_ledger() -> dict[str, dict[str, Any]]:
     """Every reservation as written; CorruptRecord if the ledger cannot be trusted (read
     as none, memory would be promised twice)."""
-    from wf.base import records as store
 
     path = _ledger()
     data = store.load_json(path)
@@ -362,9 +350,7 @@ def _read_ledger() -> dict[str, dict[str, Any]]:
 
 def reserved() -> dict[str, dict[str, Any]]:
     """The live reservations: job id -> {mem, pid, pid_start, title}."""
-    return {
-        k: v for k, v in _read_ledger().items() if procs.same_process(int(v["pid"]), float(v["pid_start"]))
-    }
+    return {k: v for k, v in _read_ledger().items() if procs.alive_as(int(v["pid"]), float(v["pid_start"]))}
 
 
 def reserve(
@@ -380,9 +366,9 @@ def reserve(
             live = reserved()
             used = sum(int(v.get("mem") or 0) for v in live.values())
             if used + mem <= room:
-                me = {"mem": mem, "pid": os.getpid(), "pid_start": procs.start_time(os.getpid())}
+                me = {"mem": mem, "pid": os.getpid(), "pid_start": procs.started(os.getpid())}
                 live[job_id] = {**me, "title": title}
-                atomic_write_text(_ledger(), json.dumps(live, indent=1) + "\n")
+                store.write_json(_ledger(), live)
                 return
         holders = ", ".join(
             f"{k} ({v.get('title')}, {int(v.get('mem') or 0) >> 20}M)" for k, v in live.items()
@@ -400,7 +386,6 @@ def release(job_id: str) -> None:
     """Give back a job's reservation. A ledger that cannot be trusted is left as it is
     (every reservation refuses until wf doctor --fix moves it aside): the job has ended
     whatever the ledger says."""
-    from wf.base import records as store
 
     with project_lock(state_dir(), timeout=30, name="res.lock"):
         try:
@@ -408,7 +393,7 @@ def release(job_id: str) -> None:
         except store.CorruptRecord:
             return
         live.pop(job_id, None)
-        atomic_write_text(_ledger(), json.dumps(live, indent=1) + "\n")
+        store.write_json(_ledger(), live)
 
 
 TERM_KILL = (signal.SIGTERM, signal.SIGKILL)

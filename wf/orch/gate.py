@@ -258,7 +258,7 @@ def _running(project: Project, sha: str) -> bool | None:
 
     try:
         pid, since = (_dir(project) / f"{sha}.pid").read_text().split()
-        return procs.same_process(int(pid), float(since))
+        return procs.alive_as(int(pid), float(since))
     except (OSError, ValueError):
         return None
 
@@ -308,7 +308,7 @@ def start(project: Project) -> int | None:
     from wf.workers import procs
 
     procs.keep(p.pid)
-    atomic_write_text(_dir(project) / f"{sha}.pid", f"{p.pid} {procs.start_time(p.pid) or 0}\n")
+    atomic_write_text(_dir(project) / f"{sha}.pid", f"{p.pid} {procs.started(p.pid) or 0}\n")
     return p.pid
 
 

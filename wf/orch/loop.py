@@ -45,13 +45,13 @@ from typing import NamedTuple
 
 from wf import adapters
 from wf.adapters import Failure, Spec
-from wf.adapters.limits import Limit, until_text
+from wf.adapters.limits import Limit
 from wf.base.errors import IssueKind, ParseError, WfError
 from wf.base.fsutil import append_line
 from wf.base.project import Project
-from wf.cloud import batchlane
-from wf.orch import gate, park, state
-from wf.orch.pick import Pick, live_holder, pick, worker_instructions
+from wf.base.quantity import until_text
+from wf.orch import gate, park, starts, state
+from wf.orch.pick import CloudPlug, Pick, live_holder, pick, worker_instructions
 from wf.orch.post import Posted, Refused, post, release
 from wf.orch.report import captured_report, read_report, run_outcomes
 from wf.orch.state import LaneRecord, Stop, StopReason
@@ -100,8 +100,10 @@ class Loop:
         for_seconds: float | None = None,
         timeout: float | None = None,
         max_tasks: int | None = None,
+        cloud: CloudPlug | None = None,
     ) -> None:
         self.project = project
+        self.cloud = cloud  # the cloud lane (wf.cloud.PLUG): each pick leaves it its tasks
         self.lanes = lanes
         self.adapter = adapter
         self._emit = emit
@@ -124,7 +126,7 @@ class Loop:
         self.rejections: dict[str, int] = {}  # per lane: limited or overloaded runs in a row
         self.count = 0
         self.started_tasks = 0
-        self.batch = batchlane.loop_stamp()  # the batch this run belongs to (WF_BATCH), or None
+        self.batch = starts.loop_stamp()  # the batch this run belongs to (WF_BATCH), or None
         self.me = os.getpid()
         self.events = project.out_dir / "wf-orch-run.log"
         self.gates = gate.Watch(project)  # a red gate is said as soon as it is recorded
@@ -238,7 +240,7 @@ class Loop:
         if rec.recovery is None:
             self.started_tasks += 1
             if self.batch is not None:
-                batchlane.note_start(self.project, self.batch, batchlane.LOCAL, rec.id)
+                starts.note_start(self.project, self.batch, starts.LOCAL, rec.id)
         spec = Spec(
             run=self.run_id,
             unit="",
@@ -283,7 +285,7 @@ class Loop:
 
     def _started(self) -> int:
         """Tasks started toward --max-tasks: in a batch, its cloud sends count too."""
-        cloud = batchlane.starts(self.project, self.batch, batchlane.CLOUD) if self.batch else 0
+        cloud = starts.starts(self.project, self.batch, starts.CLOUD) if self.batch else 0
         return self.started_tasks + cloud
 
     def _may_start(self, lane: str) -> StopReason | None:
@@ -292,7 +294,7 @@ class Loop:
         if self.max_tasks is not None and self._started() >= self.max_tasks:
             # a send of the cloud sidecar under way counts already: wait for it to say
             # whether it sent anything before the cap takes this lane's start
-            cloud = batchlane.settled_cloud_starts(self.project, self.batch) if self.batch else 0
+            cloud = starts.settled_cloud_starts(self.project, self.batch) if self.batch else 0
             if self.started_tasks + cloud >= self.max_tasks:
                 return StopReason(Stop.TIME_UP, f"{self.max_tasks} task(s) started: the cap is reached")
         broken = self.broken_tools.get(self._adapter_for(lane).name)
@@ -318,7 +320,7 @@ class Loop:
                         f"{self._adapter_for(lane).name}'s usage limit"
                     )
                     return
-                p = pick(self.project, lane, owner=self.me)
+                p = pick(self.project, lane, owner=self.me, cloud=self.cloud)
             else:
                 p_or_done = self._take_over(lane, rec)
                 if p_or_done is None:
@@ -366,7 +368,7 @@ class Loop:
             )
             return None
         why = "the previous run was interrupted" if rec.pid is None else "its worker is gone"
-        return pick(self.project, lane, recovery=why, owner=self.me)
+        return pick(self.project, lane, recovery=why, owner=self.me, cloud=self.cloud)
 
     def _wake(self) -> None:
         """Lanes that stopped may have work now: a soft stop after every post (a merge
@@ -395,7 +397,7 @@ class Loop:
                 del self.tired[lane]
                 self.in_a_row.pop(lane, None)
             try:
-                p = pick(self.project, lane, owner=self.me)
+                p = pick(self.project, lane, owner=self.me, cloud=self.cloud)
             except WfError as e:
                 self._stop(lane, StopReason(Stop.ERROR, f"pick failed: {e}"))
                 continue

@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable
 from importlib import resources
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from wf.base.config import CLOUD_LANE
 from wf.base.errors import WfError
@@ -86,6 +86,20 @@ def live_holder(rec: LaneRecord) -> str | None:
     return None
 
 
+class CloudPlug(Protocol):
+    """The cloud lane as a pick sees it: orch owns this interface, ``wf.cloud`` implements
+    it (``wf.cloud.PLUG``), and the commands that pick pass it in, so orch never imports
+    the cloud lane."""
+
+    def send(self, project: Project, task_id: str | None, on_wait: Callable[[str], None] | None) -> Pick:
+        """``wf orch pick cloud``: send the first fitting task (or ``task_id``) to a session."""
+        ...
+
+    def leaves(self, project: Project, bl: backlogmod.Backlog, task: Task) -> bool:
+        """Whether a local lane leaves this ready task to the cloud lane (a batch's open one)."""
+        ...
+
+
 def pick(
     project: Project,
     lane: str | None = None,
@@ -94,24 +108,26 @@ def pick(
     recovery: str | None = None,
     owner: int | None = None,
     on_wait: Callable[[str], None] | None = None,
+    cloud: CloudPlug | None = None,
 ) -> Pick:
     """Choose, claim and ready the next task of a lane (or of the first lane that has one).
 
     ``owner`` is the pid of a ``wf orch run`` that will supervise the worker (None: an
     interactive orchestrator). A record is only ever taken over when whoever held it is
-    gone."""
+    gone. ``cloud``: the cloud lane, which a project with ``cloud = true`` must be given."""
     if lane is not None:
         check_id(lane, "lane")
     if task_id is not None:
         check_id(task_id, "task id")
     if recovery is not None and "\n" in recovery:
         raise WfError("--recovery WHY must be one line")
-    if lane == CLOUD_LANE and project.config.cloud:  # the virtual lane: a cloud session
-        if recovery is not None:
-            raise WfError("the cloud lane has no recovery pick: wf cloud pull, then wf orch post cloud")
-        from wf.cloud import lane as cloud
-
-        return cloud.send(project, task_id, on_wait=on_wait).pick
+    if project.config.cloud:
+        if cloud is None:  # a bug of the caller: its local lanes would race the cloud lane
+            raise RuntimeError("a pick on a project with cloud = true needs the cloud lane (wf.cloud.PLUG)")
+        if lane == CLOUD_LANE:  # the virtual lane: a cloud session
+            if recovery is not None:
+                raise WfError("the cloud lane has no recovery pick: wf cloud pull, then wf orch post cloud")
+            return cloud.send(project, task_id, on_wait)
     # every check that can refuse runs before the first write (a claim, a record)
     worktrees.preflight(project, lane)
     if state.stop_file(project).exists() and recovery is None:
@@ -120,7 +136,7 @@ def pick(
     with project_lock(project.wf_dir, project.lock_timeout, on_wait):
         bl = backlogmod.load(project)
         if lane is None:
-            lane = _first_lane(project, bl, task_id)
+            lane = _first_lane(project, bl, task_id, cloud)
             if lane is None:
                 return stopped("*", Stop.NO_WORK, "no runner-ready task in any free lane")
         if project.config.lane(lane) is None:
@@ -128,55 +144,20 @@ def pick(
         worktrees.lane_clash(lane, worktrees.main_branch(project))  # a lane chosen here
         rec = state.load(project, lane)
         if recovery is not None:
-            if rec is None:
-                raise WfError(f"lane {lane} has no active task to recover")
-            holder = live_holder(rec)
-            if holder:
-                raise WfError(f"lane {lane}: {rec.id} is still being worked ({holder}); nothing to recover")
-            if bl.archive.find(rec.id) is not None:
-                raise WfError(
-                    f"{rec.id} is already done (archived); post it: wf orch post {lane} --result done"
-                )
-            if rec.recoveries >= state.MAX_RECOVERIES:
-                ops.set_status(project, rec.id, "blocked", f"re-picked {rec.recoveries} times", force=True)
-                state.drop(project, lane)
-                return stopped(lane, Stop.REPICKED, f"{rec.id} was re-picked {rec.recoveries} times; blocked")
-            rec = rec.but(
-                recovery=recovery,
-                state=RecordState.PICKING,
-                pid=None,
-                pid_since=None,
-                owner=owner,
-                owner_since=_since(owner),
-                recoveries=rec.recoveries + 1,
-            )
+            got = _recovered(project, bl, lane, rec, recovery, owner)
+            if isinstance(got, Pick):
+                return got
+            rec = got
         elif rec is not None and (rec.state is RecordState.READY or live_holder(rec)):
             raise WfError(
                 f"lane {lane} already has an active task {rec.id} (since {rec.started}); "
                 f"post its report (wf orch post {lane} ...) or re-pick it with --recovery WHY"
             )
         elif rec is None:
-            chosen = _choose(project, bl, lane, task_id)
+            chosen = _choose(project, bl, lane, task_id, cloud)
             if isinstance(chosen, StopReason):
                 return Pick(lane, chosen, None, "")
-            task = chosen
-            rec = LaneRecord(
-                id=task.id,
-                lane=lane,
-                model=str(task.model or _lane_model(project, lane)),
-                worktree=None,
-                branch=worktrees.branch_name(lane, task.id),
-                base=None,
-                started=utc_stamp(),
-                state=RecordState.PICKING,
-                slice=bl.is_slice_job(task),
-                solo=task.sessions == "solo",
-                started_at=time.time(),
-                owner=owner,
-                owner_since=_since(owner),
-                prior_status=task.get("status"),
-                pick_id=uuid.uuid4().hex[:12],
-            )
+            rec = _new_record(project, bl, lane, chosen, owner)
         # else: a record left "picking" by a pick that died: finish that one, never a second
         rec = rec.but(picker=os.getpid())
         state.save(project, rec)  # first the record, then the claim: a claim never exists without it
@@ -191,6 +172,61 @@ def pick(
     return Pick(lane, None, rec, prompt_for(project, rec))
 
 
+def _recovered(
+    project: Project,
+    bl: backlogmod.Backlog,
+    lane: str,
+    rec: LaneRecord | None,
+    recovery: str,
+    owner: int | None,
+) -> LaneRecord | Pick:
+    """The lane's record taken over for a recovery pick, or the stop when its task was
+    re-picked too often (then blocked). Refuses while someone still works the task."""
+    if rec is None:
+        raise WfError(f"lane {lane} has no active task to recover")
+    holder = live_holder(rec)
+    if holder:
+        raise WfError(f"lane {lane}: {rec.id} is still being worked ({holder}); nothing to recover")
+    if bl.archive.find(rec.id) is not None:
+        raise WfError(f"{rec.id} is already done (archived); post it: wf orch post {lane} --result done")
+    if rec.recoveries >= state.MAX_RECOVERIES:
+        ops.set_status(project, rec.id, "blocked", f"re-picked {rec.recoveries} times", force=True)
+        state.drop(project, lane)
+        return stopped(lane, Stop.REPICKED, f"{rec.id} was re-picked {rec.recoveries} times; blocked")
+    return rec.but(
+        recovery=recovery,
+        state=RecordState.PICKING,
+        pid=None,
+        pid_since=None,
+        owner=owner,
+        owner_since=_since(owner),
+        recoveries=rec.recoveries + 1,
+    )
+
+
+def _new_record(
+    project: Project, bl: backlogmod.Backlog, lane: str, task: Task, owner: int | None
+) -> LaneRecord:
+    """The record of a fresh pick of ``task`` (still "picking": no tree yet)."""
+    return LaneRecord(
+        id=task.id,
+        lane=lane,
+        model=str(task.model or _lane_model(project, lane)),
+        worktree=None,
+        branch=worktrees.branch_name(lane, task.id),
+        base=None,
+        started=utc_stamp(),
+        state=RecordState.PICKING,
+        slice=bl.is_slice_job(task),
+        solo=task.sessions == "solo",
+        started_at=time.time(),
+        owner=owner,
+        owner_since=_since(owner),
+        prior_status=task.get("status"),
+        pick_id=uuid.uuid4().hex[:12],
+    )
+
+
 def _since(pid: int | None) -> float | None:
     from wf.workers import procs
 
@@ -202,7 +238,9 @@ def _lane_model(project: Project, lane: str) -> str:
     return ln.model if ln else lane
 
 
-def _first_lane(project: Project, bl: backlogmod.Backlog, task_id: str | None) -> str | None:
+def _first_lane(
+    project: Project, bl: backlogmod.Backlog, task_id: str | None, cloud: CloudPlug | None
+) -> str | None:
     if task_id is not None:
         task = bl.doc.task(task_id)
         lane = bl.lane_of(task)
@@ -211,12 +249,14 @@ def _first_lane(project: Project, bl: backlogmod.Backlog, task_id: str | None) -
         return lane
     busy = {r.lane for r in state.records(project)}
     for ln in project.config.lanes:
-        if ln.name not in busy and isinstance(_choose(project, bl, ln.name, None), Task):
+        if ln.name not in busy and isinstance(_choose(project, bl, ln.name, None, cloud), Task):
             return ln.name
     return None
 
 
-def _choose(project: Project, bl: backlogmod.Backlog, lane: str, task_id: str | None) -> Task | StopReason:
+def _choose(
+    project: Project, bl: backlogmod.Backlog, lane: str, task_id: str | None, cloud: CloudPlug | None
+) -> Task | StopReason:
     """The task to pick, or the reason to stop the lane."""
     others = [r for r in state.records(project) if r.lane != lane]
     solo_running = next((r for r in others if r.solo), None)
@@ -235,7 +275,8 @@ def _choose(project: Project, bl: backlogmod.Backlog, lane: str, task_id: str | 
     else:
         _check_holds(project, bl, lane)
         ready_all = bl.runner_ready(lane)  # a handed-back task is not ready: one rule, the backlog's
-        left = {t.id for t in ready_all if _left_to_cloud(project, bl, t)}
+        # a batch's open cloud lane takes its Cloud: yes tasks: local lanes leave them to it
+        left = {t.id for t in ready_all if cloud is not None and cloud.leaves(project, bl, t)}
         ready = [t for t in ready_all if t.id not in left]
         if not ready:
             counts, handed = _lane_counts(bl, lane)
@@ -266,13 +307,6 @@ def _check_holds(project: Project, bl: backlogmod.Backlog, lane: str) -> None:
             task is not None and bl.handback(task) is None
         ):
             state.unhold(project, tid)
-
-
-def _left_to_cloud(project: Project, bl: backlogmod.Backlog, task: Task) -> bool:
-    """A batch's cloud lane is open and takes this Cloud: yes task: local lanes leave it."""
-    from wf.cloud import batchlane
-
-    return batchlane.leaves(project, bl, task)
 
 
 def _lane_counts(bl: backlogmod.Backlog, lane: str) -> tuple[str, int]:

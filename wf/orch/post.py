@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from wf.base.errors import WfError
-from wf.base.fsutil import append_line
+from wf.base.fsutil import append_line, tail_text
 from wf.base.lock import project_lock
 from wf.base.project import Project
 from wf.orch import state
-from wf.orch.pick import Pick, pick
+from wf.orch.pick import CloudPlug, Pick, pick
 from wf.orch.state import LaneRecord, Outcome, Result, Stop, StopReason
 from wf.tasks import backlog as backlogmod
 from wf.tasks import ops
@@ -154,10 +154,11 @@ def post(
     owner: int | None = None,
     on_wait: Callable[[str], None] | None = None,
     refused: Refused | None = None,
+    cloud: CloudPlug | None = None,
 ) -> Posted:
     """Post a worker's report. Everything up to the next pick runs under the project
     lock (it changes TASKS.md and may merge in the main checkout); the next pick, which
-    readies a tree for seconds, runs after it."""
+    readies a tree for seconds, runs after it (``cloud``: as ``pick``'s)."""
     check_id(lane, "lane")
     try:
         res = Result(result)
@@ -195,9 +196,11 @@ def post(
     rule = TABLE[d.outcome]
     if rule.next is Next.RECOVERY:
         why = f"crashed{': ' + d.status_note if d.status_note else ''}"
-        return posted._replace(next=pick(project, lane, recovery=why, owner=owner, on_wait=on_wait))
+        return posted._replace(
+            next=pick(project, lane, recovery=why, owner=owner, on_wait=on_wait, cloud=cloud)
+        )
     if rule.next is Next.PICK and not no_pick:
-        return posted._replace(next=pick(project, lane, owner=owner, on_wait=on_wait))
+        return posted._replace(next=pick(project, lane, owner=owner, on_wait=on_wait, cloud=cloud))
     return posted
 
 
@@ -504,13 +507,7 @@ def _logged(project: Project, rec: LaneRecord) -> Outcome | None:
     None. A crash that led to a recovery pick logs with the same pick stamp: only a final
     outcome counts."""
     path = project.out_dir / "wf-orch.log"
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 65536))
-            tail = f.read().decode("utf-8", "replace")
-    except OSError:
-        return None
+    tail = tail_text(path, 65536)
     key = _log_key(rec) + " outcome="
     for line in reversed(tail.splitlines()):
         at = line.find(key)
@@ -587,7 +584,9 @@ def _read_cost(
                 "to leave its cost out)"
             ) from None
     elif session:
-        found = usage.for_session(adapter or "claude", session)
+        from wf import adapters
+
+        found = adapters.session_cost(adapter or "claude", session)
     else:
         return None
     if found is None:

@@ -93,7 +93,7 @@ class LaneRecord:
         """``parked until 03:10 (five_hour)`` while the lane waits out a limit, else None."""
         import time
 
-        from wf.adapters.limits import until_text
+        from wf.base.quantity import until_text
 
         if self.parked_until is None or self.parked_until <= (time.time() if now is None else now):
             return None
@@ -125,14 +125,14 @@ class LaneRecord:
         return None
 
     def worker_alive(self) -> bool:
-        from wf.workers import procs
+        from wf.base.pids import alive_as
 
-        return procs.alive_as(self.pid, self.pid_since)
+        return alive_as(self.pid, self.pid_since)
 
     def owner_alive(self) -> bool:
-        from wf.workers import procs
+        from wf.base.pids import alive_as
 
-        return procs.alive_as(self.owner, self.owner_since)
+        return alive_as(self.owner, self.owner_since)
 
 
 def task_digest(text: str) -> str:

@@ -6,6 +6,7 @@ returns data or strings and never prints.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,7 +127,9 @@ def check_summary(bl: Backlog, issues: list[ParseIssue]) -> dict[str, Any]:
     }
 
 
-def lanes(bl: Backlog) -> list[dict[str, Any]]:
+def lanes(bl: Backlog, virtual: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """A row per lane of wf.toml, then the ``virtual`` rows given (the cloud lane's, made
+    by ``wf.cloud.lane.lane_row``), then one per lane that tasks name but wf.toml lacks."""
     counts = {
         ln.name: {
             "ready": 0,
@@ -164,10 +167,7 @@ def lanes(bl: Backlog) -> list[dict[str, Any]]:
                 **({"corrupt": str(bad)} if bad else {}),
             }
         )
-    if bl.config.cloud:
-        from wf.cloud.lane import lane_row
-
-        out.append(lane_row(bl))
+    out.extend(virtual)
     for name, n in unknown.items():
         out.append(
             {

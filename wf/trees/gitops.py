@@ -21,6 +21,7 @@ import subprocess
 from pathlib import Path
 from typing import NamedTuple
 
+from wf.base import pids
 from wf.base.errors import WfError
 
 # Variables that point git at another repository than the folder it runs in.
@@ -302,32 +303,11 @@ def commit_files(cwd: Path, branch: str, files: dict[str, str], message: str) ->
 TMP_INDEX = "wf-index."  # commit_files' temporary index in the git folder: wf-index.PID.START
 
 
-def _proc_start(pid: int) -> tuple[str, str] | None:
-    """(state letter, start in clock ticks after boot) of a process, from /proc; None if
-    it is gone; ('?', '') where there is no /proc to ask."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return fields[0].decode(), fields[19].decode()
-    except (FileNotFoundError, ProcessLookupError):
-        if os.path.isdir("/proc/self"):
-            return None
-    except (OSError, IndexError, UnicodeDecodeError):
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        pass
-    return "?", ""
-
-
 def _tmp_index_id(pid: int) -> str:
     """PID.START: the pid and its start time name one process for as long as the machine
     runs, so a later process given the same pid does not keep a dead one's file."""
-    found = _proc_start(pid)
-    return f"{pid}.{found[1]}" if found and found[1] else str(pid)
+    ticks = pids.start_ticks(pid)
+    return str(pid) if ticks is None else f"{pid}.{ticks}"
 
 
 def stale_indexes(git_dir: Path) -> list[Path]:
@@ -342,10 +322,10 @@ def stale_indexes(git_dir: Path) -> list[Path]:
         if not 1 <= len(parts) <= 2 or not all(x.isdigit() for x in parts):
             stale.append(path)
             continue
-        found = _proc_start(int(parts[0]))
-        if found is None or found[0] in ("Z", "X"):
+        ticks = pids.start_ticks(int(parts[0]))
+        if not pids.alive(int(parts[0])):
             stale.append(path)
-        elif len(parts) == 2 and found[1] and found[1] != parts[1]:
+        elif len(parts) == 2 and ticks is not None and str(ticks) != parts[1]:
             stale.append(path)  # the pid was given to a later process
     return stale
 

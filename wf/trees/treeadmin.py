@@ -8,7 +8,6 @@ and a backup ref is pruned only when the main branch already holds its commit.
 
 from __future__ import annotations
 
-import calendar
 import shutil
 import time
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any, NamedTuple
 from wf.base.errors import WfError
 from wf.base.lock import project_lock
 from wf.base.project import Project
+from wf.base.stamps import parse_utc
 from wf.tasks.backlog import Backlog
 from wf.tasks.taskfile import valid_id
 from wf.trees import gitops
@@ -177,14 +177,6 @@ class Backup(NamedTuple):
     age_days: float
 
 
-def _stamp_time(ref: str) -> float | None:
-    stamp = ref.rsplit("/", 1)[-1]
-    try:
-        return float(calendar.timegm(time.strptime(stamp, "%Y%m%dT%H%M%SZ")))
-    except ValueError:
-        return None
-
-
 def stale_backups(project: Project, days: float, now: float | None = None) -> list[Backup]:
     """Backup refs older than ``days`` (by the time in their name) whose commit the main
     branch already holds. A ref whose time cannot be read, or whose commit main lacks,
@@ -200,7 +192,7 @@ def stale_backups(project: Project, days: float, now: float | None = None) -> li
     out = []
     for line in text.splitlines():
         ref, _, sha = line.partition(" ")
-        made = _stamp_time(ref)
+        made = parse_utc(ref.rsplit("/", 1)[-1])
         if made is not None and now - made > days * 86400:
             out.append(Backup(ref, sha, (now - made) / 86400))
     return out

@@ -1,9 +1,9 @@
 """Processes: the only user of psutil.
 
-Whether a pid lives and when it started are read from ``/proc`` where there is one (the
-same figures psutil gives, without its import on every claim and merge); psutil answers
-the rest (scans of every process, command lines, the machine's memory) and is imported
-only by what needs it.
+Whether a pid lives and when it started is ``wf.base.pids`` (read from ``/proc``, for
+short commands); psutil answers the rest (scans of every process, command lines, the
+machine's memory, the trees that a long-lived supervisor watches) and is imported only
+by what needs it.
 
 Who is using a folder (a live process whose cwd is inside it, a Claude Code session
 whose recorded cwd points into it), whether a pid lives, and process trees.
@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from wf.base.homes import claude_roots
+from wf.base.pids import alive as alive  # wf's one pid check, for the floors above
+from wf.base.pids import alive_as as alive_as
+from wf.base.pids import started as started
 
 
 class User(NamedTuple):
@@ -28,85 +31,6 @@ class User(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.kind} pid {self.pid} ({self.what})"
-
-
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state letter, start time in clock ticks since boot) from /proc, None if gone;
-    raises OSError where there is no /proc at all."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        if not os.path.isdir("/proc/self"):
-            raise
-        return None
-    return fields[0].decode(), int(fields[19])
-
-
-_STAT = "/proc/stat"
-
-
-def _boot_time() -> float:
-    """The boot time in epoch seconds, read anew each time as psutil does: the kernel
-    moves ``btime`` when the wall clock is stepped (NTP at start-up, a VM resumed), and a
-    long-lived wf (a batch, a pilot) holding an old figure would record start times that no
-    other process matches within the second ``alive_as`` allows."""
-    with open(_STAT, "rb") as f:
-        for line in f:
-            if line.startswith(b"btime"):
-                return float(line.split()[1])
-    raise OSError(f"no btime in {_STAT}")
-
-
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def alive(pid: int | None) -> bool:
-    if not pid or pid <= 0:
-        return False
-    try:
-        st = _proc_stat(pid)
-    except (OSError, ValueError, IndexError):
-        return _psutil_alive(pid)
-    return st is not None and st[0] not in ("Z", "X")
-
-
-def _psutil_alive(pid: int) -> bool:
-    import psutil
-
-    try:
-        p = psutil.Process(pid)
-        return p.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
-def started(pid: int | None) -> float | None:
-    """When the process ``pid`` started (seconds since the epoch), None if it is gone."""
-    if not pid or pid <= 0:
-        return None
-    try:
-        st = _proc_stat(pid)
-        return None if st is None else _boot_time() + st[1] / _TICK  # as psutil computes it
-    except (OSError, ValueError, IndexError):
-        pass
-    import psutil
-
-    try:
-        return float(psutil.Process(pid).create_time())
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return None
-
-
-def alive_as(pid: int | None, since: float | None) -> bool:
-    """Whether ``pid`` is alive and is still the process that started at ``since`` (not
-    a later one given its number, as after a reboot). ``since`` None: alive at all."""
-    if not alive(pid):
-        return False
-    if since is None:
-        return True
-    now = started(pid)
-    return now is not None and abs(now - since) < 1.0
 
 
 def describe(pid: int) -> str:
@@ -243,7 +167,10 @@ def become_subreaper() -> bool:
 
 
 def children(pid: int) -> list[int]:
-    """The direct children of ``pid``, read from /proc (cheap: no scan of every process)."""
+    """The direct children of ``pid``, read from /proc by hand on purpose: psutil's
+    ``children()`` scans every process for its parent, and kill_tree lists a tree again
+    every 50 ms while it waits; the kernel's own list of one process's children is
+    cheap."""
     out: list[int] = []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
@@ -289,6 +216,8 @@ def with_token(token: str, var: str = TOKEN_VAR) -> list[int]:
     for pid in pids:
         if pid == me:
             continue
+        # /proc/<pid>/environ read by hand on purpose: the raw bytes of every process in
+        # the tree, matched without decoding them (psutil's environ() decodes each to a dict)
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
                 env = f.read()
@@ -439,7 +368,7 @@ def end_strays(strays: list[list[float]]) -> list[int]:
     pid still names the process that started then; returns the pids signalled."""
     ended: list[int] = []
     for pid, since in strays:
-        if same_process(int(pid), since):
+        if alive_as(int(pid), since):
             ended += kill_tree(int(pid), None, grace=1.0)
     return ended
 
@@ -458,23 +387,25 @@ def reap_orphans() -> None:
 
 # ------------------------------------------------------------------ measuring trees
 
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
 
 def tree_usage(pids: list[int]) -> tuple[int, float]:
-    """Summed resident memory (bytes) and CPU seconds (user + system) of ``pids``, read
-    from /proc (cheap enough to sample a tree every second); gone pids count 0."""
+    """Summed resident memory (bytes) and CPU seconds (user + system) of ``pids``; gone
+    pids count 0. By psutil: res's watchdog samples its tree every second for as long as
+    a job runs, so psutil's import is paid once in a long life (the same figures as
+    /proc/<pid>/statm and stat)."""
+    import psutil
+
     rss = 0
     cpu = 0.0
     for pid in pids:
         try:
-            with open(f"/proc/{pid}/statm", "rb") as f:
-                rss += int(f.read().split()[1]) * _PAGE
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            cpu += (int(fields[11]) + int(fields[12])) / _TICK  # utime, stime
-        except (OSError, ValueError, IndexError):
+            p = psutil.Process(pid)
+            with p.oneshot():
+                mem, times = p.memory_info(), p.cpu_times()
+        except psutil.Error:
             continue
+        rss += int(mem.rss)
+        cpu += float(times.user + times.system)
     return rss, cpu
 
 
@@ -483,17 +414,3 @@ def total_memory() -> int:
     import psutil
 
     return int(psutil.virtual_memory().total)
-
-
-def start_time(pid: int | None) -> float | None:
-    """When ``pid`` started (epoch seconds), to tell it from a later process that reused
-    its number; None if it is gone."""
-    return started(pid)
-
-
-def same_process(pid: int | None, started: float | None) -> bool:
-    """``pid`` lives and is the process that started at ``started`` (within a second)."""
-    now = start_time(pid)
-    if now is None or not alive(pid):
-        return False
-    return started is None or abs(now - started) < 1.0

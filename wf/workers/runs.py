@@ -20,16 +20,15 @@ final status.json and the answer (or its FALLBACK); intermediate updates are not
 from __future__ import annotations
 
 import json
-import os
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wf.base import records
 from wf.base.errors import WfError
+from wf.base.fsutil import atomic_write
 from wf.base.project import Project
+from wf.base.stamps import now_iso as now_iso  # the stamps of status.json
 from wf.tasks.taskfile import check_id
 
 CORRUPT = "corrupt"  # what readers show for a unit whose status.json cannot be trusted
@@ -65,46 +64,13 @@ def unit_dir(project: Project, run: str, unit: str) -> Path:
     return run_dir(project, run) / check_id(unit, "unit id")
 
 
-def now_iso() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def proc_start(pid: Any) -> int | None:
-    """When process ``pid`` started (clock ticks since boot, from /proc), or None if it
-    does not exist: with the pid, it names one process even after the pid is reused."""
-    if not isinstance(pid, int) or pid <= 0:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        return int(fields[19])  # field 22 of proc(5); the text after ")" starts at field 3
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def write_file(path: Path, data: bytes, *, durable: bool, dir_sync: bool | None = None) -> None:
-    """Temporary file in the same folder, then rename: readers see the old or the new
-    file, never half of one. ``durable`` adds the fsyncs (file, then folder) that make it
-    survive a crash of the machine; intermediate bookkeeping skips them. ``dir_sync=False``
-    leaves the folder's fsync to a durable write that follows in the same folder."""
-    # one writer per process and thread at a time: a name of its own, no mkstemp
-    tmp = f"{path.parent}/.{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    if durable if dir_sync is None else dir_sync:
-        sync_dir(path.parent)
+    """wf's one atomic write (``fsutil.atomic_write``) for a run folder: readers see the
+    old or the new file, never half of one. ``durable`` adds the fsyncs (file, then
+    folder) that make it survive a crash of the machine; intermediate bookkeeping skips
+    them. ``dir_sync=False`` leaves the folder's fsync to a durable write that follows in
+    the same folder. A run folder that is gone is not made anew."""
+    atomic_write(path, data, durable=durable, dir_sync=dir_sync, make_dirs=False)
 
 
 def write_new(path: Path, data: bytes) -> None:
@@ -114,22 +80,11 @@ def write_new(path: Path, data: bytes) -> None:
         f.write(data)
 
 
-def sync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def write_status(folder: Path, status: dict[str, Any], *, durable: bool = False) -> None:
-    data = json.dumps(status) + "\n"  # no indent: the C encoder, 10x faster
-    write_file(folder / "status.json", data.encode("utf-8"), durable=durable)
+    """``finite=False``: the status holds what the worker reported (a cost it printed as
+    NaN); read_status takes it, and a worker's odd number must not crash its supervisor."""
+    path = folder / "status.json"
+    records.write_json(path, status, indent=None, durable=durable, make_dirs=False, finite=False)
 
 
 class CorruptStatus(records.CorruptRecord):
@@ -234,19 +189,3 @@ def read_output(folder: Path) -> str:
         return (folder / "output.txt").read_text("utf-8", errors="replace")
     except OSError:
         return ""
-
-
-def tail(path: Path, limit: int = 64 * 1024) -> str:
-    """The last ``limit`` bytes of a file as text (a log may be huge: never read it all)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - limit))
-            data = f.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", "replace")
-    if size > limit:
-        text = text.partition("\n")[2]  # the first line was cut
-    return text

@@ -1,4 +1,4 @@
-"""Running headless units: start, watch, stop, salvage.
+"""Running headless units: start, watch, stop (their answer and its FALLBACK: ``answer``).
 
 A unit's worker runs in a new session with stdout and stderr going to files in its run
 folder (never pipes wf must drain: a busy wf would stall the worker, and file growth is
@@ -30,14 +30,14 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from wf import adapters
 from wf.adapters import Adapter, Parsed, Spec
 from wf.adapters.base import limit_of
-from wf.workers import procs, runs
+from wf.base import fsutil, pids
+from wf.workers import answer, procs, runs
 
 POLL = 0.1
 
@@ -47,7 +47,6 @@ def _result_grace() -> float:
     return float(os.environ.get("WF_RESULT_GRACE", "5"))
 
 
-FALLBACK_LINES = 40
 READ_CHUNK = 1 << 20
 MAX_LINE = 64 << 20  # a claude result event carries the whole answer on one line
 
@@ -57,7 +56,7 @@ _versions: dict[str, str | None] = {}
 def _my_start() -> int | None:
     """With the pid, names this supervisor for the readers (read when asked: a process
     forked from this one is another supervisor)."""
-    return runs.proc_start(os.getpid())
+    return pids.start_ticks(os.getpid())
 
 
 def tool_version(adapter: Adapter) -> str | None:
@@ -341,7 +340,7 @@ class Unit:
             if event is not None:
                 self.adapter.feed(self.parsed, event)
         p = self.parsed
-        answered = self._land_answer(code)
+        answered = answer.land(self.folder, self.adapter.name, self.parsed.answer, code, self.status)
         if why in ("stalled", "timeout", "interrupted", "killed"):
             state = why
         elif p.error:
@@ -405,9 +404,7 @@ class Unit:
     def _read(self, name: str, tail: int = 65536) -> str:
         """The last ``tail`` bytes of one of the worker's files."""
         try:
-            with open(self.folder / name, "rb") as f:
-                f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
-                return f.read().decode("utf-8", errors="replace")
+            return fsutil.tail(self.folder / name, tail).decode("utf-8", errors="replace")
         except OSError:
             return ""
 
@@ -441,97 +438,12 @@ class Unit:
             )
 
     def _stderr_tail(self) -> str | None:
-        text = runs.tail(self.folder / "worker.err", 4096).strip()
+        text = fsutil.tail_text(self.folder / "worker.err", 4096).strip()
         return text.splitlines()[-1][:300] if text else None
 
-    def _land_answer(self, code: int | None) -> bool:
-        """Put the answer in output.txt, durably; True if the unit gave one. An empty
-        answer is no answer (the unit gets a FALLBACK)."""
-        out = self.folder / "output.txt"
-        if _has_text(out):  # the worker wrote it (codex -o)
-            _sync_file(out)
-            self.status["answer"] = "output_file"
-            return True
-        if self.adapter.name == "cmd":
-            written = self.folder / "answer.out"
-            if _has_text(written):
-                _sync_file(written)
-                os.replace(written, out)
-                self.status["answer"] = "output_file"
-                return True
-            log = self.folder / "worker.log"
-            if code == 0 and _has_text(log):
-                _link_or_copy(log, out)  # the answer is the stream: never a second copy in memory
-                self.status["answer"] = "stdout"
-                return True
-            return False
-        if self.parsed.answer is not None and self.parsed.answer.strip():
-            # the final status.json, written durably next, syncs the folder for both
-            runs.write_file(out, self.parsed.answer.encode("utf-8"), durable=True, dir_sync=False)
-            self.status["answer"] = "result"
-            return True
-        return False
-
     def _salvage(self) -> None:
-        salvage(self.folder, self.status, self.parsed.snippets, self.proc.returncode if self.proc else None)
-
-
-def _has_text(path: Path) -> bool:
-    """A file with something in it other than white space (read from its start only)."""
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(65536):
-                if chunk.strip():
-                    return True
-    except OSError:
-        pass
-    return False
-
-
-def _sync_file(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _link_or_copy(src: Path, dest: Path) -> None:
-    """``dest`` becomes the same bytes as ``src`` without reading them into memory: a
-    hard link where the file system allows one, else a streamed copy; its data synced
-    (the folder is synced by the final status.json)."""
-    import shutil
-
-    tmp = dest.with_name(f".{dest.name}.link")
-    try:
-        tmp.unlink(missing_ok=True)
-        os.link(src, tmp)
-    except OSError:
-        shutil.copyfile(src, tmp)
-    _sync_file(tmp)
-    os.replace(tmp, dest)
-
-
-def salvage(folder: Path, status: dict[str, Any], snippets: list[str], code: int | None) -> None:
-    """A FALLBACK answer from what the worker showed last (its text messages, else the
-    tail of its log), marked as such in ``status``; an answer already there is kept."""
-    out = folder / "output.txt"
-    if _has_text(out):
-        return
-    lines: list[str] = snippets[-10:]
-    if not lines:
-        for name in ("worker.log", "worker.err"):
-            lines += runs.tail(folder / name).splitlines()[-FALLBACK_LINES:]
-    how = f"state {status.get('state')}" + (f", exit {code}" if code is not None else "")
-    header = f"FALLBACK: unit {status.get('unit')} ended without an answer ({how})."
-    header += " The last things it printed:"
-    text = header + "\n\n" + "\n".join(lines[-FALLBACK_LINES:]) + "\n"
-    runs.write_file(out, text.encode("utf-8"), durable=True, dir_sync=False)  # status.json follows
-    status["answer"] = "fallback"
-    status["fallback"] = True
+        code = self.proc.returncode if self.proc else None
+        answer.salvage(self.folder, self.status, self.parsed.snippets, code)
 
 
 def settle_all(ending: list[tuple[Unit, str]]) -> None:
