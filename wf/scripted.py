@@ -125,33 +125,64 @@ def main() -> int:
         print("scripted crash", file=sys.stderr)
         return 3
     if info.get("slice"):
-        ids = []
-        for verb, rest in steps:
-            if verb != "slice":
-                continue
-            for part in rest.split("|"):
-                sid, _, title = (x.strip() for x in part.partition("="))
-                body = f"script: write {sid}.txt {title}"
-                r = _wf(
-                    "add", title, "--id", sid, "--parent", tid, "--model", info["model"],
-                    "--effort", "1", "--done", "true", "--body", body, cwd=tree,
-                )  # fmt: skip
-                if r.returncode != 0:
-                    return report("handback", note=f"wf add failed: {r.stderr.strip()}")
-                ids.append(r.stdout.strip())
-        if not ids:
-            return report("handback", note="a slice job with no slice line in its script")
-        return report("sliced", followups=",".join(ids), note=f"split into {len(ids)} tasks")
+        return _slice(steps, info, tree)
+    stopped = _stop_before_work(steps, info, tree)
+    if stopped is not None:
+        return stopped
+    refused = _write_files(steps, tree)
+    if refused is not None:
+        return refused
+    head = _commit(tid, c["title"], tree)
+    if "hang" in verbs and not info.get("recovery"):
+        time.sleep(3600)
+    for verb, rest in steps:
+        if verb == "wip":
+            return report("wip", commit=head, note=rest or "half way")
+    if "nomerge" in verbs:
+        return report("done", commit=head, note="done (not merged)")
+    return _check_and_merge(steps, info, c.get("done") or "", tree, head)
+
+
+def _slice(steps: list[tuple[str, str]], info: dict[str, str], tree: Path) -> int:
+    """A slice job: add the slices its ``slice`` lines name, as tasks under this one."""
+    ids = []
+    for verb, rest in steps:
+        if verb != "slice":
+            continue
+        for part in rest.split("|"):
+            sid, _, title = (x.strip() for x in part.partition("="))
+            body = f"script: write {sid}.txt {title}"
+            r = _wf(
+                "add", title, "--id", sid, "--parent", info["id"], "--model", info["model"],
+                "--effort", "1", "--done", "true", "--body", body, cwd=tree,
+            )  # fmt: skip
+            if r.returncode != 0:
+                return report("handback", note=f"wf add failed: {r.stderr.strip()}")
+            ids.append(r.stdout.strip())
+    if not ids:
+        return report("handback", note="a slice job with no slice line in its script")
+    return report("sliced", followups=",".join(ids), note=f"split into {len(ids)} tasks")
+
+
+def _stop_before_work(steps: list[tuple[str, str]], info: dict[str, str], tree: Path) -> int | None:
+    """The first script line that ends the job before any work: a question, a stronger
+    model, or no report; None to go on."""
     for verb, rest in steps:
         if verb == "awaiting":
             return report("awaiting", note=rest or "a question for the owner")
         if verb == "raise" and rest != info["model"]:
-            r = _wf("set", tid, "--model", rest, cwd=tree)
+            r = _wf("set", info["id"], "--model", rest, cwd=tree)
             if r.returncode == 0:
                 return report("handback", note=f"needs a stronger model: raised to {rest}")
         if verb == "noreport":
             print("all finished, but I forgot the report lines")
             return 0
+    return None
+
+
+def _write_files(steps: list[tuple[str, str]], tree: Path) -> int | None:
+    """Write the files of the ``write`` lines in the worktree; a handback for a path
+    outside it (None: all written)."""
     for verb, rest in steps:
         if verb == "write":
             path, _, text = rest.partition(" ")
@@ -160,18 +191,22 @@ def main() -> int:
                 return report("handback", note=f"refusing to write outside the worktree: {path}")
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text.replace("\\n", "\n") + "\n")
+    return None
+
+
+def _commit(tid: str, title: str, tree: Path) -> str:
+    """Commit what changed in the worktree (if anything); the commit at its HEAD."""
     _git("add", "-A", cwd=tree)
     if _git("diff", "--cached", "--quiet", cwd=tree).returncode != 0:
-        _git("commit", "-q", "-m", f"{tid}: {c['title']}", cwd=tree)
-    head = _git("rev-parse", "HEAD", cwd=tree).stdout.strip()
-    if "hang" in verbs and not info.get("recovery"):
-        time.sleep(3600)
-    for verb, rest in steps:
-        if verb == "wip":
-            return report("wip", commit=head, note=rest or "half way")
-    if "nomerge" in verbs:
-        return report("done", commit=head, note="done (not merged)")
-    done = c.get("done") or ""
+        _git("commit", "-q", "-m", f"{tid}: {title}", cwd=tree)
+    return _git("rev-parse", "HEAD", cwd=tree).stdout.strip()
+
+
+def _check_and_merge(
+    steps: list[tuple[str, str]], info: dict[str, str], done: str, tree: Path, head: str
+) -> int:
+    """Run the Done command, merge with ``wf merge``, add the follow-ups: done, or a
+    handback when the check or the merge fails."""
     m = re.search(r"`([^`]+)`", done)
     if m:
         check = subprocess.run(shlex.split(m.group(1)), cwd=tree, capture_output=True, text=True)
@@ -182,27 +217,29 @@ def main() -> int:
         return report(
             "handback", commit=head, note=f"wf merge failed: {merged.stderr.strip().splitlines()[0]}"
         )
-    followups = []
-    for verb, rest in steps:
-        if verb == "followup":
-            name = re.sub(r"[^a-z0-9]+", "-", rest.lower()).strip("-") or "followup"
-            body = f"script: write notes/{name}.md {rest}"
-            r = _wf(
-                "add",
-                rest,
-                "--model",
-                info["model"],
-                "--lane",
-                info["lane"],
-                "--done",
-                "true",
-                "--body",
-                body,
-                cwd=tree,
-            )
-            if r.returncode == 0:
-                followups.append(r.stdout.strip())
-    return report("done", commit=head, followups=",".join(followups) or "-", note=f"{tid} done and merged")
+    followups = [_followup(rest, info, tree) for verb, rest in steps if verb == "followup"]
+    added = ",".join(f for f in followups if f is not None) or "-"
+    return report("done", commit=head, followups=added, note=f"{info['id']} done and merged")
+
+
+def _followup(title: str, info: dict[str, str], tree: Path) -> str | None:
+    """Add a follow-up task in the same lane; its id, or None when wf add refused it."""
+    name = re.sub(r"[^a-z0-9]+", "-", title.lower()).strip("-") or "followup"
+    body = f"script: write notes/{name}.md {title}"
+    r = _wf(
+        "add",
+        title,
+        "--model",
+        info["model"],
+        "--lane",
+        info["lane"],
+        "--done",
+        "true",
+        "--body",
+        body,
+        cwd=tree,
+    )
+    return r.stdout.strip() if r.returncode == 0 else None
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ Exit codes: 0 ok, 1 an expected error (message on stderr), 2 a usage error,
 May import: every part below it; nothing imports it but ``wf.scripted`` and ``wf.__main__``.
 """
 
-from wf.cli import batch, cloud, git, orch, tasks, usage, workers  # noqa: F401  (they register the commands)
+from wf.cli import batch, cloud, git, orch, runs, tasks, usage, watch, workers  # noqa: F401  (they register the commands)
 from wf.cli.base import cli, entry, main
 
 __all__ = ["cli", "entry", "main"]

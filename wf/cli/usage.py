@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import click
@@ -84,120 +83,60 @@ def usage_cmd(
       wf usage --report --since 7d --project app
       wf usage --report --by run --since 2026-01-01
     """
-    from wf.cost import costlog, usage
+    from wf.cost import report as costreport
 
     if (since or project) and not report:
         raise click.UsageError("--since and --project go with --report")
     if report:
-        first_day = None
-        if since is not None:
-            try:
-                first_day = costlog.since_date(since)
-            except ValueError as e:
-                raise click.BadParameter(str(e), param_hint="--since") from None
-        recs, bad = costlog.records(first_day, project)
-        rows = costlog.report(recs, by)
-        if as_json:
-            _echo_json(rows)
-        else:
-            for line in costlog.report_text(rows, by) or [_nothing_found(first_day, project)]:
-                click.echo(safe_line(line))
-            for line in costlog.disagreements(recs):
-                click.echo(safe_line(line))
-        for problem in bad:
-            _warn(safe_line(problem))
-        return 0
-    sources = [x for x in (agent, session, thread, file_) if x]
-    if len(sources) != 1:
+        return _report(since, project, by, as_json)
+    if len([x for x in (agent, session, thread, file_) if x]) != 1:
         raise click.UsageError("give exactly one of --agent, --session, --thread, --file (or --report)")
-    if agent:
-        cost, kind = usage.for_agent(agent)
-    elif session:
-        cost, kind = usage.claude_cost(usage.session_files(session)), "session"
-    elif thread:
-        cost, kind = usage.codex_cost(usage.thread_file(thread)), "codex"
-    else:
-        cost, kind = usage.for_file(Path(str(file_)))
-        if cost.turns == 0 and cost.malformed:
-            raise WfError(
-                f"{file_}: no API requests and {cost.malformed} unreadable line(s): not a transcript?"
-            )
+    cost, kind = costreport.transcript_cost(agent=agent, session=session, thread=thread, file=file_)
     proj_root: Path | None = None
     try:
         proj_root = _project(ctx).root
     except WfError:
         if log_:
             raise
-
-    rec = costlog.line_for(
+    measured = costreport.measure(
         cost,
-        ts=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        project=proj_root.name if proj_root else "-",
+        kind,
+        name=agent or session or thread or Path(str(file_)).stem,
+        root=proj_root,
+        log=log_,
         task_id=task_id,
-        agent=agent or session or thread or Path(str(file_)).stem,
-        kind=kind,
         lane=lane,
         effort=effort,
         done=None if done is None else done == "1",
         duration=duration,
     )
-    if log_ and proj_root is not None:
-        costlog.append(proj_root, rec)
-        unwritable = costlog.state_problem()
-        if unwritable is not None:
-            log = proj_root / "out" / "wf-cost.log"
-            _warn(f"{unwritable}; the cost line is in {log}, but wf usage --report across projects misses it")
-    for line in costlog.price_warnings(cost):
+    for line in measured.warnings:
         _warn(line)
-    if cost.malformed:
-        _warn(f"{cost.malformed} malformed line(s) skipped")
     if as_json:
-        _echo_json({**rec, "malformed": cost.malformed, "files": cost.files})
-        return 0
-    tilde = "~" if cost.est else ""
-    mark = costlog.MARKS[cost.source]
-    click.echo(
-        safe_line(
-            f"{kind} {rec['agent']}  model {cost.model or '-'}  turns {cost.turns}  dur {rec['dur_s']}s"
-        )
-    )
-    click.echo(
-        f"in {cost.inp}  out {tilde}{cost.out + cost.est}"
-        + (f" ({cost.out} reported)" if cost.est else "")
-        + f"  cache writes 5m {cost.cw5m} 1h {cost.cw1h}  cache reads {cost.cr}"
-    )
-    click.echo(
-        f"usd {tilde}{cost.usd:.4f}{mark}"
-        + (f" (reported output only: {cost.usd_rep:.4f}{mark})" if cost.est else "")
-    )
-    if len(cost.by_model) > 1:
-        click.echo(
-            safe_line(
-                "by model: "
-                + ", ".join(
-                    f"{m} {t} turns usd {tilde}{u:.4f}{costlog.model_mark(cost, m)}"
-                    for m, t, u, _ in cost.by_model
-                )
-            )
-        )
-    for line in costlog.legends([cost.source], bool(cost.est)):
-        click.echo(line)
+        _echo_json(measured.as_json())
+    else:
+        for line in measured.lines():
+            click.echo(safe_line(line))
     return 0
 
 
-def _nothing_found(since: str | None, project: str | None) -> str:
-    """Why the report is empty: no line at all, or none passed the filters (say which)."""
+def _report(since: str | None, project: str | None, by: str, as_json: bool) -> int:
+    """wf usage --report: the rows as JSON or the table, then the unreadable log lines."""
     from wf.cost import costlog
+    from wf.cost import report as costreport
 
-    everything, _ = costlog.records()
-    if not everything:
-        return "no cost lines yet (wf usage --log, wf orch post --agent)"
-    what = " and ".join(
-        x for x in (f"since {since}" if since else "", f"for project {project}" if project else "") if x
-    )
-    projects = sorted({r.get("project", "-") for r in everything})
-    days = sorted(r.get("ts", "")[:10] for r in everything)
-    return (
-        f"no cost lines {what} (the logs have {len(everything)}, from {days[0]} to {days[-1]}; "
-        f"projects: {', '.join(projects)})"
-    )
+    first_day = None
+    if since is not None:
+        try:
+            first_day = costlog.since_date(since)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--since") from None
+    found = costreport.cost_report(since=first_day, project=project, by=by)
+    if as_json:
+        _echo_json(found.rows)
+    else:
+        for line in found.lines():
+            click.echo(safe_line(line))
+    for problem in found.problems:
+        _warn(safe_line(problem))
+    return 0

@@ -2,66 +2,27 @@
 
 Claude Code transcripts repeat each API request on 2 to 10 lines with growing usage;
 subagent transcripts usually stop at the streaming placeholder, so their output is
-missing; Codex rollouts write each token count twice. This module reads either kind as
-a stream (memory stays flat however large the file), counts each request once, estimates
-output the transcript never got, and prices every request. Malformed, truncated or
+missing; Codex rollouts write each token count twice. Either kind is read as a stream
+(memory stays flat however large the file; a Claude transcript by wf.cost.transcripts),
+each request counted once; this module estimates output the transcript never got, and
+prices every request. Malformed, truncated or
 unknown lines are counted and reported, never fatal.
 """
 
 from __future__ import annotations
 
 import glob
-import json
 import math
-import re
-from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from wf.base.errors import WfError
-from wf.base.fsutil import tail
 from wf.base.homes import claude_roots, codex_home
 from wf.base.stamps import seconds_between
 from wf.cost import prices
-
-SKIP_MODELS = ("<synthetic>",)
-_TS = re.compile(rb'"timestamp":\s*"([^"]+)"')
-
-
-class Req:
-    """One API request, from the largest of its lines."""
-
-    __slots__ = (
-        "agent",
-        "blocks",
-        "chars",
-        "cr",
-        "cw1",
-        "cw5",
-        "final",
-        "inp",
-        "model",
-        "out",
-        "side",
-        "speed",
-        "ts",
-    )
-
-    def __init__(self) -> None:
-        self.inp = self.out = self.cw5 = self.cw1 = self.cr = 0
-        self.model = ""
-        self.final = False
-        self.side = False
-        self.speed = ""
-        self.ts = ""
-        self.agent = ""
-        self.chars = 0
-        self.blocks: set[int] = set()
-
-    @property
-    def total(self) -> int:
-        return self.inp + self.out + self.cw5 + self.cw1 + self.cr
+from wf.cost.transcripts import Req, json_object, numbered_lines, read_claude
+from wf.cost.transcripts import int_of as int_of  # the adapters read their figures with it
 
 
 class CostSource(StrEnum):
@@ -133,193 +94,6 @@ class Cost(NamedTuple):
             "files": self.files,
             **extra,
         }
-
-
-def int_of(v: Any) -> int:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else 0
-
-
-def _lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    with open(path, "rb") as f:
-        yield from enumerate(f)
-
-
-def _object(raw: bytes) -> tuple[dict[str, Any] | None, bool]:
-    """A transcript line as a JSON object, and whether it was damaged (blank lines are not)."""
-    try:
-        obj = json.loads(raw)
-    except ValueError:
-        return None, bool(raw.strip())
-    if not isinstance(obj, dict):
-        return None, True
-    return obj, False
-
-
-def _visible(block: dict[str, Any]) -> int:
-    kind = block.get("type")
-    if kind == "text":
-        return len(str(block.get("text") or ""))
-    if kind == "thinking":
-        return len(str(block.get("thinking") or ""))
-    if kind == "tool_use":
-        tool_input = json.dumps(block.get("input"), separators=(",", ":"), ensure_ascii=False)
-        return len(str(block.get("name") or "")) + len(tool_input)
-    return 0
-
-
-def _signature(block: dict[str, Any]) -> int:
-    """Identity of a content block, to count a block repeated on several lines once."""
-    kind = block.get("type")
-    if kind == "text":
-        return hash(("text", str(block.get("text"))))
-    if kind == "thinking":
-        return hash(("thinking", str(block.get("thinking")), str(block.get("signature"))))
-    if kind == "tool_use" and block.get("id"):
-        return hash(("tool_use", str(block["id"])))
-    return hash(json.dumps(block, sort_keys=True, separators=(",", ":")))
-
-
-class ClaudeFile(NamedTuple):
-    reqs: list[Req]
-    malformed: int
-    first_ts: str
-    last_ts: str
-    agent_outputs: dict[str, int]  # from a parent's toolUseResult: agentId -> output_tokens
-    # the tool's own $ per model for the whole session so far, from its last cost-state
-    # line (Claude Code 2.1.332 writes one after each turn; resumed runs add to it)
-    tool_costs: dict[str, float]
-
-
-def _tool_costs(obj: dict[str, Any]) -> dict[str, float] | None:
-    """The $ per model of a cost-state line, None when it has none to give."""
-    usage = obj.get("modelUsage")
-    if not isinstance(usage, dict):
-        return None
-    out: dict[str, float] = {}
-    for model, u in usage.items():
-        cost = u.get("costUSD") if isinstance(u, dict) else None
-        if (
-            isinstance(cost, (int, float))
-            and not isinstance(cost, bool)
-            and math.isfinite(cost)
-            and cost >= 0
-        ):
-            out[str(model)] = float(cost)
-    return out
-
-
-def read_claude(path: Path) -> ClaudeFile:
-    by_key: dict[tuple[str, str], Req] = {}
-    by_msg: dict[str, list[tuple[str, str]]] = {}
-    malformed = 0
-    first_ts = last_ts = ""
-    agent_outputs: dict[str, int] = {}
-    tool_costs: dict[str, float] = {}
-    for n, raw in _lines(path):
-        # only assistant lines carry usage, only a tool result naming an agent matters, and
-        # the tool's own cost-state (tool results are the largest lines: most are never parsed)
-        if (
-            b'"assistant"' not in raw
-            and not (b'"toolUseResult"' in raw and b'"agentId"' in raw)
-            and b'"cost-state"' not in raw
-        ):
-            # not a request: read without parsing. Its time matters only for the duration:
-            # the first time is taken here, the last from the file's tail (below).
-            if not first_ts:
-                m = _TS.search(raw)
-                if m:
-                    first_ts = m.group(1).decode("utf-8", "replace")
-            # every line Claude Code writes is an object starting with a key: anything else is
-            # damaged (checked without copying the line, which can be megabytes)
-            if not (raw.startswith(b'{"') and raw.endswith((b"}\n", b"}", b"}\r\n"))) and raw.strip():
-                malformed += 1
-            continue
-        obj, damaged = _object(raw)
-        malformed += damaged
-        if obj is None:
-            continue
-        ts = obj.get("timestamp")
-        if isinstance(ts, str) and ts:
-            first_ts = first_ts or ts
-            last_ts = max(last_ts, ts)
-        kind = obj.get("type")
-        if kind == "cost-state":
-            found = _tool_costs(obj)
-            tool_costs = found if found is not None else tool_costs
-            continue
-        if kind == "user":
-            tur = obj.get("toolUseResult")
-            if isinstance(tur, dict) and tur.get("agentId") and isinstance(tur.get("usage"), dict):
-                figure = tur["usage"].get("output_tokens")
-                if isinstance(figure, int) and not isinstance(figure, bool) and figure >= 0:
-                    agent_outputs[str(tur["agentId"])] = figure
-            continue
-        if kind != "assistant" or obj.get("isApiErrorMessage"):
-            continue
-        msg = obj.get("message")
-        if not isinstance(msg, dict) or not isinstance(msg.get("usage"), dict):
-            continue
-        model = str(msg.get("model") or "")
-        if model in SKIP_MODELS:
-            continue
-        usage = msg["usage"]
-        mid = str(msg.get("id") or "")
-        key = (mid, str(obj.get("requestId") or "")) if mid else (f"line-{n}", "")
-        req = by_key.get(key)
-        if req is None:
-            req = by_key[key] = Req()
-            if mid:
-                by_msg.setdefault(mid, []).append(key)
-        cc = usage.get("cache_creation")
-        cw = int_of(usage.get("cache_creation_input_tokens"))
-        if isinstance(cc, dict):
-            cw5, cw1 = (
-                int_of(cc.get("ephemeral_5m_input_tokens")),
-                int_of(cc.get("ephemeral_1h_input_tokens")),
-            )
-        else:
-            cw5, cw1 = cw, 0
-        inp, out, cr = (
-            int_of(usage.get("input_tokens")),
-            int_of(usage.get("output_tokens")),
-            int_of(usage.get("cache_read_input_tokens")),
-        )
-        if inp + out + cw5 + cw1 + cr >= req.total:
-            req.inp, req.out, req.cw5, req.cw1, req.cr = inp, out, cw5, cw1, cr
-            req.model = model or req.model
-            req.speed = str(usage.get("speed") or "")
-            req.side = bool(obj.get("isSidechain"))
-            req.ts = str(ts or req.ts)
-            req.agent = str(obj.get("agentId") or req.agent)
-        if msg.get("stop_reason") is not None:
-            req.final = True
-        content = msg.get("content")
-        for block in content if isinstance(content, list) else []:
-            if isinstance(block, dict):
-                sig = _signature(block)
-                if sig not in req.blocks:
-                    req.blocks.add(sig)
-                    req.chars += _visible(block)
-    tail = _last_timestamp(path)
-    if tail:
-        last_ts = max(last_ts, tail)
-    # A message copied into a sidechain under another requestId counts once, as itself.
-    for keys in by_msg.values():
-        if len(keys) > 1 and any(not by_key[k].side for k in keys):
-            for k in keys:
-                if by_key[k].side:
-                    del by_key[k]
-    return ClaudeFile(list(by_key.values()), malformed, first_ts, last_ts, agent_outputs, tool_costs)
-
-
-def _last_timestamp(path: Path, window: int = 1 << 16) -> str:
-    """The last ``timestamp`` in the file, from its tail (transcripts are written in order)."""
-    try:
-        chunk = tail(path, window)
-    except OSError:
-        return ""
-    found = _TS.findall(chunk)
-    return found[-1].decode("utf-8", "replace") if found else ""
 
 
 def _dur(first: str, last: str) -> float | None:
@@ -450,8 +224,8 @@ def codex_cost(path: Path) -> Cost:
     inp = cached = out = turns = 0
     malformed = 0
     first = last = ""
-    for _, raw in _lines(path):
-        obj, damaged = _object(raw)
+    for _, raw in numbered_lines(path):
+        obj, damaged = json_object(raw)
         malformed += damaged
         if obj is None:
             continue

@@ -2,39 +2,30 @@
 git's lock files disagree, one finding each; ``--fix`` repairs what is safe to repair.
 
 Nothing with work in it is ever removed: an unmerged branch, a dirty tree and a folder
-git does not know are reported, not touched.
+git does not know are reported, not touched. The worker tools are checked first
+(wf/doctor/tools.py), then the state files, then each check of CHECKS.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from wf.base.errors import WfError
 from wf.base.lock import project_lock
 from wf.base.project import Project
+from wf.doctor.findings import Finding as Finding  # lanes.py imports it from here
+from wf.doctor.tools import adapter_findings
+from wf.doctor.tools import help_options as help_options  # the tests check flags with it
 from wf.tasks import backlog as backlogmod
 from wf.tasks.backlog import Backlog
 from wf.trees import gitops, treeadmin, worktrees
 from wf.workers import procs
 
 STALE_LOCK_AGE = 60.0
-
-
-class Finding(NamedTuple):
-    kind: str
-    subject: str
-    message: str
-    level: str  # "problem" or "info"
-    fixed: bool = False
-
-    def __str__(self) -> str:
-        state = " [fixed]" if self.fixed else " (info)" if self.level == "info" else ""
-        return f"{self.kind}: {self.subject}: {self.message}{state}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return self._asdict()
 
 
 def _git_dir(project: Project) -> Path:
@@ -57,140 +48,6 @@ def stale_locks(project: Project, now: float | None = None) -> list[Path]:
     if old and procs.git_processes(project.root):
         return []
     return old
-
-
-def help_options(text: str) -> set[str]:
-    """The option tokens a --help text lists (``--allowedTools``, ``-m``), exactly."""
-    from wf.adapters.base import help_options as listed
-
-    return listed(text)
-
-
-def adapter_findings(project: Project) -> list[Finding]:
-    """Which worker tools are installed, their versions, default stall and timeout,
-    the flags wf passes that a subcommand's own --help lacks (by exact option token),
-    whether each installed tool is logged in (a problem when a lane uses it), and each
-    lane's model, effort and tool access checked against its adapter. A tool newer than
-    the newest version wf was tested with is worth knowing; a claude too old for the
-    cloud lane is a problem when the lane is on."""
-    import subprocess
-
-    from wf import adapters
-    from wf.adapters import versions
-    from wf.workers.supervise import tool_version
-
-    lanes = project.config.lanes
-    used = {ln.adapter for ln in lanes}
-    out = []
-    for a in adapters.ADAPTERS.values():
-        if a.name == "cmd":
-            continue
-        users = sorted(ln.name for ln in lanes if ln.adapter == a.name)
-        path = a.executable()
-        if path is None:
-            level = "problem" if a.name in used else "info"
-            why = f"not installed (lanes {', '.join(users)} use it)" if users else "not installed"
-            why += f"; install: {a.install}"
-            out.append(Finding("adapter", a.name, why, level))
-            continue
-        answer = tool_version(a)
-        version = answer or "version unknown"
-        newer = versions.newer_than_tested(a.name, answer)
-        if newer is not None:
-            tested = versions.TESTED[a.name][1]
-            why = (
-                f"{newer} is newer than {tested}, the newest version wf was tested with: its flags "
-                "and events may have moved (docs/lanes-and-workers.md, Versions: run the real-binary "
-                "tests on it)"
-            )
-            out.append(Finding("adapter", a.name, why, "info"))
-        if a.name == "claude" and project.config.cloud:
-            too_old = versions.cloud_problem(answer)
-            if too_old is not None:
-                fix = f"update it: {a.install} (>= {versions.CLOUD_MIN_CLAUDE})"
-                out.append(Finding("cloud", "claude", f"{too_old}; {fix}", "problem"))
-        missing = []
-        for argv, flags in a.help_probes:
-            try:
-                p = subprocess.run(
-                    list(argv), capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
-                )
-                listed = help_options(p.stdout + p.stderr)
-            except (OSError, subprocess.TimeoutExpired):
-                listed = set()
-            lacks = [f for f in flags if f not in listed]
-            if lacks:
-                missing.append(f"`{' '.join(argv)}` lacks {' '.join(lacks)}")
-        limits = f"stall {a.default_stall:g}s, timeout {a.default_timeout:g}s"
-        if missing:
-            fix = f"update it: {a.install}@latest"
-            out.append(
-                Finding(
-                    "adapter",
-                    a.name,
-                    f"{version} at {path} ({limits}); {'; '.join(missing)}; {fix}",
-                    "problem",
-                )
-            )
-        else:
-            out.append(Finding("adapter", a.name, f"{version} at {path} ({limits})", "info"))
-        # every installed tool's login: a problem for one a lane uses, else worth knowing
-        model = next((adapters.lane_model_for(ln, a.name) for ln in lanes if ln.adapter == a.name), None)
-        state, words = a.login(model)
-        said = f" ({words})" if words else ""
-        if state is False:
-            level = "problem" if users else "info"
-            out.append(Finding("login", a.name, f"not logged in{said}: {a.login_fix}", level))
-        elif state is True:
-            out.append(Finding("login", a.name, f"logged in{said}", "info"))
-        elif users:
-            out.append(Finding("login", a.name, f"cannot tell whether it is logged in{said}", "info"))
-    for ln in lanes:
-        for prob in adapters.lane_problems(ln):
-            out.append(Finding("lane", ln.name, f"{prob.message}; {prob.fix}", "problem"))
-    out += prompt_findings(project, "claude" in used)
-    return out
-
-
-def claude_settings_files(project: Project) -> list[Path]:
-    """The settings files a claude worker in this project reads that wf can read too:
-    the project's shared and local ones, and the user's (``$CLAUDE_CONFIG_DIR``)."""
-    import os
-
-    config = Path(os.environ.get("CLAUDE_CONFIG_DIR", "").split(",")[0] or Path.home() / ".claude")
-    folder = project.root / ".claude"
-    return [folder / "settings.json", folder / "settings.local.json", config / "settings.json"]
-
-
-def prompt_findings(project: Project, used: bool) -> list[Finding]:
-    """Settings that would stop a headless claude worker at a prompt nobody answers: a
-    ``permissions.ask`` rule (claude asks even where the argv grants the call; in print
-    mode the call is refused, or, without --permission-prompts none, it may wait). A
-    problem when a lane runs claude, else worth knowing. What wf cannot read (managed
-    settings, claude's own record of trusted folders) is not judged."""
-    import json
-
-    out = []
-    for path in claude_settings_files(project):
-        try:
-            data = json.loads(path.read_text("utf-8"))
-        except (OSError, ValueError):
-            continue
-        perms = data.get("permissions") if isinstance(data, dict) else None
-        ask = perms.get("ask") if isinstance(perms, dict) else None
-        if isinstance(ask, list) and ask:
-            rules = ", ".join(str(r) for r in ask[:5]) + (f" and {len(ask) - 5} more" if len(ask) > 5 else "")
-            out.append(
-                Finding(
-                    "grants",
-                    str(path),
-                    f"permissions.ask {rules}: a headless claude worker is never asked, so such a call is "
-                    "refused (claude without --permission-prompts none may wait for an answer instead); "
-                    "move the rules a worker needs to permissions.allow, or grant them to the lane",
-                    "problem" if used else "info",
-                )
-            )
-    return out
 
 
 def _free_branch(project: Project, branch: str, user: Path | None, bl: Backlog) -> bool:
@@ -334,155 +191,204 @@ def _log_lines(project: Project, path: Path) -> None:
         raise recstore.CorruptRecord(path, "; ".join(faults))
 
 
+@dataclass(frozen=True)
+class Scan:
+    """What every check of a git project reads: taken once, before any check repairs."""
+
+    project: Project
+    fix: bool
+    bl: Backlog
+    main: str  # the main branch
+    main_sha: str
+    regs: list[gitops.WorktreeEntry]  # git's worktrees
+    open_ids: set[str]  # the tasks of TASKS.md
+    archived: set[str]  # the tasks of the archive
+
+    @property
+    def root(self) -> Path:
+        return self.project.root
+
+
 def run(project: Project, *, fix: bool = False, adapters: bool = True) -> list[Finding]:
+    """Every finding, in order: the tools, the state files, then (in a git repository)
+    each check of CHECKS, stopping after the tree records when they cannot be trusted."""
     out: list[Finding] = adapter_findings(project) if adapters else []
     out += state_findings(project, fix=fix)
     if not project.is_git:
         return [*out, Finding("repo", str(project.root), "not a git repository", "info")]
-    root = project.root
     bl = backlogmod.load(project)
-    open_ids = bl.doc.ids()
-    archived = bl.archive.ids()
-    lanes = {ln.name for ln in project.config.lanes}
     main = worktrees.main_branch(project)
+    root = project.root
     main_sha = gitops.rev(root, main) or main
+    scan = Scan(project, fix, bl, main, main_sha, gitops.worktrees(root), bl.doc.ids(), bl.archive.ids())
+    for check in CHECKS:
+        out += check(scan)
+        if check is bad_records and not fix and worktrees.corrupt_records(project):
+            break  # the checks below read every tree record: fix these first (wf doctor --fix)
+    return out
 
-    for lock in stale_locks(project):
-        if fix:
+
+def stale_lock_findings(scan: Scan) -> list[Finding]:
+    """git lock files left by a git that died (--fix removes them)."""
+    out = []
+    for lock in stale_locks(scan.project):
+        if scan.fix:
             lock.unlink(missing_ok=True)
         age = int(time.time() - lock.stat().st_mtime) if lock.exists() else 0
-        out.append(
-            Finding(
-                "stale-lock",
-                str(lock.relative_to(root)),
-                f"left by a git that died (age {age}s)",
-                "problem",
-                fix,
-            )
-        )
-    git_dir = Path(gitops.out(root, "rev-parse", "--absolute-git-dir").strip())
-    for stray in gitops.stale_indexes(git_dir):  # a wf killed inside an archive commit
-        if fix:
+        where = str(lock.relative_to(scan.root))
+        out.append(Finding("stale-lock", where, f"left by a git that died (age {age}s)", "problem", scan.fix))
+    return out
+
+
+def stale_index_findings(scan: Scan) -> list[Finding]:
+    """Temporary indexes of a wf killed inside an archive commit (--fix removes them)."""
+    out = []
+    git_dir = Path(gitops.out(scan.root, "rev-parse", "--absolute-git-dir").strip())
+    for stray in gitops.stale_indexes(git_dir):
+        if scan.fix:
             stray.unlink(missing_ok=True)
-        out.append(
-            Finding(
-                "stale-index",
-                stray.name,
-                "a temporary index left by a killed wf" + ("" if fix else " (--fix removes it)"),
-                "problem",
-                fix,
-            )
-        )
+        why = "a temporary index left by a killed wf" + ("" if scan.fix else " (--fix removes it)")
+        out.append(Finding("stale-index", stray.name, why, "problem", scan.fix))
+    return out
 
-    regs = gitops.worktrees(root)
-    for e in regs:
+
+def registration_findings(scan: Scan) -> list[Finding]:
+    """Worktrees git registers whose folder is gone (--fix makes git forget them)."""
+    out = []
+    for e in scan.regs:
         if e.prunable and not e.path.exists():
-            fixed = fix and worktrees.forget(project, e.path)
-            out.append(
-                Finding(
-                    "registration",
-                    str(e.path),
-                    "git registers a worktree whose folder is gone",
-                    "problem",
-                    fixed,
-                )
-            )
+            fixed = scan.fix and worktrees.forget(scan.project, e.path)
+            why = "git registers a worktree whose folder is gone"
+            out.append(Finding("registration", str(e.path), why, "problem", fixed))
+    return out
 
+
+def bad_records(scan: Scan) -> list[Finding]:
+    """Tree records that cannot be trusted (--fix moves them aside)."""
     from wf.base import records as recstore
 
-    for bad in worktrees.corrupt_records(project):
+    out = []
+    for bad in worktrees.corrupt_records(scan.project):
         why = bad.why
-        if fix:
+        if scan.fix:
             why += f"; moved to {recstore.move_aside(bad.path).name}"
-        out.append(Finding("record", bad.path.stem, f"tree record cannot be trusted: {why}", "problem", fix))
-    if not fix and worktrees.corrupt_records(project):
-        return out  # the checks below read every tree record: fix these first (wf doctor --fix)
+        out.append(
+            Finding("record", bad.path.stem, f"tree record cannot be trusted: {why}", "problem", scan.fix)
+        )
+    return out
 
-    for name in worktrees.tree_names(project):
-        path = project.worktrees_dir / name
-        rec = worktrees.load_record(project, name)
-        if not path.exists():
-            if rec is not None:
-                if fix:
-                    (project.wf_dir / "wt" / f"{name}.json").unlink(missing_ok=True)
-                what = f"names task {rec.task}" if rec.task else "is free"
-                out.append(Finding("record", name, f"record {what} but the tree is gone", "problem", fix))
-            continue
-        if not (path / ".git").exists():
-            known = any(e.path == path.resolve() for e in regs)
-            repaired = False
-            if fix and known:
-                repaired = worktrees.repair(project, path)
-            if known:
-                msg = "its .git file is missing; git still knows it (--fix restores the link)"
-            else:
-                msg = "its .git is missing and git does not know it: check its files, then remove it by hand"
-            out.append(Finding("tree", name, msg, "problem", repaired))
-            continue
-        if rec is not None and rec.task:
-            hold = worktrees.holder(project, rec, bl)
-            if not hold.holds:
-                done = treeadmin.retire(project, name, bl) if fix else None
-                why = {
-                    "archived": "which is done (archived)",
-                    "gone": "which is in no file",
-                }.get(hold.state, f"which is {hold.state}, no longer claimed")
-                out.append(
-                    Finding(
-                        "record",
-                        name,
-                        f"names task {rec.task}, {why}: the tree is free"
-                        + (f" ({done})" if done else " (--fix releases it)"),
-                        "problem",
-                        done is not None,
-                    )
-                )
 
-    out.append(_backups(project, fix=fix))
+def tree_findings(scan: Scan) -> list[Finding]:
+    """Each tree under the worktrees folder against its record: gone, unlinked from git,
+    or naming a task that no longer holds it."""
+    out = []
+    for name in worktrees.tree_names(scan.project):
+        out += _tree_finding(scan, name)
+    return out
 
+
+def _tree_finding(scan: Scan, name: str) -> list[Finding]:
+    project, fix = scan.project, scan.fix
+    path = project.worktrees_dir / name
+    rec = worktrees.load_record(project, name)
+    if not path.exists():
+        if rec is None:
+            return []
+        if fix:
+            (project.wf_dir / "wt" / f"{name}.json").unlink(missing_ok=True)
+        what = f"names task {rec.task}" if rec.task else "is free"
+        return [Finding("record", name, f"record {what} but the tree is gone", "problem", fix)]
+    if not (path / ".git").exists():
+        known = any(e.path == path.resolve() for e in scan.regs)
+        repaired = worktrees.repair(project, path) if fix and known else False
+        if known:
+            msg = "its .git file is missing; git still knows it (--fix restores the link)"
+        else:
+            msg = "its .git is missing and git does not know it: check its files, then remove it by hand"
+        return [Finding("tree", name, msg, "problem", repaired)]
+    if rec is None or not rec.task:
+        return []
+    hold = worktrees.holder(project, rec, scan.bl)
+    if hold.holds:
+        return []
+    done = treeadmin.retire(project, name, scan.bl) if fix else None
+    why = {
+        "archived": "which is done (archived)",
+        "gone": "which is in no file",
+    }.get(hold.state, f"which is {hold.state}, no longer claimed")
+    said = f" ({done})" if done else " (--fix releases it)"
+    return [
+        Finding(
+            "record",
+            name,
+            f"names task {rec.task}, {why}: the tree is free{said}",
+            "problem",
+            done is not None,
+        )
+    ]
+
+
+def backup_findings(scan: Scan) -> list[Finding]:
+    return [_backups(scan.project, fix=scan.fix)]
+
+
+def branch_findings(scan: Scan) -> list[Finding]:
+    """Each lane's <lane>/<id> branches against their tasks: merged and done (--fix
+    deletes them), unmerged work of a done task, merged but not archived, no task, no tree."""
+    project, bl = scan.project, scan.bl
     held = {
         r.branch for r in worktrees.records(project) if r.branch and worktrees.holder(project, r, bl).holds
     }
-    regs = gitops.worktrees(root)
-    for lane in sorted(lanes):
-        for branch in gitops.branches(root, f"{lane}/*"):
-            try:
-                _, task_id = worktrees.parse_branch(branch)
-            except Exception:
-                out.append(Finding("branch", branch, "not a <lane>/<id> name wf would make", "info"))
-                continue
-            tip = gitops.rev(root, branch) or ""
-            merged = gitops.is_ancestor(root, tip, main_sha)
-            if task_id in archived and merged:
-                user = next((e.path for e in regs if e.branch == branch), None)
-                fixed = False
-                msg = f"task done and merged into {main}; safe to delete"
-                if fix:
-                    fixed = _free_branch(project, branch, user, bl)
-                    if not fixed and user is not None:
-                        msg += (
-                            f"; not fixed: checked out in {user}, which has uncommitted changes or is in use"
-                        )
-                out.append(Finding("branch", branch, msg, "problem", fixed))
-            elif task_id in archived:
-                out.append(
-                    Finding(
-                        "branch",
-                        branch,
-                        f"task archived but the branch has commits not in {main}; wf never deletes "
-                        f"unmerged work: merge it (wf merge {branch}) or delete it by hand (git branch -D)",
-                        "problem",
-                    )
-                )
-            elif task_id in open_ids and merged and (made := gitops.find_merge_of(root, main_sha, tip)):
-                out.append(_unarchived(project, bl, task_id, branch, made, fix=fix))
-            elif task_id not in open_ids:
-                out.append(
-                    Finding("branch", branch, "no task with this id in TASKS.md or the archive", "info")
-                )
-            elif branch not in held and not any(e.branch == branch for e in regs):
-                out.append(
-                    Finding("branch", branch, "task branch with no tree (wf wt add or wf merge)", "info")
-                )
-
+    regs = gitops.worktrees(scan.root)  # again: the checks above may have repaired some
+    out = []
+    for lane in sorted({ln.name for ln in project.config.lanes}):
+        for branch in gitops.branches(scan.root, f"{lane}/*"):
+            finding = _branch_finding(scan, branch, held, regs)
+            if finding is not None:
+                out.append(finding)
     return out
+
+
+def _branch_finding(
+    scan: Scan, branch: str, held: set[str], regs: list[gitops.WorktreeEntry]
+) -> Finding | None:
+    project, root, main = scan.project, scan.root, scan.main
+    try:
+        _, task_id = worktrees.parse_branch(branch)
+    except Exception:
+        return Finding("branch", branch, "not a <lane>/<id> name wf would make", "info")
+    archived, open_ids = scan.archived, scan.open_ids
+    tip = gitops.rev(root, branch) or ""
+    merged = gitops.is_ancestor(root, tip, scan.main_sha)
+    if task_id in archived and merged:
+        user = next((e.path for e in regs if e.branch == branch), None)
+        fixed = scan.fix and _free_branch(project, branch, user, scan.bl)
+        msg = f"task done and merged into {main}; safe to delete"
+        if scan.fix and not fixed and user is not None:
+            msg += f"; not fixed: checked out in {user}, which has uncommitted changes or is in use"
+        return Finding("branch", branch, msg, "problem", fixed)
+    if task_id in archived:
+        why = (
+            f"task archived but the branch has commits not in {main}; wf never deletes "
+            f"unmerged work: merge it (wf merge {branch}) or delete it by hand (git branch -D)"
+        )
+        return Finding("branch", branch, why, "problem")
+    if task_id in open_ids and merged and (made := gitops.find_merge_of(root, scan.main_sha, tip)):
+        return _unarchived(project, scan.bl, task_id, branch, made, fix=scan.fix)
+    if task_id not in open_ids:
+        return Finding("branch", branch, "no task with this id in TASKS.md or the archive", "info")
+    if branch not in held and not any(e.branch == branch for e in regs):
+        return Finding("branch", branch, "task branch with no tree (wf wt add or wf merge)", "info")
+    return None
+
+
+# The checks of a git project, in the order they run (and their findings are listed).
+CHECKS: tuple[Callable[[Scan], list[Finding]], ...] = (
+    stale_lock_findings,
+    stale_index_findings,
+    registration_findings,
+    bad_records,
+    tree_findings,
+    backup_findings,
+    branch_findings,
+)

@@ -25,6 +25,26 @@ class Outcome(NamedTuple):
     skipped: list[retrymod.Skip]  # what did not, and why
     completed: bool  # False: interrupted (Ctrl-C, SIGTERM)
 
+    @property
+    def code(self) -> int:
+        """The exit code: 130 interrupted; 4 when a unit that ran is not done, or one was
+        left undone (given up, corrupt, running elsewhere: a person must look); else 0."""
+        if not self.completed:
+            return 130
+        if any(u.state != "done" for u in self.units) or any(not s.done for s in self.skipped):
+            return 4
+        return 0
+
+    def as_json(self) -> dict[str, Any]:
+        """What ``wf run --json`` and ``wf runs retry --json`` print."""
+        return {
+            "run": self.run,
+            "code": self.code,
+            "completed": self.completed,
+            "units": [u.status for u in self.units],
+            "skipped": [s._asdict() for s in self.skipped],
+        }
+
 
 def cost_record(project: Project, st: dict[str, Any]) -> dict[str, Any] | None:
     """The cost line of a fan-out unit (kind run, with its run and unit ids)."""

@@ -5,14 +5,18 @@ Made from status.json at the edge; nothing branches on these strings."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wf.base.errors import WfError
 from wf.base.stamps import parse_utc
 from wf.workers import runs
 
 if TYPE_CHECKING:
+    from wf.base.project import Project
     from wf.cost.usage import CostSource
+    from wf.fanout.watch import Watch
 
 GROWING_S = 3.0  # a log that changed this recently counts as growing
 
@@ -192,3 +196,105 @@ def total_line(run: str, statuses: list[dict[str, Any]]) -> str:
     if cost is not None:
         line += f", {cost} in all"
     return line
+
+
+# ---------------------------------------------------------------- what the run commands show
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run of ``wf runs``: how many units, how many in each state."""
+
+    run: str
+    units: int
+    states: dict[str, int]  # state -> units, in the order of the states' names
+
+    def as_json(self) -> dict[str, Any]:
+        return {"run": self.run, "units": self.units, "states": self.states}
+
+    def line(self) -> str:
+        summary = " ".join(f"{k}={v}" for k, v in self.states.items())
+        return f"{self.run}  {self.units} units  {summary}"
+
+
+def recent_runs(project: Project, count: int) -> list[RunSummary]:
+    """The ``count`` newest runs, newest first."""
+    out = []
+    for name, _mtime in runs.all_runs(project)[:count]:
+        units = runs.units(project, name)
+        states: dict[str, int] = {}
+        for u in units:
+            states[str(u.get("state"))] = states.get(str(u.get("state")), 0) + 1
+        out.append(RunSummary(name, len(units), dict(sorted(states.items()))))
+    return out
+
+
+def unit_lines(project: Project, run: str, statuses: list[dict[str, Any]]) -> list[str]:
+    """Each unit's line, a running one with its activity (``wf monitor``)."""
+    return [unit_line(st, runs.unit_dir(project, run, str(st["unit"]))) for st in statuses]
+
+
+def status_lines(project: Project, run: str, statuses: list[dict[str, Any]]) -> list[str]:
+    """Each unit's line with a preview of its answer (``wf runs status``)."""
+    out = []
+    for st in statuses:
+        folder = runs.unit_dir(project, run, str(st["unit"]))
+        answer = runs.read_output(folder)
+        out.append(f"{unit_line(st, folder)}  {runs.preview(answer) if answer else ''}".rstrip())
+    return out
+
+
+def unit_file(project: Project, run: str, unit: str, *, log: bool = False) -> str:
+    """A unit's answer (output.txt), or with ``log`` its raw stream (worker.log)."""
+    folder = runs.unit_dir(project, run, unit)
+    if runs.read_status(folder) is None:
+        raise WfError(f"no unit {unit} in run {run}")
+    name = "worker.log" if log else "output.txt"
+    try:
+        return (folder / name).read_text("utf-8", errors="replace")
+    except OSError:
+        raise WfError(f"unit {unit} has no {name} yet") from None
+
+
+def watching(project: Project, run: str, watched: list[str] | None) -> str:
+    """What a monitor watches, for its first line (None: every unit of the run)."""
+    if watched is None:
+        from wf.fanout.watch import every_unit
+
+        names = every_unit(project, run)
+        return f"every unit ({', '.join(names) if names else 'none yet'})"
+    return ", ".join(watched) if watched else "nothing (no unit is running)"
+
+
+def monitor_json(run: str, result: Watch) -> dict[str, Any]:
+    """What ``wf monitor --json`` prints."""
+    return {
+        "run": run,
+        "code": result.code,
+        "watching": result.watched,
+        "lost": result.lost,
+        "units": result.units,
+    }
+
+
+def outputs(project: Project, run: str, statuses: list[dict[str, Any]]) -> dict[str, str]:
+    """Each unit's answer, by unit."""
+    return {
+        str(st["unit"]): runs.read_output(runs.unit_dir(project, run, str(st["unit"]))) for st in statuses
+    }
+
+
+def gather_json(run: str, result: Watch, answers: dict[str, str]) -> dict[str, Any]:
+    """What ``wf gather --json`` prints: each unit's status with its answer."""
+    units = [{**st, "output": answers[str(st["unit"])]} for st in result.units]
+    return {"run": run, "code": result.code, "lost": result.lost, "units": units}
+
+
+def landed_line(st: dict[str, Any]) -> str:
+    """What ``wf gather`` prints as a unit lands."""
+    return f"DONE {st['unit']} {describe(st)}{' FALLBACK' if st.get('fallback') else ''}"
+
+
+def answer_header(st: dict[str, Any]) -> str:
+    """The line above a unit's answer in ``wf gather``."""
+    return f"== {st['unit']} ({describe(st)}{', FALLBACK' if st.get('fallback') else ''})"

@@ -163,6 +163,20 @@ def wait_for_run(project: Project, run: str, timeout: float | None, interval: fl
     return True
 
 
+def wait_for_start(
+    project: Project, run: str, timeout: float, on_wait: Callable[[], None] | None = None
+) -> float | None:
+    """Wait for ``run`` to start (calling ``on_wait`` first, if it has not): the seconds
+    of ``timeout`` left for what follows (one timeout for both waits), None if it never did."""
+    began = time.monotonic()
+    if not runs.run_dir(project, run).is_dir():
+        if on_wait is not None:
+            on_wait()
+        if not wait_for_run(project, run, timeout):
+            return None
+    return max(0.0, timeout - (time.monotonic() - began))
+
+
 def monitor(
     project: Project,
     run: str,

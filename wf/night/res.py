@@ -18,8 +18,9 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 
@@ -145,47 +146,20 @@ def _supervise(
     on_sample: Callable[[Job], None] | None,
     stdin: Path | None = None,
 ) -> Job:
-    limits = job.limits
-    stop_sig: list[int] = []
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        stop_sig.append(signum)
-
-    in_main = threading.current_thread() is threading.main_thread()
-    old = {}
-    if in_main:
-        old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    procs.become_subreaper()
-    procs.tree_usage([])  # imports psutil now: a short job's first samples must not wait for it
-    if plan.cgroup:
-        resbackend.cgroup_make(plan.cgroup, limits)
-
-    def preexec() -> None:
+    """Start the command, sample it to its end or its limit, end its tree, and record
+    how it ended."""
+    with _stop_signals() as stop_sig:
+        procs.become_subreaper()
+        procs.tree_usage([])  # imports psutil now: a short job's first samples must not wait for it
         if plan.cgroup:
-            resbackend.cgroup_join(plan.cgroup)
-        if limits.cpus and plan.backend is Backend.WATCHDOG:
-            resbackend.pin(limits.cpus)
-
-    child_env = dict(os.environ if env is None else env, **{TOKEN_VAR: job.token, JOB_VAR: job.id})
-    usage0 = _children_usage()
-    maxrss0 = _children_maxrss()  # a max over every child ever: counts only if the job passes it
-    t0 = time.monotonic()
-    save(job)
-    try:
+            resbackend.cgroup_make(plan.cgroup, job.limits)
+        child_env = dict(os.environ if env is None else env, **{TOKEN_VAR: job.token, JOB_VAR: job.id})
+        start = _Start.now()
+        save(job)
         try:
-            with open(stdin or os.devnull, "rb") as given:  # the child keeps its own copy
-                proc = subprocess.Popen(
-                    list(plan.argv),
-                    stdin=given if stdin else None,
-                    cwd=job.cwd,
-                    env=child_env,
-                    start_new_session=True,
-                    preexec_fn=preexec if (plan.cgroup or limits.cpus) else None,
-                )
+            proc = _spawn(job, plan, child_env, stdin)
         except OSError as e:
-            code = EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_CANNOT_RUN
-            job = replace(job, state=State.FAILED, exit=code, end=now_iso(), dur_s=0.0)
-            job = replace(job, notes=(*job.notes, f"cannot start {plan.argv[0]}: {e.strerror or e}"))
+            job = _cannot_start(job, plan, e)
             finish(job)
             return job
         procs.own_child(proc.pid)
@@ -193,77 +167,163 @@ def _supervise(
         save(job)
         if on_start is not None:
             on_start(job)
-        ended_by: State | None = None
-        last_save = time.monotonic()
-        cpu_live = 0.0
         exited = _ExitWaiter(proc)
-        waits = iter(EARLY_SAMPLES)
-        while True:
-            if exited(next(waits, SAMPLE)):
-                break
-            now = time.monotonic()
-            rss, cpu_live = procs.tree_usage(procs.tree(os.getpid())[1:])
-            if rss > 0:
-                job = replace(job, peak_rss=max(job.peak_rss or 0, rss))
-            procs.reap_orphans()
-            if stop_sig:
-                ended_by = State.KILLED
-            elif limits.mem and rss > limits.mem:
-                ended_by = State.OOM
-            elif limits.for_s and now - t0 >= limits.for_s:
-                ended_by = State.TIMEOUT
-            if ended_by is not None:
-                break
-            if now - last_save >= SAVE_EVERY:
-                job = replace(job, updated=now_iso(), cpu_s=_children_usage() - usage0 + cpu_live)
-                save(job)
-                last_save = now
-            if on_sample is not None:
-                on_sample(job)
+        job, ended_by, cpu_live = _watch(job, exited, start, stop_sig, on_sample)
         exited.close()
-        # end the tree: what the cap or the deadline ended, or what the command left behind
-        grace = 1.0 if ended_by is State.OOM else GRACE
-        procs.kill_tree(proc.pid, job.token, grace=grace, var=TOKEN_VAR, signals=TERM_KILL)
-        for pid in procs.tree(os.getpid())[1:]:
-            procs.kill_tree(pid, None, grace=grace, signals=TERM_KILL)
-        rc = exited.reap()
-        procs.reap_orphans()
+        rc = _end_tree(proc, job, exited, grace=1.0 if ended_by is State.OOM else GRACE)
         peak_cg = 0
         if plan.cgroup:
             oom, peak_cg = resbackend.cgroup_end(plan.cgroup)
             if oom and ended_by is None:
                 ended_by = State.OOM
-        if ended_by is None and plan.backend is Backend.SYSTEMD and limits.mem and rc == -signal.SIGKILL:
+        if ended_by is None and plan.backend is Backend.SYSTEMD and job.limits.mem and rc == -signal.SIGKILL:
             ended_by = State.OOM  # the kernel's OOM killer, inside the scope's MemoryMax
-        if ended_by is None:
-            state = State.DONE if rc == 0 else State.FAILED
-        else:
-            state = ended_by
-        code = rc if rc >= 0 else 128 - rc
-        if state is State.KILLED and stop_sig:
-            code = 128 + stop_sig[0]
-        # a child's maxrss starts at wf's own size (Linux counts the memory it had from
-        # the fork until its exec): only a max above wf's own is the job's
-        maxrss = exited.maxrss if exited.maxrss is not None else _children_maxrss()
-        counts = (exited.maxrss is not None or maxrss > maxrss0) and maxrss > _self_maxrss()
-        peak = max(job.peak_rss or 0, peak_cg, maxrss if counts else 0) or None  # None: no figure seen
-        job = replace(
-            job,
-            state=state,
-            exit=code,
-            end=now_iso(),
-            dur_s=round(time.monotonic() - t0, 2),
-            peak_rss=peak,
-            cpu_s=round(max(_children_usage() - usage0, cpu_live), 2),
-            updated=now_iso(),
-        )
-        if state in (State.OOM, State.TIMEOUT):
-            job = replace(job, exit=exit_code(job))
+        job = _ended(job, ended_by, rc, stop_sig, start, exited, peak_cg, cpu_live)
         finish(job)
         return job
+
+
+@contextmanager
+def _stop_signals() -> Iterator[list[int]]:
+    """SIGTERM, SIGINT and SIGHUP, while the job runs, only noted (in the list given):
+    the watch loop then ends the job as killed. Only the main thread can catch them."""
+    stop_sig: list[int] = []
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop_sig.append(signum)
+
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        yield stop_sig
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+@dataclass(frozen=True)
+class _Start:
+    """What the job's figures are measured from: the children's CPU and peak memory so
+    far (a max over every child ever: it counts only if the job passes it), and the time."""
+
+    cpu: float
+    maxrss: int
+    at: float
+
+    @classmethod
+    def now(cls) -> _Start:
+        return cls(_children_usage(), _children_maxrss(), time.monotonic())
+
+
+def _spawn(
+    job: Job, plan: resbackend.Plan, env: dict[str, str], stdin: Path | None
+) -> subprocess.Popen[bytes]:
+    """The command in a session of its own, in its cgroup or pinned to its CPUs."""
+    limits = job.limits
+
+    def preexec() -> None:
+        if plan.cgroup:
+            resbackend.cgroup_join(plan.cgroup)
+        if limits.cpus and plan.backend is Backend.WATCHDOG:
+            resbackend.pin(limits.cpus)
+
+    with open(stdin or os.devnull, "rb") as given:  # the child keeps its own copy
+        return subprocess.Popen(
+            list(plan.argv),
+            stdin=given if stdin else None,
+            cwd=job.cwd,
+            env=env,
+            start_new_session=True,
+            preexec_fn=preexec if (plan.cgroup or limits.cpus) else None,
+        )
+
+
+def _cannot_start(job: Job, plan: resbackend.Plan, e: OSError) -> Job:
+    """The job of a command that could not be started: 127 not found, else 126."""
+    code = EXIT_NOT_FOUND if isinstance(e, FileNotFoundError) else EXIT_CANNOT_RUN
+    job = replace(job, state=State.FAILED, exit=code, end=now_iso(), dur_s=0.0)
+    return replace(job, notes=(*job.notes, f"cannot start {plan.argv[0]}: {e.strerror or e}"))
+
+
+def _watch(
+    job: Job,
+    exited: _ExitWaiter,
+    start: _Start,
+    stop_sig: list[int],
+    on_sample: Callable[[Job], None] | None,
+) -> tuple[Job, State | None, float]:
+    """Sample the tree until the command exits or a limit ends it: the job with its peak
+    so far, what ended it (None: it exited), and the CPU its live processes used."""
+    limits = job.limits
+    last_save = time.monotonic()
+    cpu_live = 0.0
+    waits = iter(EARLY_SAMPLES)
+    while not exited(next(waits, SAMPLE)):
+        now = time.monotonic()
+        rss, cpu_live = procs.tree_usage(procs.tree(os.getpid())[1:])
+        if rss > 0:
+            job = replace(job, peak_rss=max(job.peak_rss or 0, rss))
+        procs.reap_orphans()
+        if stop_sig:
+            return job, State.KILLED, cpu_live
+        if limits.mem and rss > limits.mem:
+            return job, State.OOM, cpu_live
+        if limits.for_s and now - start.at >= limits.for_s:
+            return job, State.TIMEOUT, cpu_live
+        if now - last_save >= SAVE_EVERY:
+            job = replace(job, updated=now_iso(), cpu_s=_children_usage() - start.cpu + cpu_live)
+            save(job)
+            last_save = now
+        if on_sample is not None:
+            on_sample(job)
+    return job, None, cpu_live
+
+
+def _end_tree(proc: subprocess.Popen[bytes], job: Job, exited: _ExitWaiter, grace: float) -> int:
+    """End the tree: what the cap or the deadline ended, or what the command left behind;
+    the command's exit code (as subprocess gives it)."""
+    procs.kill_tree(proc.pid, job.token, grace=grace, var=TOKEN_VAR, signals=TERM_KILL)
+    for pid in procs.tree(os.getpid())[1:]:
+        procs.kill_tree(pid, None, grace=grace, signals=TERM_KILL)
+    rc = exited.reap()
+    procs.reap_orphans()
+    return rc
+
+
+def _ended(
+    job: Job,
+    ended_by: State | None,
+    rc: int,
+    stop_sig: list[int],
+    start: _Start,
+    exited: _ExitWaiter,
+    peak_cg: int,
+    cpu_live: float,
+) -> Job:
+    """The final record: its state and exit code, duration, peak memory and CPU."""
+    state = ended_by if ended_by is not None else State.DONE if rc == 0 else State.FAILED
+    code = rc if rc >= 0 else 128 - rc
+    if state is State.KILLED and stop_sig:
+        code = 128 + stop_sig[0]
+    # a child's maxrss starts at wf's own size (Linux counts the memory it had from
+    # the fork until its exec): only a max above wf's own is the job's
+    maxrss = exited.maxrss if exited.maxrss is not None else _children_maxrss()
+    counts = (exited.maxrss is not None or maxrss > start.maxrss) and maxrss > _self_maxrss()
+    peak = max(job.peak_rss or 0, peak_cg, maxrss if counts else 0) or None  # None: no figure seen
+    job = replace(
+        job,
+        state=state,
+        exit=code,
+        end=now_iso(),
+        dur_s=round(time.monotonic() - start.at, 2),
+        peak_rss=peak,
+        cpu_s=round(max(_children_usage() - start.cpu, cpu_live), 2),
+        updated=now_iso(),
+    )
+    if state in (State.OOM, State.TIMEOUT):
+        job = replace(job, exit=exit_code(job))
+    return job
 
 
 class _ExitWaiter:

@@ -17,84 +17,28 @@ from typing import NamedTuple
 
 from wf.base.errors import IssueKind, ParseError, ParseIssue, UnknownTask
 from wf.base.ids import ID_HELP, ID_RE, MODEL_RE, check_id, utc_stamp, valid_id
+from wf.tasks.fields import (
+    EFFORT_RE,
+    FIELD_ORDER,
+    KEYS,
+    PENDING,
+    REPEATABLE,
+    STATES,
+    Status,
+    check_field,
+    dump_fields,
+    parse_status,
+)
 
 _FENCE_OPEN_RE = re.compile(r" {0,3}(`{3,}|~{3,})(.*?)\r?\n?")
 _FENCE_CLOSE_RE = re.compile(r" {0,3}(`{3,}|~{3,})[ \t]*\r?\n?")
 _INDENTED_H2_RE = re.compile(r" {1,3}##(?:[ \t]|\r?\n?$)")
-_EFFORT_RE = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)")
-
-# Canonical spelling of the known keys; matching ignores case.
-KEYS = {
-    k.lower(): k
-    for k in (
-        "Model",
-        "Lane",
-        "Prio",
-        "Effort",
-        "Done",
-        "After",
-        "Sessions",
-        "Cloud",
-        "Parent",
-        "Status",
-        "Note",
-    )
-}
-REPEATABLE = frozenset({"note"})
-# The order wf writes fields in a task it creates.
-FIELD_ORDER = ("model", "lane", "prio", "effort", "done", "after", "sessions", "cloud", "parent")
-STATES = ("pending", "progress", "awaiting", "blocked", "wip")
 
 
 class Field(NamedTuple):
     key: str  # as written in the file
     value: str
     at: int  # 0-based line index
-
-
-class Status(NamedTuple):
-    state: str  # one of STATES
-    text: str  # the note, question, reason, or "<who> since <time>"
-    who: str = ""
-    since: str = ""
-
-    @property
-    def waits_for(self) -> str | None:
-        """The task id of ``blocked: waits for <id>`` (what a prep batch sets on a task it
-        asked a question about), else None."""
-        if self.state != "blocked":
-            return None
-        head, _, rest = self.text.partition(" ")
-        word, _, tail = rest.partition(" ")
-        if head != "waits" or word != "for":
-            return None
-        tid = tail.strip()
-        return tid if ID_RE.fullmatch(tid) else None
-
-    def __str__(self) -> str:
-        if self.state == "pending":
-            return "pending"
-        label = "in progress" if self.state == "progress" else self.state
-        return f"{label}: {self.text}" if self.text else label
-
-
-PENDING = Status("pending", "")
-
-
-def parse_status(value: str) -> Status | None:
-    """Parse a Status value; None when it is not one of the known forms."""
-    v = value.strip()
-    head, _, rest = v.partition(":")
-    head = head.strip().lower()
-    rest = rest.strip()
-    if head == "pending" and not rest:
-        return PENDING
-    if head == "in progress":
-        who, _, since = rest.partition(" since ")
-        return Status("progress", rest, who.strip(), since.strip())
-    if head in ("awaiting", "blocked", "wip"):
-        return Status(head, rest)
-    return None
 
 
 class Task(NamedTuple):
@@ -149,7 +93,7 @@ class Task(NamedTuple):
     @property
     def effort(self) -> float | None:
         v = self.get("effort")
-        if v is None or not _EFFORT_RE.fullmatch(v.strip()):
+        if v is None or not EFFORT_RE.fullmatch(v.strip()):
             return None
         return float(v)
 
@@ -211,38 +155,6 @@ def content_of(line: str) -> str:
         if line.endswith("\r"):
             line = line[:-1]
     return line
-
-
-def check_field(key: str, value: str) -> str | None:
-    """The error message for a known field's value, or None if it is fine."""
-    v = value.strip()
-    if not v:
-        return f"{KEYS[key]} has no value"
-    if key == "model" and not MODEL_RE.fullmatch(v):
-        return f"bad Model {v!r}"
-    if key == "lane" and not valid_id(v):
-        return f"bad Lane {v!r}: lane names follow the id rules ({ID_HELP})"
-    if key == "prio" and v not in ("0", "1", "2", "3"):
-        return f"bad Prio {v!r}: expected 0, 1, 2 or 3 (0 is most urgent)"
-    if key == "effort" and (not _EFFORT_RE.fullmatch(v) or float(v) <= 0):
-        return f"bad Effort {v!r}: expected a positive number"
-    if key == "after":
-        for part in v.split(","):
-            p = part.strip()
-            if not valid_id(p):
-                return f"bad After {v!r}: expected task ids separated by commas"
-    if key == "sessions" and v.lower() not in ("owner", "solo"):
-        return f"bad Sessions {v!r}: expected owner or solo"
-    if key == "cloud" and v.lower() not in ("yes", "no"):
-        return f"bad Cloud {v!r}: expected yes or no"
-    if key == "parent" and not valid_id(v):
-        return f"bad Parent {v!r}: {ID_HELP}"
-    if key == "status" and parse_status(v) is None:
-        return (
-            f"unknown Status {v!r}: expected 'in progress: <who> since <time>', "
-            "'awaiting: <question>', 'blocked: <why>' or 'wip: <note>' (no Status line = pending)"
-        )
-    return None
 
 
 class TasksFile:
@@ -366,33 +278,10 @@ def _fast_regexes() -> tuple[re.Pattern[str], re.Pattern[str]]:
 
 
 def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
-    issues: list[ParseIssue] = []
-    tasks: list[Task] = []
-    first_line: dict[str, int] = {}
-
-    def issue(
-        index: int, level: str, message: str, task: str | None = None, kind: IssueKind = IssueKind.OTHER
-    ) -> None:
-        issues.append(ParseIssue(path, index + 1, level, message, task, kind))
-
-    fence_char = ""
-    fence_len = 0
-    fence_at = 0
-    hidden_in_fence: list[int] = []
-    # Closed fences that hid '## ' lines: (opened at, closed at, the hidden lines). Legit
-    # in an example, suspect when the file then ends inside a fence (see the end).
-    hid: list[tuple[int, int, list[str]]] = []
-    hidden_heads: list[str] = []
-    # The task being read: (heading line, id, title, pairs, kv, char start) or None.
-    cur: tuple[int, str, str, tuple[tuple[str, str], ...], dict[str, str], int] | None = None
+    st = _ParseState(path)
+    valid_block_re, task_re = _fast_regexes()
     line_no = 0  # 0-based line index of the candidate
     last = 0  # its character offset
-
-    def close(end_line: int, end_char: int) -> None:
-        if cur is not None:
-            tasks.append(Task(cur[1], cur[2], cur[0], end_line, cur[3], cur[4], (cur[5], end_char)))
-
-    valid_block_re, task_re = _fast_regexes()
     for m in _CANDIDATE_RE.finditer(text):
         s = m.start()
         line_no += text.count("\n", last, s)
@@ -403,105 +292,173 @@ def parse_text(text: str, path: str = "TASKS.md") -> TasksFile:
         line_end = len(text) if nl < 0 else nl + 1
         line = text[p:line_end]
         c0 = line[0]
-        if fence_char:
-            m2 = _FENCE_CLOSE_RE.fullmatch(line)
-            if m2 and m2.group(1)[0] == fence_char and len(m2.group(1)) >= fence_len:
-                fence_char = ""
-                if hidden_heads:
-                    hid.append((fence_at, line_no, hidden_heads))
-            elif line.startswith(("## ", "##\t")):
-                hidden_in_fence.append(line_no)
-                hidden_heads.append(line)
-            continue
-        if c0 == "#" and (tm := task_re.match(text, p)) is not None:
-            # The common case in one regex: a well-formed heading and valid known fields.
-            task_id = tm.group(1)
-            title = tm.group(2).strip()
-            if title and task_id not in first_line:
-                close(line_no, s)
-                first_line[task_id] = line_no + 1
-                block = tm.group(3)
-                pairs = field_pairs(block) if block else ()
-                keys = [k.lower() for k, _ in pairs]
-                kv = dict(zip(keys, (v for _, v in pairs), strict=True))
-                if len(kv) != len(keys):
-                    _check_fields(pairs, task_id, line_no + 1, issue)
-                    kv = dict(zip(keys[::-1], (v for _, v in reversed(pairs)), strict=True))
-                cur = (line_no, task_id, title, pairs, kv, s)
-                continue
-        if c0 == "#" or (c0 == " " and line.lstrip(" ").startswith("##")):
-            if c0 == " ":
-                if _INDENTED_H2_RE.match(line):
-                    close(line_no, s)
-                    cur = None
-                    issue(line_no, "error", "indented level-2 heading: a task heading starts at column 1")
-                continue
-            rest = line[2:]
-            if rest[:1] not in (" ", "\t") and content_of(rest) != "":
-                issue(line_no, "warning", "'##' without a space is not a heading; is it a task?")
-                continue
-            close(line_no, s)
-            cur = None
-            head = content_of(rest).strip()
-            task_id, colon, title = head.partition(":")
-            task_id = task_id.strip()
-            title = title.strip()
-            if not colon or not title or not task_id:
-                issue(line_no, "error", "level-2 heading is not a task: expected '## <id>: <title>'")
-                continue
-            if not valid_id(task_id):
-                issue(line_no, "error", f"bad task id {task_id!r}: {ID_HELP}")
-                continue
-            if task_id in first_line:
-                issue(line_no, "error", f"duplicate id {task_id!r} (first at line {first_line[task_id]})")
-                continue
-            first_line[task_id] = line_no + 1
-            fm = _FIELD_BLOCK_RE.match(text, line_end)
-            block = fm.group(0) if fm else ""
-            pairs = field_pairs(block) if block else ()
-            keys = [k.lower() for k, _ in pairs]
-            kv = dict(zip(keys, (v for _, v in pairs), strict=True))
-            if len(kv) != len(keys) or not valid_block_re.fullmatch(block):
-                _check_fields(pairs, task_id, line_no + 1, issue)
-                kv = dict(zip(keys[::-1], (v for _, v in reversed(pairs)), strict=True))
-            cur = (line_no, task_id, title, pairs, kv, s)
-            continue
-        m3 = _FENCE_OPEN_RE.fullmatch(line)
-        if m3 and not (m3.group(1)[0] == "`" and "`" in m3.group(2)):
-            fence_char, fence_len, fence_at = m3.group(1)[0], len(m3.group(1)), line_no
-            hidden_in_fence = []
-            hidden_heads = []
+        if st.fence_char:
+            st.fenced(line, line_no)
+        elif c0 == "#" and (tm := task_re.match(text, p)) is not None and st.well_formed(tm, line_no, s):
+            pass  # the common case in one regex: a well-formed heading and valid known fields
+        elif c0 == "#" or (c0 == " " and line.lstrip(" ").startswith("##")):
+            st.heading(text, line, line_no, s, line_end, valid_block_re)
+        else:
+            st.maybe_fence(line, line_no)
     total = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
-    close(total, len(text))
-    if fence_char:
-        if hidden_in_fence:
-            issue(
-                fence_at,
+    st.close(total, len(text))
+    if st.fence_char:
+        st.unclosed_fence()
+    if "\r" in text:
+        _lone_crs(text, st.tasks, st.issue)
+    st.issues.sort(key=lambda x: x.line)
+    return TasksFile(path, text, st.tasks, st.issues)
+
+
+class _ParseState:
+    """What parse_text has found so far: the tasks and issues, the task being read, and
+    the code fence it is in. Each method reads one kind of candidate line."""
+
+    __slots__ = (
+        "cur",
+        "fence_at",
+        "fence_char",
+        "fence_len",
+        "first_line",
+        "hid",
+        "hidden_heads",
+        "hidden_in_fence",
+        "issues",
+        "path",
+        "tasks",
+    )
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.issues: list[ParseIssue] = []
+        self.tasks: list[Task] = []
+        self.first_line: dict[str, int] = {}
+        self.fence_char = ""
+        self.fence_len = 0
+        self.fence_at = 0
+        self.hidden_in_fence: list[int] = []
+        # Closed fences that hid '## ' lines: (opened at, closed at, the hidden lines). Legit
+        # in an example, suspect when the file then ends inside a fence (see unclosed_fence).
+        self.hid: list[tuple[int, int, list[str]]] = []
+        self.hidden_heads: list[str] = []
+        # The task being read: (heading line, id, title, pairs, kv, char start) or None.
+        self.cur: tuple[int, str, str, tuple[tuple[str, str], ...], dict[str, str], int] | None = None
+
+    def issue(
+        self, index: int, level: str, message: str, task: str | None = None, kind: IssueKind = IssueKind.OTHER
+    ) -> None:
+        self.issues.append(ParseIssue(self.path, index + 1, level, message, task, kind))
+
+    def close(self, end_line: int, end_char: int) -> None:
+        """The task being read ends before this line."""
+        cur = self.cur
+        if cur is not None:
+            self.tasks.append(Task(cur[1], cur[2], cur[0], end_line, cur[3], cur[4], (cur[5], end_char)))
+
+    def fenced(self, line: str, line_no: int) -> None:
+        """A line inside a code fence: the fence's end, or a '## ' line it hides."""
+        m = _FENCE_CLOSE_RE.fullmatch(line)
+        if m and m.group(1)[0] == self.fence_char and len(m.group(1)) >= self.fence_len:
+            self.fence_char = ""
+            if self.hidden_heads:
+                self.hid.append((self.fence_at, line_no, self.hidden_heads))
+        elif line.startswith(("## ", "##\t")):
+            self.hidden_in_fence.append(line_no)
+            self.hidden_heads.append(line)
+
+    def maybe_fence(self, line: str, line_no: int) -> None:
+        """A line that may open a code fence."""
+        m = _FENCE_OPEN_RE.fullmatch(line)
+        if m and not (m.group(1)[0] == "`" and "`" in m.group(2)):
+            self.fence_char, self.fence_len, self.fence_at = m.group(1)[0], len(m.group(1)), line_no
+            self.hidden_in_fence = []
+            self.hidden_heads = []
+
+    def well_formed(self, tm: re.Match[str], line_no: int, s: int) -> bool:
+        """A heading the fast regex matched, with its valid fields: a task, unless its
+        title is empty or its id taken (then False: the slow path says what is wrong)."""
+        task_id = tm.group(1)
+        title = tm.group(2).strip()
+        if not title or task_id in self.first_line:
+            return False
+        self.close(line_no, s)
+        self.start(line_no, s, task_id, title, tm.group(3), None)
+        return True
+
+    def heading(
+        self, text: str, line: str, line_no: int, s: int, line_end: int, valid_block_re: re.Pattern[str]
+    ) -> None:
+        """A level-2 heading (or what looks like one) the fast path did not take: a task,
+        or an issue saying what is wrong with it."""
+        if line[0] == " ":
+            if _INDENTED_H2_RE.match(line):
+                self.close(line_no, s)
+                self.cur = None
+                self.issue(line_no, "error", "indented level-2 heading: a task heading starts at column 1")
+            return
+        rest = line[2:]
+        if rest[:1] not in (" ", "\t") and content_of(rest) != "":
+            self.issue(line_no, "warning", "'##' without a space is not a heading; is it a task?")
+            return
+        self.close(line_no, s)
+        self.cur = None
+        head = content_of(rest).strip()
+        task_id, colon, title = head.partition(":")
+        task_id = task_id.strip()
+        title = title.strip()
+        if not colon or not title or not task_id:
+            self.issue(line_no, "error", "level-2 heading is not a task: expected '## <id>: <title>'")
+        elif not valid_id(task_id):
+            self.issue(line_no, "error", f"bad task id {task_id!r}: {ID_HELP}")
+        elif task_id in self.first_line:
+            first = self.first_line[task_id]
+            self.issue(line_no, "error", f"duplicate id {task_id!r} (first at line {first})")
+        else:
+            fm = _FIELD_BLOCK_RE.match(text, line_end)
+            self.start(line_no, s, task_id, title, fm.group(0) if fm else "", valid_block_re)
+
+    def start(
+        self, line_no: int, s: int, task_id: str, title: str, block: str, valid_re: re.Pattern[str] | None
+    ) -> None:
+        """Start reading task ``task_id`` with its field lines ``block``; unless the fast
+        regex already found them valid (``valid_re`` None), they are checked against
+        ``valid_re``, and what is wrong is said field by field."""
+        self.first_line[task_id] = line_no + 1
+        pairs = field_pairs(block) if block else ()
+        keys = [k.lower() for k, _ in pairs]
+        kv = dict(zip(keys, (v for _, v in pairs), strict=True))
+        if len(kv) != len(keys) or (valid_re is not None and not valid_re.fullmatch(block)):
+            _check_fields(pairs, task_id, line_no + 1, self.issue)
+            kv = dict(zip(keys[::-1], (v for _, v in reversed(pairs)), strict=True))
+        self.cur = (line_no, task_id, title, pairs, kv, s)
+
+    def unclosed_fence(self) -> None:
+        """The file ends inside a code fence: an error if it hides '## ' lines, or if an
+        earlier pair of fences did (one fence too many or too few), else a warning."""
+        if self.hidden_in_fence:
+            self.issue(
+                self.fence_at,
                 "error",
-                f"code fence is never closed, hiding {len(hidden_in_fence)} '## ' line(s) "
-                f"from line {hidden_in_fence[0] + 1} on",
+                f"code fence is never closed, hiding {len(self.hidden_in_fence)} '## ' line(s) "
+                f"from line {self.hidden_in_fence[0] + 1} on",
                 kind=IssueKind.UNCLOSED_FENCE,
             )
-        elif hid:
+        elif self.hid:
             # The fences pair up otherwise than the writer meant (one inserted or deleted
             # fence): an earlier pair hides task headings, and the last fence is left open.
-            opened, closed, heads = hid[0]
+            opened, closed, heads = self.hid[0]
             ids = [h[3:].partition(":")[0].strip() for h in heads[:5]]
             more = f" and {len(heads) - 5} more" if len(heads) > 5 else ""
-            issue(
+            self.issue(
                 opened,
                 "error",
                 f"code fences are out of step: the fence here closes at line {closed + 1} and hides "
                 f"{len(heads)} '## ' line(s) ({', '.join(ids)}{more}), and the fence at line "
-                f"{fence_at + 1} is never closed; is a fence missing or one too many?",
+                f"{self.fence_at + 1} is never closed; is a fence missing or one too many?",
                 kind=IssueKind.UNCLOSED_FENCE,
             )
         else:
-            issue(fence_at, "warning", "code fence is never closed", kind=IssueKind.UNCLOSED_FENCE)
-    if "\r" in text:
-        _lone_crs(text, tasks, issue)
-    issues.sort(key=lambda x: x.line)
-    return TasksFile(path, text, tasks, issues)
+            self.issue(self.fence_at, "warning", "code fence is never closed", kind=IssueKind.UNCLOSED_FENCE)
 
 
 _HIDDEN_RE = re.compile(r"\ufeff? {0,3}(?:##[ \t]|`{3}|~{3})")
@@ -565,24 +522,21 @@ def _check_fields(
             issue(at, "warning", f"unknown field {key!r} (kept as it is)")
 
 
-def dump_fields(values: dict[str, str | None]) -> list[tuple[str, str]]:
-    """Known fields in wf's own order, skipping empty ones."""
-    out = [(KEYS[k], v) for k in FIELD_ORDER if (v := values.get(k))]
-    if values.get("status"):
-        out.append(("Status", values["status"] or ""))
-    return out
-
-
 __all__ = [
+    "FIELD_ORDER",
     "ID_RE",
     "KEYS",
+    "PENDING",
+    "REPEATABLE",
     "STATES",
     "Field",
     "ParseError",
     "Status",
     "Task",
     "TasksFile",
+    "check_field",
     "check_id",
+    "dump_fields",
     "parse",
     "parse_lines",
     "parse_status",
