@@ -107,11 +107,6 @@ def _become(request: dict[str, object], fds: list[int]) -> None:
     os.environ.update(env)
     os.environ.update(added)
     time.tzset()
-    # What wf does to its environment as it is imported, done again for this one (the
-    # server's import did it to the server's): gitops drops GIT_DIR and the like.
-    from wf.trees import gitops
-
-    gitops._scrub_environment()
     # The streams as a new interpreter makes them for these descriptors: the server's
     # own encoding and error handlers (same locale), buffering by what each fd is.
     old = (sys.__stdin__, sys.__stdout__, sys.__stderr__)
