@@ -128,3 +128,16 @@ def parse_status(text: str) -> list[str]:
                 i += 1
         i += 1
     return paths
+
+
+class MergeTree(NamedTuple):
+    tree: str | None  # None on conflict
+    conflicts: list[str]
+
+
+def parse_merge_tree(text: str, clean: bool) -> MergeTree:
+    """``git merge-tree --write-tree --name-only -z``, read (``clean``: it exited 0)."""
+    parts = text.split("\0")
+    if clean:
+        return MergeTree(parts[0].strip(), [])
+    return MergeTree(None, sorted({p for p in parts[1:] if p.strip()}))

@@ -1,21 +1,19 @@
 """Git: the one module that talks to git, and the only one that imports GitPython.
 
 Every git process runs with an argument list (never a shell), no terminal prompts, stdin
-closed, ``LC_ALL=C``/``LANGUAGE=C`` (so its messages are the English ones
-``GitError.reason`` reads) and in a process group of its own (a Ctrl-C reaches wf, which
-lets git finish, never git half-way through a commit). The repository-location variables
-(``GIT_DIR`` and friends) are removed from each git child's environment, never from wf's
-own. ``GIT_CEILING_DIRECTORIES`` is set to the folder above the one a command runs in, and
-that folder must hold its own ``.git``: a worktree whose ``.git`` file vanished can never
-fall through to the main checkout above it. Failures become ``GitError`` carrying the
-argv, exit status and stderr: no GitPython type leaves this module.
+closed, ``LC_ALL=C``/``LANGUAGE=C`` (the English messages ``GitError.reason`` reads) and in
+a process group of its own (a Ctrl-C reaches wf, which lets git finish). The repository-
+location variables (``GIT_DIR`` and friends) are removed from each git child's environment,
+never from wf's own. ``GIT_CEILING_DIRECTORIES`` is the folder above the one a command runs
+in, which must hold its own ``.git``: a worktree whose ``.git`` file vanished never falls
+through to the main checkout above it. Failures become ``GitError`` (argv, exit status,
+stderr): no GitPython type leaves this module.
 
-GitPython is imported on first use (``wf list`` and the other commands that run no git
-never pay its ~50 ms). One ``Repo`` per checkout is kept, and closed at exit (or at the
-end of a ``with session():``) with the ``git cat-file`` processes it keeps. Reads that
-would each cost a git process (a ref, a commit, a file at a commit, the branch checked
-out) are answered by GitPython in-process when the question is one it answers as git
-does; anything else, and anything it cannot answer, is asked of git.
+GitPython is imported on first use (the commands that run no git never pay its ~50 ms).
+One ``Repo`` per checkout is kept, and closed with the ``git cat-file`` processes it keeps
+at exit or at the end of a ``with session():``. A read that would cost a git process (a ref,
+a commit, a file at a commit, the branch checked out) is answered in-process when GitPython
+answers it as git does; anything else, and anything it cannot answer, is asked of git.
 """
 
 from __future__ import annotations
@@ -32,9 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from wf.base.errors import WfError
-from wf.trees.gitfiles import TMP_INDEX, WorktreeEntry, parse_status, parse_worktrees, tmp_index_id
-from wf.trees.gitfiles import dir_size as dir_size
-from wf.trees.gitfiles import stale_indexes as stale_indexes
+from wf.trees import gitfiles
+from wf.trees.gitfiles import MergeTree, WorktreeEntry
+
+dir_size, stale_indexes = gitfiles.dir_size, gitfiles.stale_indexes  # callers' names for them
 
 if TYPE_CHECKING:
     import git
@@ -191,16 +190,18 @@ def _repo(cwd: Path) -> git.Repo | None:
         return repo  # type: ignore[no-any-return]
 
 
+_FORMATS = {"objectformat": "sha1", "refstorage": "files"}
+
+
 def _plain_format(repo: git.Repo) -> bool:
     """SHA-1 objects and refs in files: what GitPython reads (a reftable or SHA-256
     repository is git's to read)."""
     try:
         cfg = repo.config_reader("repository")
-        fmt = cfg.get_value("extensions", "objectformat", "sha1")
-        refs = cfg.get_value("extensions", "refstorage", "files")
+        found = [str(cfg.get_value("extensions", k, v)).lower() for k, v in _FORMATS.items()]
     except Exception:
         return False
-    return str(fmt).lower() == "sha1" and str(refs).lower() == "files"
+    return found == list(_FORMATS.values())
 
 
 def _close(key: str) -> None:
@@ -246,8 +247,8 @@ class _AskGit(Exception):
     """GitPython cannot answer this one as git would: run git."""
 
 
-# a ref name GitPython resolves as git does (no @{...}, no ..; a short hex is git's to
-# resolve: it may be a ref or an abbreviated id), then ^ and ~N, then an optional :path
+# a name GitPython resolves as git does (no @{...}, no ..; an abbreviated id it asks git's
+# cat-file, which also knows a ref of that name), then ^ and ~N, then an optional :path
 _REV = re.compile(r"(?P<name>[A-Za-z0-9_][A-Za-z0-9_./-]*)(?P<ops>(?:\^|~[1-9][0-9]{0,3})*)")
 _HEX = re.compile(r"[0-9a-f]+")
 
@@ -258,8 +259,6 @@ def _plain(spec: str) -> bool:
     if m is None:
         return False
     name = m["name"]
-    if _HEX.fullmatch(name) and len(name) != 40:
-        return False
     if ".." in name or "//" in name or "/." in name or name.endswith(("/", ".", ".lock")):
         return False
     parts = path.split("/")
@@ -484,7 +483,7 @@ def delete_branch(cwd: Path, branch: str) -> None:
 
 def dirty_paths(cwd: Path) -> list[str]:
     """Paths with uncommitted changes, untracked ones included (ignored ones not)."""
-    return parse_status(out(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all"))
+    return gitfiles.parse_status(out(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all"))
 
 
 def changed_paths(cwd: Path, base: str, tip: str) -> dict[str, str]:
@@ -495,21 +494,11 @@ def changed_paths(cwd: Path, base: str, tip: str) -> dict[str, str]:
     return {fields[i + 1]: fields[i] for i in range(0, len(fields) - 1, 2) if fields[i + 1]}
 
 
-class MergeTree(NamedTuple):
-    tree: str | None  # None on conflict
-    conflicts: list[str]
-
-
 def merge_tree(cwd: Path, ours: str, theirs: str) -> MergeTree:
     """Merge two commits in memory (``git merge-tree --write-tree``): nothing in any
     checkout, index or ref changes, whatever the outcome."""
     r = run(cwd, "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", ours, theirs, ok=(0, 1))
-    parts = r.out.split("\0")
-    tree = parts[0].strip()
-    if r.status == 0:
-        return MergeTree(tree, [])
-    conflicts = [p for p in parts[1:] if p.strip()]
-    return MergeTree(None, sorted(set(conflicts)))
+    return gitfiles.parse_merge_tree(r.out, r.status == 0)
 
 
 def commit_files(cwd: Path, branch: str, files: dict[str, str], message: str) -> str:
@@ -522,7 +511,9 @@ def commit_files(cwd: Path, branch: str, files: dict[str, str], message: str) ->
         raise WfError(f"no branch {branch}")
     blobs = {p: run(cwd, "hash-object", "-w", "--stdin", stdin=text).out.strip() for p, text in files.items()}
     entries = [a for p, blob in blobs.items() for a in ("--cacheinfo", f"100644,{blob},{p}")]
-    tmp_index = {"GIT_INDEX_FILE": str(git_dir(cwd) / f"{TMP_INDEX}{tmp_index_id(os.getpid())}")}
+    tmp_index = {
+        "GIT_INDEX_FILE": str(git_dir(cwd) / f"{gitfiles.TMP_INDEX}{gitfiles.tmp_index_id(os.getpid())}")
+    }
     try:
         env_run(cwd, tmp_index, "read-tree", head)
         env_run(cwd, tmp_index, "update-index", "--add", *entries)
@@ -556,7 +547,7 @@ def find_merge_of(cwd: Path, main: str, tip: str) -> str | None:
 
 
 def worktrees(cwd: Path) -> list[WorktreeEntry]:
-    return parse_worktrees(out(cwd, "worktree", "list", "--porcelain", "-z"))
+    return gitfiles.parse_worktrees(out(cwd, "worktree", "list", "--porcelain", "-z"))
 
 
 def worktree_add(cwd: Path, path: Path, branch: str, start: str) -> None:
