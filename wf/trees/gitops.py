@@ -24,7 +24,7 @@ import re
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -249,8 +249,8 @@ class _AskGit(Exception):
 
 # a name GitPython resolves as git does (no @{...}, no ..; an abbreviated id it asks git's
 # cat-file, which also knows a ref of that name), then ^ and ~N, then an optional :path
+_FULL = re.compile(r"[0-9a-f]{40}")
 _REV = re.compile(r"(?P<name>[A-Za-z0-9_][A-Za-z0-9_./-]*)(?P<ops>(?:\^|~[1-9][0-9]{0,3})*)")
-_HEX = re.compile(r"[0-9a-f]+")
 
 
 def _plain(spec: str) -> bool:
@@ -265,9 +265,9 @@ def _plain(spec: str) -> bool:
     return not colon or all(p not in ("", ".", "..") and "\n" not in p and "\0" not in p for p in parts)
 
 
-def _read(cwd: Path, spec: str) -> Any:
-    """GitPython's object for ``spec`` in ``cwd`` (None if it names none); _AskGit when
-    the question is git's to answer."""
+def _answer(cwd: Path, spec: str, then: Callable[[Any], Any]) -> Any:
+    """``then`` of GitPython's object for ``spec`` in ``cwd`` (None if it names none);
+    _AskGit when the question is git's to answer, or GitPython fails to answer it."""
     if not _plain(spec):
         raise _AskGit
     with _lock:
@@ -276,22 +276,30 @@ def _read(cwd: Path, spec: str) -> Any:
             raise _AskGit
         gitmod = _gitpython()[0]
         name = _REV.match(spec)
+        full = name["name"] if name and _FULL.fullmatch(name["name"]) else None
         try:
-            if name is not None and len(name["name"]) == 40 and _HEX.fullmatch(name["name"]):
-                repo.odb.info(bytes.fromhex(name["name"]))  # GitPython takes 000...0 for a commit
-            return repo.rev_parse(spec)
-        except (gitmod.BadName, gitmod.BadObject, KeyError):
-            return None
-        except (gitmod.GitError, ValueError, IndexError, OSError, TypeError):
+            try:
+                if full:  # GitPython takes 000...0 for a commit without asking
+                    repo.odb.info(bytes.fromhex(full))
+                obj = repo.rev_parse(spec)
+            except (gitmod.BadName, gitmod.BadObject, KeyError):
+                return None
+            return then(obj)
+        except Exception:
             repo.odb._git.clear_cache()  # its cat-file may be broken: a fresh one next time
             raise _AskGit from None
+
+
+def _commit_id(obj: Any) -> str | None:
+    while obj.type == "tag":
+        obj = obj.object
+    return str(obj.hexsha) if obj.type == "commit" else None
 
 
 def resolve(cwd: Path, spec: str) -> str | None:
     """The id of the object ``spec`` names (a commit, tree or blob), or None."""
     try:
-        obj = _read(cwd, spec)
-        return None if obj is None else str(obj.hexsha)
+        return _answer(cwd, spec, lambda obj: str(obj.hexsha))  # type: ignore[no-any-return]
     except _AskGit:
         r = run(cwd, "rev-parse", "--verify", "--quiet", spec, ok=(0, 1))
         return (r.out.strip() or None) if r.status == 0 else None
@@ -301,10 +309,7 @@ def rev(cwd: Path, revision: str) -> str | None:
     """The commit ``revision`` names (a tag is followed to its commit), or None: only a
     commit id gets through."""
     try:
-        obj = _read(cwd, revision)
-        while obj is not None and obj.type == "tag":
-            obj = obj.object
-        return str(obj.hexsha) if obj is not None and obj.type == "commit" else None
+        return _answer(cwd, revision, _commit_id)  # type: ignore[no-any-return]
     except _AskGit:
         r = run(cwd, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", ok=(0, 1))
         return (r.out.strip() or None) if r.status == 0 else None
@@ -313,10 +318,9 @@ def rev(cwd: Path, revision: str) -> str | None:
 def read_blob(cwd: Path, blob: str) -> bytes:
     """The bytes of the blob ``blob`` (a full id)."""
     try:
-        obj = _read(cwd, blob)
-        if obj is not None and obj.type == "blob":
-            with _lock:
-                return bytes(obj.data_stream.read())
+        data = _answer(cwd, blob, lambda obj: bytes(obj.data_stream.read()) if obj.type == "blob" else None)
+        if data is not None:
+            return data  # type: ignore[no-any-return]
     except _AskGit:
         pass
     return run(cwd, "cat-file", "blob", blob).out.encode("utf-8", "surrogateescape")
@@ -334,9 +338,7 @@ def subject(cwd: Path, revision: str) -> str | None:
     if sha is None:
         return None
     try:
-        obj = _read(cwd, sha)
-        with _lock:
-            message = str(obj.message)
+        message = str(_answer(cwd, sha, lambda obj: obj.message))
     except _AskGit:
         return out(cwd, "log", "-1", "--format=%s", sha).strip()
     first = message.lstrip("\n").split("\n\n", 1)[0]
@@ -347,15 +349,13 @@ def current_branch(cwd: Path) -> str | None:
     with _lock:
         repo = _repo(Path(cwd))
         try:
-            if repo is not None:
-                try:
-                    ref = str(repo.head.reference.path)
-                except TypeError:  # detached
-                    return None
-                if ref.startswith("refs/heads/"):
-                    return ref.removeprefix("refs/heads/")
-        except (ValueError, OSError):
-            pass
+            ref = None if repo is None else str(repo.head.reference.path)
+        except TypeError:  # detached
+            return None
+        except Exception:  # git says what is wrong with HEAD
+            ref = None
+    if ref is not None and ref.startswith("refs/heads/"):
+        return ref.removeprefix("refs/heads/")
     r = run(cwd, "symbolic-ref", "--quiet", "--short", "HEAD", ok=(0, 1))
     return r.out.strip() if r.status == 0 else None
 
