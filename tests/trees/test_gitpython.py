@@ -243,3 +243,27 @@ def test_a_sha256_repository_is_read_by_git(tmp_path: Path) -> None:
     subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "s"], cwd=r, env=env, check=True)
     head = git(r, "rev-parse", "HEAD").strip()
     assert len(head) == 64 and gitops.rev(r, "main") == head and gitops.subject(r, "main") == "s"
+
+
+ADOPTED = """
+import os
+from pathlib import Path
+from wf.trees import gitops
+from wf.workers import procs
+procs.become_subreaper()
+gitops.rev(Path("."), "main")
+readers = [int(d) for d in os.listdir("/proc") if d.isdigit() and "cat-file" in open(f"/proc/{d}/cmdline").read()
+           and open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1] == str(os.getpid())]
+print(len(readers), sorted(set(readers) & set(procs.adopted())))
+"""
+
+
+def test_the_readers_gitpython_keeps_are_no_strays_of_a_supervisor(tmp_path: Path) -> None:
+    """A supervisor (wf run, wf orch run) records the processes it adopted as strays of its
+    units, and ends them: the cat-file a read left open is its own child, not one of them."""
+    env = dict(os.environ, GIT_AUTHOR_NAME="a", GIT_AUTHOR_EMAIL="a@e.invalid")
+    env.update(GIT_COMMITTER_NAME="a", GIT_COMMITTER_EMAIL="a@e.invalid")
+    _repo(tmp_path / "r", env)
+    p = _py(ADOPTED, tmp_path / "r", env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split(maxsplit=1)[0] != "0" and p.stdout.split(maxsplit=1)[1].strip() == "[]", p.stdout

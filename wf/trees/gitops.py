@@ -10,10 +10,9 @@ through to the main checkout above it. Failures become ``GitError`` (argv, exit 
 stderr): no GitPython type leaves this module.
 
 GitPython is imported on first use (the commands that run no git never pay its ~50 ms).
-One ``Repo`` per checkout is kept, and closed with the ``git cat-file`` processes it keeps
-at exit or at the end of a ``with session():``. A read that would cost a git process (a ref,
-a commit, a file at a commit, the branch checked out) is answered in-process when GitPython
-answers it as git does; anything else, and anything it cannot answer, is asked of git.
+One ``Repo`` per checkout is kept, closed at exit or at the end of a ``with session():``.
+A read that would cost a git process (a ref, a commit, a file at a commit, the branch) is
+answered in-process when GitPython answers it as git does, else asked of git.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from wf.base.errors import WfError
 from wf.trees import gitfiles
 from wf.trees.gitfiles import MergeTree, WorktreeEntry
+from wf.workers import procs
 
 dir_size, stale_indexes = gitfiles.dir_size, gitfiles.stale_indexes  # callers' names for them
 
@@ -128,8 +128,7 @@ def _load() -> tuple[Any, type[Any], type[Any]]:
         wf_git_dir: str | None = None  # set: an object reader of this git folder
 
         def execute(self, command: Any, *args: Any, **kwargs: Any) -> Any:
-            wd = self._working_dir
-            cwd = None if wd is None or self.wf_git_dir else os.fspath(wd)
+            cwd = None if self._working_dir is None or self.wf_git_dir else os.fspath(self._working_dir)
             env = {
                 "GIT_TERMINAL_PROMPT": "0",
                 "GCM_INTERACTIVE": "never",
@@ -137,9 +136,12 @@ def _load() -> tuple[Any, type[Any], type[Any]]:
                 **(kwargs.pop("env", None) or {}),
             }
             kwargs.setdefault("process_group", 0)
-            return super().execute(
+            done = super().execute(
                 _scrubbed(list(command), cwd, self.wf_git_dir, env), *args, env=env, **kwargs
             )
+            if self.wf_git_dir and kwargs.get("as_process"):  # a reader kept open: not a stray
+                procs.own_child(done.proc.pid)  # a supervisor adopted (nor one to reap)
+            return done
 
     class WfRepo(git.Repo):
         GitCommandWrapperType = WfGit
@@ -190,18 +192,16 @@ def _repo(cwd: Path) -> git.Repo | None:
         return repo  # type: ignore[no-any-return]
 
 
-_FORMATS = {"objectformat": "sha1", "refstorage": "files"}
-
-
 def _plain_format(repo: git.Repo) -> bool:
     """SHA-1 objects and refs in files: what GitPython reads (a reftable or SHA-256
     repository is git's to read)."""
+    want = {"objectformat": "sha1", "refstorage": "files"}
     try:
         cfg = repo.config_reader("repository")
-        found = [str(cfg.get_value("extensions", k, v)).lower() for k, v in _FORMATS.items()]
+        found = [str(cfg.get_value("extensions", k, v)).lower() for k, v in want.items()]
     except Exception:
         return False
-    return found == list(_FORMATS.values())
+    return found == list(want.values())
 
 
 def _close(key: str) -> None:
