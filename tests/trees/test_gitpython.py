@@ -245,17 +245,15 @@ def test_a_sha256_repository_is_read_by_git(tmp_path: Path) -> None:
     assert len(head) == 64 and gitops.rev(r, "main") == head and gitops.subject(r, "main") == "s"
 
 
-ADOPTED = """
-import os
-from pathlib import Path
-from wf.trees import gitops
+ADOPTED = (
+    PROBE.split("with gitops.session():")[0]
+    + """
 from wf.workers import procs
 procs.become_subreaper()
 gitops.rev(Path("."), "main")
-readers = [int(d) for d in os.listdir("/proc") if d.isdigit() and "cat-file" in open(f"/proc/{d}/cmdline").read()
-           and open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1] == str(os.getpid())]
-print(len(readers), sorted(set(readers) & set(procs.adopted())))
+print(len(readers()), sorted(set(readers()) & set(procs.adopted())))
 """
+)
 
 
 def test_the_readers_gitpython_keeps_are_no_strays_of_a_supervisor(tmp_path: Path) -> None:
