@@ -180,3 +180,21 @@ def test_wf_list_loads_no_heavy_module(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout
+
+
+def test_commands_that_run_no_git_never_import_gitpython(tmp_path: Path) -> None:
+    """GitPython (~50 ms and a `git version` process) is imported by gitops on first use:
+    the everyday commands that run no git never load it."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "TASKS.md").write_text("# Tasks\n\n## a: A task\nModel: sonnet\nDone: `true`\n")
+    probe = (
+        "import sys\n"
+        "from wf.cli.base import main\n"
+        "for argv in (['ctx', 'a'], ['add', 'B', '--id', 'b', '--model', 'sonnet', '--done', 'true'],\n"
+        "             ['status', 'a', 'progress', 'me'], ['check'], ['done', 'b'], ['list'], ['show', 'a']):\n"
+        "    main(argv)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('git', 'gitdb')))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout

@@ -117,8 +117,8 @@ def test_a_forked_command_names_itself_in_its_records_not_the_server(project: Pa
 
 
 def test_git_location_variables_are_dropped_as_an_exec_drops_them(project: Path) -> None:
-    """wf drops GIT_DIR and the like as it is imported (a hook's or alias's must not
-    point wf's git at another repository); a forked command must drop the caller's."""
+    """A GIT_DIR in wf's environment (a hook's or alias's) must not point wf's git at another
+    repository: wf drops it from each git child's environment, forked or exec'd alike."""
     r = same("wt", "list", cwd=project, env=dict(os.environ, GIT_DIR="/nonexistent/.git"))
     assert r.returncode == 0, r.stderr
 

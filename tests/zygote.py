@@ -113,11 +113,6 @@ def _take_over(request: dict[str, object], fds: list[int]) -> None:
     os.environ.update(env)
     os.environ.update(added)
     time.tzset()
-    # What wf does to its environment as it is imported, done again for this one (the
-    # server's import did it to the server's): gitops drops GIT_DIR and the like.
-    from wf.trees import gitops
-
-    gitops._scrub_environment()
 
 
 def _new_streams() -> None:

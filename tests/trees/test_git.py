@@ -347,6 +347,7 @@ def test_merge_never_overwrites_an_ignored_file(proj: WfRunner) -> None:
 # inside it after main moved but before the real index took the new files, before the
 # tree is detached, before the branch is deleted.
 FAKE_GIT = """#!/bin/sh
+[ "$1" = -C ] && shift 2  # wf's `git -C TREE ...` (it runs in TREE too): the steps match the rest
 hang() {{ echo $$ > "$WF_FAKE_GIT_MARKER"; exec sleep 3600; }}
 case "$WF_FAKE_GIT_STEP:$*" in
   start:merge-tree*) hang ;;
@@ -583,6 +584,7 @@ def test_an_interrupt_lets_a_running_git_finish(tmp_path: Path, monkeypatch: pyt
 
     from wf.trees import gitops
 
+    gitops._execute(tmp_path, ["version"], {}, None)  # GitPython loaded (its import runs `git version`)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     marker = tmp_path / "finished"

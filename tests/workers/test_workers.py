@@ -175,6 +175,21 @@ def test_cmd_output_file_and_env(w: Workers) -> None:
     assert w.output("r1", "k1") == f"answer for P {sid}"
 
 
+def test_a_worker_never_gets_the_git_location_of_whoever_started_wf(w: Workers) -> None:
+    """wf leaves its own environment alone, but a GIT_DIR (or GIT_WORK_TREE, a -c of the git
+    that started wf) must not send a worker's own git to another repository."""
+    script = (
+        "import os; open(os.environ['WF_OUTPUT_FILE'], 'w').write("
+        "' '.join(os.environ.get(v, '-') for v in ('GIT_DIR', 'GIT_WORK_TREE', 'GIT_CONFIG_PARAMETERS', 'KEEP')))"
+    )
+    r = w.run(
+        "dispatch", "r1", "g1", "--adapter", "cmd", "--cmd", f'{sys.executable} -c "{script}"', "--prompt", "P",
+        GIT_DIR="/elsewhere/.git", GIT_WORK_TREE="/elsewhere", GIT_CONFIG_PARAMETERS="'a.b=c'", KEEP="kept",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert w.output("r1", "g1") == "- - - kept"
+
+
 def test_same_unit_twice_is_refused(w: Workers) -> None:
     assert w.run("dispatch", "r1", "u1", "--adapter", "claude", "--prompt", "x").returncode == 0
     r = w.run("dispatch", "r1", "u1", "--adapter", "claude", "--prompt", "x")

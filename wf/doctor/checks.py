@@ -22,7 +22,7 @@ from wf.doctor.tools import adapter_findings
 from wf.doctor.tools import help_options as help_options  # the tests check flags with it
 from wf.tasks import backlog as backlogmod
 from wf.tasks.backlog import Backlog
-from wf.trees import gitops, treeadmin, worktrees
+from wf.trees import gitfiles, gitops, treeadmin, worktrees
 from wf.workers import procs
 
 STALE_LOCK_AGE = 60.0
@@ -200,7 +200,7 @@ class Scan:
     bl: Backlog
     main: str  # the main branch
     main_sha: str
-    regs: list[gitops.WorktreeEntry]  # git's worktrees
+    regs: list[gitfiles.WorktreeEntry]  # git's worktrees
     open_ids: set[str]  # the tasks of TASKS.md
     archived: set[str]  # the tasks of the archive
 
@@ -350,7 +350,7 @@ def branch_findings(scan: Scan) -> list[Finding]:
 
 
 def _branch_finding(
-    scan: Scan, branch: str, held: set[str], regs: list[gitops.WorktreeEntry]
+    scan: Scan, branch: str, held: set[str], regs: list[gitfiles.WorktreeEntry]
 ) -> Finding | None:
     project, root, main = scan.project, scan.root, scan.main
     try:

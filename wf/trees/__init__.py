@@ -1,4 +1,5 @@
-"""Git and the working trees: the one module that runs git (``gitops``), lane worktrees and
+"""Git and the working trees: the one module that runs git and imports GitPython (``gitops``, with
+what it reads without git in ``gitfiles``), lane worktrees and
 remote-less clones (``worktrees``), their admin (``treeadmin``) and the merge that never
 loses a commit (``merge``).
 

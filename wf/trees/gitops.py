@@ -1,45 +1,47 @@
-"""Git: the one module that runs ``git``, as small named helpers.
+"""Git: the one module that talks to git, and the only one that imports GitPython.
 
-Every call runs ``git`` with an argument list (never a shell), no terminal prompts,
-stdin closed, and the repository-location variables (``GIT_DIR`` and friends) removed
-from the environment. ``GIT_CEILING_DIRECTORIES`` is set to the folder above the one a
-command runs in, and that folder must hold its own ``.git``: a worktree whose ``.git``
-file vanished can never fall through to the main checkout above it. Failures become
-``GitError`` carrying the argv, exit status and stderr.
+Every git process runs with an argument list (never a shell), no terminal prompts, stdin
+closed, ``LC_ALL=C``/``LANGUAGE=C`` (the English messages ``GitError.reason`` reads) and in
+a process group of its own (a Ctrl-C reaches wf, which lets git finish). The repository-
+location variables (``GIT_DIR`` and friends) are removed from each git child's environment,
+never from wf's own. ``GIT_CEILING_DIRECTORIES`` is the folder above the one a command runs
+in, which must hold its own ``.git``: a worktree whose ``.git`` file vanished never falls
+through to the main checkout above it. Failures become ``GitError`` (argv, exit status,
+stderr): no GitPython type leaves this module.
 
-git runs through ``subprocess`` directly, the way GitPython's ``Git.execute`` runs it
-(``LC_ALL=C`` and ``LANGUAGE=C`` so its messages are the English ones ``GitError.reason``
-reads, output decoded as UTF-8 with surrogate escapes): that was all wf used GitPython
-for, and importing it cost about 60 ms and a ``git version`` process in every wf
-command that touched git, more than the rest of such a command's start.
+GitPython is imported on first use (the commands that run no git never pay its ~50 ms).
+One ``Repo`` per checkout is kept, closed at exit or at the end of a ``with session():``.
+A read that would cost a git process (a ref, a commit, a file at a commit, the branch) is
+answered in-process when GitPython answers it as git does, else asked of git.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import re
+import shutil
 import subprocess
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from wf.base import pids
 from wf.base.errors import WfError
+from wf.base.gitenv import LOCATION_VARS as _LOCATION_VARS
+from wf.trees import gitfiles
+from wf.trees.gitfiles import MergeTree, WorktreeEntry
+from wf.workers import procs
 
-# Variables that point git at another repository than the folder it runs in.
-_LOCATION_VARS = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_COMMON_DIR",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-    "GIT_QUARANTINE_PATH",
-    "GIT_CEILING_DIRECTORIES",
-    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
-    "GIT_CONFIG_PARAMETERS",  # -c settings of a git that started wf (a hook, an alias)
-    "GIT_CONFIG_COUNT",
-)
+dir_size, stale_indexes = gitfiles.dir_size, gitfiles.stale_indexes  # callers' names for them
+
+if TYPE_CHECKING:
+    import git
+
+# What GitPython itself reads from the process environment when it opens a repository:
+# with either set it would read another object store or refs, so git answers instead.
+_GITPYTHON_READS = ("GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY")
 
 
 class GitError(WfError):
@@ -76,55 +78,329 @@ class Result(NamedTuple):
     err: str
 
 
-def _scrub_environment() -> None:
-    for var in _LOCATION_VARS:
-        os.environ.pop(var, None)
+# ------------------------------------------------------------------ GitPython, contained
+
+_lock = threading.RLock()  # GitPython's cat-file pipes serve one question at a time
+_api: tuple[Any, type[Any], type[Any]] | None = None  # (git module, wf's Git, wf's Repo)
+_repos: dict[str, tuple[tuple[int, int], git.Repo]] = {}  # checkout -> (its .git's id, Repo)
+_odbs: dict[str, Any] = {}  # object folder -> the object reader its checkouts share
 
 
-_scrub_environment()
+def _scrubbed(
+    command: list[str], cwd: str | None, git_dir: str | None, given: Mapping[str, str]
+) -> list[str]:
+    """``git -C cwd ...`` (git fails rather than run elsewhere if cwd went away; GitPython
+    would use wf's own folder), or ``git --git-dir=...`` for an object reader (run from
+    ``/``: no tree looks in use for it), under ``env -u`` for each location variable wf's
+    environment has and wf did not set itself (only then: a rare hook's or alias's)."""
+    if command and command[0] == "git":
+        where = [f"--git-dir={git_dir}"] if git_dir else ["-C", cwd] if cwd else []
+        command = ["git", *where, *command[1:]]
+    drop = [v for v in _LOCATION_VARS if v in os.environ and v not in given]
+    return ["env", *(a for v in drop for a in ("-u", v)), *command] if drop else command
+
+
+def _load() -> tuple[Any, type[Any], type[Any]]:
+    if shutil.which("git") is None:  # GitPython's import would fail (or warn) without it
+        raise WfError("git is not installed (or not on PATH)")
+    try:
+        import git
+    except ImportError as e:
+        raise WfError(f"cannot load GitPython: {e}") from None
+
+    class WfGit(git.Git):
+        GIT_PYTHON_GIT_EXECUTABLE = "git"  # not a GIT_PYTHON_GIT_EXECUTABLE from the environment
+        wf_git_dir: str | None = None  # set: an object reader of this git folder
+
+        def execute(self, command: Any, *args: Any, **kwargs: Any) -> Any:
+            cwd = None if self._working_dir is None or self.wf_git_dir else os.fspath(self._working_dir)
+            env = {
+                "GIT_TERMINAL_PROMPT": "0",
+                "GCM_INTERACTIVE": "never",
+                **({"GIT_CEILING_DIRECTORIES": str(Path(cwd).resolve().parent)} if cwd else {}),
+                **(kwargs.pop("env", None) or {}),
+            }
+            kwargs.setdefault("process_group", 0)
+            done = super().execute(
+                _scrubbed(list(command), cwd, self.wf_git_dir, env), *args, env=env, **kwargs
+            )
+            if self.wf_git_dir and kwargs.get("as_process"):  # a reader kept open: not a stray
+                procs.own_child(done.proc.pid)  # a supervisor adopted (nor one to reap)
+            return done
+
+    class WfRepo(git.Repo):
+        GitCommandWrapperType = WfGit
+
+    return git, WfGit, WfRepo
+
+
+def _gitpython() -> tuple[Any, type[Any], type[Any]]:
+    global _api
+    with _lock:
+        if _api is None:
+            _api = _load()
+            atexit.register(close_all)
+            os.register_at_fork(after_in_child=_forget_after_fork)
+        return _api
+
+
+def _repo(cwd: Path) -> git.Repo | None:
+    """The cached Repo of the checkout ``cwd`` (a new one if its .git changed), or None
+    when GitPython cannot be trusted to read it: git is asked then."""
+    try:
+        st = (cwd / ".git").stat()
+    except OSError:
+        raise NotARepository(cwd) from None
+    if any(v in os.environ for v in _GITPYTHON_READS):
+        return None
+    key, ident = os.path.abspath(cwd), (st.st_dev, st.st_ino)
+    with _lock:
+        held = _repos.get(key)
+        if held is not None and held[0] == ident:
+            return held[1]
+        if held is not None:
+            _close(key)
+        gitmod, git_type, repo_type = _gitpython()
+        try:
+            repo = repo_type(key)
+            common = os.path.realpath(repo.common_dir)
+        except Exception:  # git says what is wrong with it, in run()
+            return None
+        if not _plain_format(repo):
+            return None
+        if common not in _odbs:  # one reader per object store: worktrees share theirs
+            reader = git_type("/")
+            reader.wf_git_dir = common
+            _odbs[common] = gitmod.db.GitCmdObjectDB(os.path.join(common, "objects"), reader)
+        repo.odb = _odbs[common]
+        _repos[key] = (ident, repo)
+        return repo  # type: ignore[no-any-return]
+
+
+def _plain_format(repo: git.Repo) -> bool:
+    """SHA-1 objects and refs in files: what GitPython reads (a reftable or SHA-256
+    repository is git's to read)."""
+    want = {"objectformat": "sha1", "refstorage": "files"}
+    try:
+        cfg = repo.config_reader("repository")
+        found = [str(cfg.get_value("extensions", k, v)).lower() for k, v in want.items()]
+    except Exception:
+        return False
+    return found == list(want.values())
+
+
+def _close(key: str) -> None:
+    _ident, repo = _repos.pop(key)
+    repo.close()
+    common = os.path.realpath(repo.common_dir)
+    if _odbs.get(common) is repo.odb and not any(r.odb is repo.odb for _, r in _repos.values()):
+        del _odbs[common]
+        repo.odb._git.clear_cache()  # its cat-file processes
+
+
+def close_all() -> None:
+    """Close every Repo gitops opened, and the git processes GitPython keeps for them."""
+    with _lock:
+        while _repos:
+            _close(next(iter(_repos)))
+
+
+@contextmanager
+def session() -> Iterator[None]:
+    """``with gitops.session():`` closes every Repo (and its git processes) when it ends."""
+    try:
+        yield
+    finally:
+        close_all()
+
+
+def _forget_after_fork() -> None:
+    """A forked child must not use (nor, as the Repos go, stop) its parent's git processes."""
+    global _lock
+    _lock = threading.RLock()
+    for _ident, repo in _repos.values():
+        for holder in (repo.git, repo.odb._git):
+            for name in ("cat_file_all", "cat_file_header"):
+                held = getattr(holder, name, None)
+                if held is not None:
+                    held.proc = None
+    _repos.clear()
+    _odbs.clear()
+
+
+class _AskGit(Exception):
+    """GitPython cannot answer this one as git would: run git."""
+
+
+# a name GitPython resolves as git does (no @{...}, no ..; an abbreviated id it asks git's
+# cat-file, which also knows a ref of that name), then ^ and ~N, then an optional :path
+_FULL = re.compile(r"[0-9a-f]{40}")
+_REV = re.compile(r"(?P<name>[A-Za-z0-9_][A-Za-z0-9_./-]*)(?P<ops>(?:\^|~[1-9][0-9]{0,3})*)")
+
+
+def _plain(spec: str) -> bool:
+    rev, colon, path = spec.partition(":")
+    m = _REV.fullmatch(rev)
+    if m is None:
+        return False
+    name = m["name"]
+    if ".." in name or "//" in name or "/." in name or name.endswith(("/", ".", ".lock")):
+        return False
+    parts = path.split("/")
+    return not colon or all(p not in ("", ".", "..") and "\n" not in p and "\0" not in p for p in parts)
+
+
+def _answer(cwd: Path, spec: str, then: Callable[[Any], Any]) -> Any:
+    """``then`` of GitPython's object for ``spec`` in ``cwd`` (None if it names none);
+    _AskGit when the question is git's to answer, or GitPython fails to answer it."""
+    if not _plain(spec):
+        raise _AskGit
+    with _lock:
+        repo = _repo(Path(cwd))
+        if repo is None:
+            raise _AskGit
+        gitmod = _gitpython()[0]
+        name = _REV.match(spec)
+        full = name["name"] if name and _FULL.fullmatch(name["name"]) else None
+        try:
+            try:
+                if full:  # GitPython takes 000...0 for a commit without asking
+                    repo.odb.info(bytes.fromhex(full))
+                obj = repo.rev_parse(spec)
+            except (gitmod.BadName, gitmod.BadObject, KeyError):
+                return None
+            return then(obj)
+        except Exception:
+            repo.odb._git.clear_cache()  # its cat-file may be broken: a fresh one next time
+            raise _AskGit from None
+
+
+def _commit_id(obj: Any) -> str | None:
+    while obj.type == "tag":
+        obj = obj.object
+    return str(obj.hexsha) if obj.type == "commit" else None
+
+
+def resolve(cwd: Path, spec: str) -> str | None:
+    """The id of the object ``spec`` names (a commit, tree or blob), or None."""
+    try:
+        return _answer(cwd, spec, lambda obj: str(obj.hexsha))  # type: ignore[no-any-return]
+    except _AskGit:
+        r = run(cwd, "rev-parse", "--verify", "--quiet", spec, ok=(0, 1))
+        return (r.out.strip() or None) if r.status == 0 else None
+
+
+def rev(cwd: Path, revision: str) -> str | None:
+    """The commit ``revision`` names (a tag is followed to its commit), or None: only a
+    commit id gets through."""
+    try:
+        return _answer(cwd, revision, _commit_id)  # type: ignore[no-any-return]
+    except _AskGit:
+        r = run(cwd, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", ok=(0, 1))
+        return (r.out.strip() or None) if r.status == 0 else None
+
+
+def read_blob(cwd: Path, blob: str) -> bytes:
+    """The bytes of the blob ``blob`` (a full id)."""
+    try:
+        data = _answer(cwd, blob, lambda obj: bytes(obj.data_stream.read()) if obj.type == "blob" else None)
+        if data is not None:
+            return data  # type: ignore[no-any-return]
+    except _AskGit:
+        pass
+    return run(cwd, "cat-file", "blob", blob).out.encode("utf-8", "surrogateescape")
+
+
+def show(cwd: Path, revision: str, path: str) -> str | None:
+    """A file's text at a revision, or None if it is not there."""
+    blob = resolve(cwd, f"{revision}:{path}")
+    return None if blob is None else read_blob(cwd, blob).decode("utf-8", "surrogateescape")
+
+
+def subject(cwd: Path, revision: str) -> str | None:
+    """The subject line of a commit (``%s``: its first paragraph on one line), or None."""
+    sha = rev(cwd, revision)
+    if sha is None:
+        return None
+    try:
+        message = str(_answer(cwd, sha, lambda obj: obj.message))
+    except _AskGit:
+        return out(cwd, "log", "-1", "--format=%s", sha).strip()
+    first = message.lstrip("\n").split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in first.splitlines()).strip()
+
+
+def current_branch(cwd: Path) -> str | None:
+    with _lock:
+        repo = _repo(Path(cwd))
+        try:
+            ref = None if repo is None else str(repo.head.reference.path)
+        except TypeError:  # detached
+            return None
+        except Exception:  # git says what is wrong with HEAD
+            ref = None
+    if ref is not None and ref.startswith("refs/heads/"):
+        return ref.removeprefix("refs/heads/")
+    r = run(cwd, "symbolic-ref", "--quiet", "--short", "HEAD", ok=(0, 1))
+    return r.out.strip() if r.status == 0 else None
+
+
+def git_dir(cwd: Path) -> Path:
+    """The checkout's git folder (a worktree's own, under the main one's ``worktrees/``)."""
+    with _lock:
+        repo = _repo(Path(cwd))
+        if repo is not None:
+            return Path(os.path.realpath(repo.git_dir))
+    return Path(out(cwd, "rev-parse", "--absolute-git-dir").strip())
+
+
+# ------------------------------------------------------------------ running git
 
 
 def run(cwd: Path, *args: str, ok: tuple[int, ...] = (0,), stdin: str | None = None) -> Result:
     """Run ``git args...`` at the top of the checkout ``cwd``."""
-    cwd = Path(cwd)
+    return _run(Path(cwd), list(args), ok, {}, stdin)
+
+
+def env_run(cwd: Path, extra: dict[str, str], *args: str) -> Result:
+    """``run`` with extra environment (a temporary index)."""
+    return _run(Path(cwd), list(args), (0,), extra, None)
+
+
+def _run(cwd: Path, argv: list[str], ok: tuple[int, ...], extra: dict[str, str], stdin: str | None) -> Result:
     if not (cwd / ".git").exists():
         raise NotARepository(cwd)
-    argv = list(args)
-    env = {
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_CEILING_DIRECTORIES": str(cwd.resolve().parent),
-        "GCM_INTERACTIVE": "never",
-    }
-    status, out, err = _execute(cwd, argv, env, None if stdin is None else stdin.encode())
+    status, o, e = _execute(cwd, argv, extra, None if stdin is None else stdin.encode())
     if status not in ok:
-        raise GitError(argv, status, err, cwd)
-    return Result(status, out, err)
+        raise GitError(argv, status, e, cwd)
+    return Result(status, o, e)
 
 
 def _execute(cwd: Path, argv: list[str], extra: dict[str, str], stdin: bytes | None) -> tuple[int, str, str]:
-    env = {**os.environ, "LANGUAGE": "C", "LC_ALL": "C", **extra}
+    """Run git in ``cwd`` through the checkout's Repo (a bare ``Git`` outside one): its
+    (status, stdout, stderr), whatever the status."""
+    if not cwd.is_dir():
+        raise WfError(f"cannot run git in {cwd}: the folder does not exist")
+    gitmod, git_type, _ = _gitpython()
+    repo = _repo(cwd) if (cwd / ".git").exists() else None
+    runner = repo.git if repo is not None else git_type(str(cwd))
     try:
-        proc = subprocess.Popen(
-            ["git", *argv],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            # its own process group: a Ctrl-C at the terminal reaches wf, which finishes or
-            # stops cleanly, never a git half-way through a commit
-            process_group=0,
+        wrapped = runner.execute(
+            ["git", *argv], as_process=True, istream=subprocess.PIPE if stdin is not None else None, env=extra
         )
-    except FileNotFoundError as e:
-        if e.filename not in (None, "git"):  # the folder, not git, is missing
-            raise WfError(f"cannot run git in {cwd}: the folder does not exist") from None
+    except gitmod.GitCommandNotFound:
         raise WfError("git is not installed (or not on PATH)") from None
+    proc: subprocess.Popen[bytes] = wrapped.proc  # type: ignore[assignment]
+    wrapped.proc = None  # wf's to wait for: GitPython would stop it when dropped
+    return _communicate(proc, stdin)
+
+
+def _communicate(proc: subprocess.Popen[bytes], stdin: bytes | None) -> tuple[int, str, str]:
     try:
         stdout, stderr = proc.communicate(stdin)
     except BaseException:
-        # not subprocess.run, which SIGKILLs the child on any exception: a Ctrl-C (a
-        # KeyboardInterrupt here) must not stop git half-way through a commit, so git is
-        # let finish, as GitPython did, and wf stops after it (a second one leaves it running)
+        # a Ctrl-C (a KeyboardInterrupt here) must not stop git half-way through a commit:
+        # git is let finish and wf stops after it (a second one leaves it running)
         try:
             proc.communicate()
         except BaseException:
@@ -141,42 +417,8 @@ def out(cwd: Path, *args: str) -> str:
 # ------------------------------------------------------------------ refs and commits
 
 
-def rev(cwd: Path, revision: str) -> str | None:
-    r = run(cwd, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}", ok=(0, 1))
-    return (r.out.strip() or None) if r.status == 0 else None
-
-
-class NoIdentity(WfError):
-    """git has no author or committer identity here: every commit (a worker's, a merge,
-    an archive commit) would fail."""
-
-    def __init__(self, cwd: Path, reason: str) -> None:
-        self.cwd = cwd
-        self.reason = reason
-        super().__init__(
-            f"git has no identity in {cwd} ({reason}); set one: "
-            'git config user.name "Your Name" && git config user.email you@example.com '
-            "(add --global for every repository)"
-        )
-
-
-def identity_problem(cwd: Path) -> NoIdentity | None:
-    """Why git could not commit here for want of a name or email (None: it can), asked of
-    git itself (``git var``), so that config, environment and git's own rules all count."""
-    for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
-        r = run(cwd, "var", var, ok=(0, 128))
-        if r.status != 0:
-            return NoIdentity(cwd, GitError(["var", var], r.status, r.err, cwd).reason)
-    return None
-
-
-def current_branch(cwd: Path) -> str | None:
-    r = run(cwd, "symbolic-ref", "--quiet", "--short", "HEAD", ok=(0, 1))
-    return r.out.strip() if r.status == 0 else None
-
-
 def branch_exists(cwd: Path, branch: str) -> bool:
-    return run(cwd, "show-ref", "--verify", "--quiet", f"refs/heads/{branch}", ok=(0, 1)).status == 0
+    return resolve(cwd, f"refs/heads/{branch}") is not None
 
 
 def branches(cwd: Path, pattern: str) -> list[str]:
@@ -226,46 +468,22 @@ def delete_branch(cwd: Path, branch: str) -> None:
 
 def dirty_paths(cwd: Path) -> list[str]:
     """Paths with uncommitted changes, untracked ones included (ignored ones not)."""
-    text = out(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all")
-    paths = []
-    entries = text.split("\0")
-    i = 0
-    while i < len(entries):
-        e = entries[i]
-        if len(e) > 3:
-            paths.append(e[3:])
-            if e[0] in "RC" or e[1] in "RC":  # a rename or copy lists its source next
-                i += 1
-        i += 1
-    return paths
+    return gitfiles.parse_status(out(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all"))
 
 
-def changed_paths(cwd: Path, base: str, tip: str) -> list[str]:
-    text = out(cwd, "diff", "--name-only", "-z", "--no-renames", base, tip)
-    return [p for p in text.split("\0") if p]
-
-
-class MergeTree(NamedTuple):
-    tree: str | None  # None on conflict
-    conflicts: list[str]
+def changed_paths(cwd: Path, base: str, tip: str) -> dict[str, str]:
+    """The paths that differ from ``base`` to ``tip``, each with its status letter (``A``:
+    not in ``base``; ``M``, ``D``, ``T``: in it)."""
+    text = out(cwd, "diff", "--name-status", "-z", "--no-renames", base, tip)
+    fields = text.split("\0")
+    return {fields[i + 1]: fields[i] for i in range(0, len(fields) - 1, 2) if fields[i + 1]}
 
 
 def merge_tree(cwd: Path, ours: str, theirs: str) -> MergeTree:
     """Merge two commits in memory (``git merge-tree --write-tree``): nothing in any
     checkout, index or ref changes, whatever the outcome."""
     r = run(cwd, "merge-tree", "--write-tree", "--name-only", "--no-messages", "-z", ours, theirs, ok=(0, 1))
-    parts = r.out.split("\0")
-    tree = parts[0].strip()
-    if r.status == 0:
-        return MergeTree(tree, [])
-    conflicts = [p for p in parts[1:] if p.strip()]
-    return MergeTree(None, sorted(set(conflicts)))
-
-
-def show(cwd: Path, revision: str, path: str) -> str | None:
-    """A file's text at a revision, or None if it is not there."""
-    r = run(cwd, "cat-file", "-p", f"{revision}:{path}", ok=(0, 128))
-    return r.out if r.status == 0 else None
+    return gitfiles.parse_merge_tree(r.out, r.status == 0)
 
 
 def commit_files(cwd: Path, branch: str, files: dict[str, str], message: str) -> str:
@@ -277,69 +495,20 @@ def commit_files(cwd: Path, branch: str, files: dict[str, str], message: str) ->
     if head is None:
         raise WfError(f"no branch {branch}")
     blobs = {p: run(cwd, "hash-object", "-w", "--stdin", stdin=text).out.strip() for p, text in files.items()}
-    git_dir = Path(out(cwd, "rev-parse", "--absolute-git-dir").strip())
-    tmp_index = git_dir / f"{TMP_INDEX}{_tmp_index_id(os.getpid())}"
+    entries = [a for p, blob in blobs.items() for a in ("--cacheinfo", f"100644,{blob},{p}")]
+    tmp_index = {
+        "GIT_INDEX_FILE": str(git_dir(cwd) / f"{gitfiles.TMP_INDEX}{gitfiles.tmp_index_id(os.getpid())}")
+    }
     try:
-        env_run(cwd, {"GIT_INDEX_FILE": str(tmp_index)}, "read-tree", head)
-        for p, blob in blobs.items():
-            env_run(
-                cwd,
-                {"GIT_INDEX_FILE": str(tmp_index)},
-                "update-index",
-                "--add",
-                "--cacheinfo",
-                f"100644,{blob},{p}",
-            )
-        tree = env_run(cwd, {"GIT_INDEX_FILE": str(tmp_index)}, "write-tree").out.strip()
+        env_run(cwd, tmp_index, "read-tree", head)
+        env_run(cwd, tmp_index, "update-index", "--add", *entries)
+        tree = env_run(cwd, tmp_index, "write-tree").out.strip()
     finally:
-        tmp_index.unlink(missing_ok=True)
+        Path(tmp_index["GIT_INDEX_FILE"]).unlink(missing_ok=True)
     commit = commit_tree(cwd, tree, [head], message)
     update_ref(cwd, f"refs/heads/{branch}", commit, head, reason=message.splitlines()[0])
-    for p, blob in blobs.items():
-        run(cwd, "update-index", "--add", "--cacheinfo", f"100644,{blob},{p}")
+    run(cwd, "update-index", "--add", *entries)
     return commit
-
-
-TMP_INDEX = "wf-index."  # commit_files' temporary index in the git folder: wf-index.PID.START
-
-
-def _tmp_index_id(pid: int) -> str:
-    """PID.START: the pid and its start time name one process for as long as the machine
-    runs, so a later process given the same pid does not keep a dead one's file."""
-    ticks = pids.start_ticks(pid)
-    return str(pid) if ticks is None else f"{pid}.{ticks}"
-
-
-def stale_indexes(git_dir: Path) -> list[Path]:
-    """Temporary index files of ``commit_files`` (and git's locks of them) that no living
-    wf uses: their process is gone (a kill -9 inside the commit), or its pid now names a
-    later process. A name wf does not make is stale too."""
-    stale = []
-    for path in sorted(git_dir.glob(f"{TMP_INDEX}*")):
-        parts = path.name.removeprefix(TMP_INDEX).split(".")
-        if parts[-1] == "lock":
-            parts.pop()
-        if not 1 <= len(parts) <= 2 or not all(x.isdigit() for x in parts):
-            stale.append(path)
-            continue
-        ticks = pids.start_ticks(int(parts[0]))
-        if not pids.alive(int(parts[0])):
-            stale.append(path)
-        elif len(parts) == 2 and ticks is not None and str(ticks) != parts[1]:
-            stale.append(path)  # the pid was given to a later process
-    return stale
-
-
-def env_run(cwd: Path, extra: dict[str, str], *args: str) -> Result:
-    """``run`` with extra environment (a temporary index)."""
-    cwd = Path(cwd)
-    if not (cwd / ".git").exists():
-        raise NotARepository(cwd)
-    env = {"GIT_TERMINAL_PROMPT": "0", "GIT_CEILING_DIRECTORIES": str(cwd.resolve().parent), **extra}
-    status, o, e = _execute(cwd, list(args), env, None)
-    if int(status or 0) != 0:
-        raise GitError(list(args), int(status or 0), str(e), cwd)
-    return Result(0, str(o), str(e))
 
 
 def commit_tree(cwd: Path, tree: str, parents: list[str], message: str) -> str:
@@ -362,36 +531,8 @@ def find_merge_of(cwd: Path, main: str, tip: str) -> str | None:
 # ------------------------------------------------------------------ worktrees
 
 
-class WorktreeEntry(NamedTuple):
-    path: Path
-    head: str | None
-    branch: str | None  # short name, None when detached
-    prunable: bool
-    locked: bool
-
-
 def worktrees(cwd: Path) -> list[WorktreeEntry]:
-    text = out(cwd, "worktree", "list", "--porcelain", "-z")
-    entries: list[WorktreeEntry] = []
-    cur: dict[str, str] = {}
-    for field in [*text.split("\0"), ""]:
-        if field == "":
-            if cur.get("worktree"):
-                branch = cur.get("branch", "")
-                entries.append(
-                    WorktreeEntry(
-                        Path(cur["worktree"]),
-                        cur.get("HEAD"),
-                        branch.removeprefix("refs/heads/") or None,
-                        "prunable" in cur,
-                        "locked" in cur,
-                    )
-                )
-            cur = {}
-            continue
-        key, _, value = field.partition(" ")
-        cur[key] = value
-    return entries
+    return gitfiles.parse_worktrees(out(cwd, "worktree", "list", "--porcelain", "-z"))
 
 
 def worktree_add(cwd: Path, path: Path, branch: str, start: str) -> None:
@@ -442,27 +583,3 @@ def clone_local(source: Path, dest: Path) -> None:
 
 def fetch(cwd: Path, source: Path, refspec: str) -> None:
     run(cwd, "fetch", "--quiet", "--no-tags", "--", str(source), refspec)
-
-
-def dir_size(path: Path) -> int:
-    """Bytes on disk under ``path``: ``du`` when there is one (a tree of 5,000 files costs
-    it milliseconds, Python's walk tens of them), else a walk."""
-    import shutil
-    import subprocess
-
-    du = shutil.which("du")
-    if du:
-        try:
-            p = subprocess.run([du, "-sk", "--", str(path)], capture_output=True, text=True, timeout=60)
-            if p.returncode == 0 and p.stdout.split():
-                return int(p.stdout.split()[0]) * 1024
-        except (OSError, ValueError, subprocess.TimeoutExpired):
-            pass
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(root, f)).st_size
-            except OSError:
-                pass
-    return total

@@ -100,15 +100,14 @@ def repair(project: Project, main: str) -> list[str]:
     Temporary index files of processes that are gone are removed."""
     root = project.root
     done: list[str] = []
-    git_dir = Path(gitops.out(root, "rev-parse", "--absolute-git-dir").strip())
-    for stray in gitops.stale_indexes(git_dir):
+    for stray in gitops.stale_indexes(gitops.git_dir(root)):
         stray.unlink(missing_ok=True)
         done.append(f"removed {stray.name}, left by a killed wf")
     if not archived_by(root, main) or gitops.rev(root, f"{main}^") is None:
         return done
     for path in (project.tasks_in_git, project.archive_in_git):
-        now = _blob(root, f"{main}:{path}")
-        before = _blob(root, f"{main}^:{path}")
+        now = gitops.resolve(root, f"{main}:{path}")
+        before = gitops.resolve(root, f"{main}^:{path}")
         if now == before:
             continue
         staged = gitops.out(root, "ls-files", "--stage", "--", path).split()
@@ -120,8 +119,8 @@ def repair(project: Project, main: str) -> list[str]:
                 gitops.run(root, "update-index", "--add", "--cacheinfo", f"100644,{now},{path}")
             done.append(f"the index staged {path} as before the archive commit; set to {main}'s")
         work = read_bytes(root / path)
-        if now is not None and work == (_content(root, before) if before is not None else None):
-            settle.replace_checked(root / path, _content(root, now), work, project.lock_timeout)
+        if now is not None and work == (gitops.read_blob(root, before) if before is not None else None):
+            settle.replace_checked(root / path, gitops.read_blob(root, now), work, project.lock_timeout)
             done.append(f"{path} held the version before the archive commit; set to {main}'s")
     return done
 
@@ -134,15 +133,6 @@ def archived_by(root: Path, commit: str) -> str | None:
     says so, whatever its subject), else None."""
     fmt = f"--format=%(trailers:key={ARCHIVE_TRAILER},valueonly)"
     return gitops.out(root, "log", "-1", fmt, commit).strip() or None
-
-
-def _blob(root: Path, spec: str) -> str | None:
-    r = gitops.run(root, "rev-parse", "--verify", "--quiet", spec, ok=(0, 1))
-    return r.out.strip() if r.status == 0 else None
-
-
-def _content(root: Path, blob: str) -> bytes:
-    return gitops.run(root, "cat-file", "blob", blob).out.encode("utf-8")
 
 
 def resolve(project: Project, target: str | None, cwd: Path) -> tuple[str, str]:
@@ -251,26 +241,7 @@ def merge(
                 f"{tip[:12]}; run wf merge {task_id} again to merge the rest"
             )
 
-        # Archive the task (naming the merge commit) unless an earlier run finished that;
-        # done_task also completes an archiving that was interrupted half-way. The work is
-        # on main: a person's typo in the task's text does not stop it (the text is kept
-        # under the archive line).
-        archived = entry.raw if entry is not None else None
-        if bl.doc.find(task_id) is not None:
-            if bl.task_errors(task_id):
-                notes.append(
-                    f"{task_id} had errors in {project.config.tasks}; archived anyway, its text kept "
-                    f"under its line in {project.config.archive}"
-                )
-            try:
-                archived = ops.done_task(project, task_id, commit=merge_commit, lane=lane, merged=True)
-            except ParseError as e:  # the file itself cannot be written: say what is done already
-                raise NotArchived(project, branch, main, task_id, merge_commit, e) from None
-        elif archived is None:
-            notes.append(f"{task_id} is neither in {project.config.tasks} nor archived; not archived")
-        if archived is not None:
-            _commit_bookkeeping(project, main, task_id, archived)
-
+        archived = _archive(project, bl, main, branch, lane, task_id, merge_commit, notes)
         new_main = gitops.rev(root, main) or main_sha
         parked = _park_tree(project, tree, branch, new_main, notes) if tree is not None else None
         if gitops.branch_exists(root, branch):
@@ -283,6 +254,39 @@ def merge(
                 worktrees.release(project, tree.name)
         notes.extend(_prune_backups(project))
         return Outcome(task_id, branch, merge_commit, already, archived, notes)
+
+
+def _archive(
+    project: Project,
+    bl: backlogmod.Backlog,
+    main: str,
+    branch: str,
+    lane: str,
+    task_id: str,
+    merge_commit: str | None,
+    notes: list[str],
+) -> str | None:
+    """Archive the task (naming the merge commit) unless an earlier run finished that,
+    and commit that on main; return its archive line. done_task also completes an
+    archiving that was interrupted half-way. The work is on main: a person's typo in the
+    task's text does not stop it (the text is kept under the archive line)."""
+    entry = bl.archive.find(task_id)
+    archived = entry.raw if entry is not None else None
+    if bl.doc.find(task_id) is not None:
+        if bl.task_errors(task_id):
+            notes.append(
+                f"{task_id} had errors in {project.config.tasks}; archived anyway, its text kept "
+                f"under its line in {project.config.archive}"
+            )
+        try:
+            archived = ops.done_task(project, task_id, commit=merge_commit, lane=lane, merged=True)
+        except ParseError as e:  # the file itself cannot be written: say what is done already
+            raise NotArchived(project, branch, main, task_id, merge_commit, e) from None
+    elif archived is None:
+        notes.append(f"{task_id} is neither in {project.config.tasks} nor archived; not archived")
+    if archived is not None:
+        _commit_bookkeeping(project, main, task_id, archived)
+    return archived
 
 
 def _prune_backups(project: Project) -> list[str]:
@@ -333,11 +337,12 @@ def _merge(
     result = gitops.merge_tree(root, main_sha, tip)
     if result.tree is None:
         raise MergeConflict(branch, main, result.conflicts)
-    touched = set(gitops.changed_paths(root, main_sha, result.tree))
+    changes = gitops.changed_paths(root, main_sha, result.tree)
+    touched = set(changes)
     dirty = [p for p in gitops.dirty_paths(root) if p in touched]
-    tracked = set(gitops.out(root, "ls-tree", "-r", "--name-only", "-z", main_sha).split("\0"))
-    # an ignored or untracked file the merge would write over is someone's data too
-    dirty += [p for p in sorted(touched) if p not in tracked and (root / p).exists() and p not in dirty]
+    # an ignored or untracked file the merge would write over (a path main does not
+    # track: one the merge adds) is someone's data too
+    dirty += [p for p in sorted(touched) if changes[p] == "A" and (root / p).exists() and p not in dirty]
     if dirty:
         raise DirtyMain(root, dirty)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())

@@ -112,13 +112,37 @@ def preflight(project: Project, lane: str | None = None) -> None:
             lane_clash(lane, main)
         if gitops.rev(project.root, main) is None:
             raise WfError(f"the main branch {main!r} has no commit yet")
-        no_identity = gitops.identity_problem(project.root)
+        no_identity = identity_problem(project.root)
         if no_identity is not None:
             raise no_identity
     except CannotClaim:
         raise
     except WfError as e:
         raise CannotClaim(e) from None
+
+
+class NoIdentity(WfError):
+    """git has no author or committer identity here: every commit (a worker's, a merge,
+    an archive commit) would fail."""
+
+    def __init__(self, cwd: Path, reason: str) -> None:
+        self.cwd = cwd
+        self.reason = reason
+        super().__init__(
+            f"git has no identity in {cwd} ({reason}); set one: "
+            'git config user.name "Your Name" && git config user.email you@example.com '
+            "(add --global for every repository)"
+        )
+
+
+def identity_problem(cwd: Path) -> NoIdentity | None:
+    """Why git could not commit here for want of a name or email (None: it can), asked of
+    git itself (``git var``), so that config, environment and git's own rules all count."""
+    for var in ("GIT_AUTHOR_IDENT", "GIT_COMMITTER_IDENT"):
+        r = gitops.run(cwd, "var", var, ok=(0, 128))
+        if r.status != 0:
+            return NoIdentity(cwd, gitops.GitError(["var", var], r.status, r.err, cwd).reason)
+    return None
 
 
 def lane_clash(lane: str, main: str) -> None:

@@ -37,6 +37,7 @@ from wf import adapters
 from wf.adapters import Adapter, Parsed, Spec
 from wf.adapters.base import limit_of
 from wf.base import fsutil, pids
+from wf.base.gitenv import without_location
 from wf.workers import answer, procs, runs
 
 POLL = 0.1
@@ -163,7 +164,7 @@ class Unit:
         spec = spec._replace(session_id=self.session_id)
         self.spec = spec
         argv = self.adapter.argv(spec)
-        env = self.adapter.env(spec, dict(os.environ))
+        env = self.adapter.env(spec, without_location(os.environ))  # its git works on its own tree
         env[procs.TOKEN_VAR] = self.token
         env[procs.DIR_VAR] = str(self.folder.resolve())  # whoever signals the tree marks the folder
         log = open(self.folder / "worker.log", "wb")  # noqa: SIM115 - closed in _close_files
