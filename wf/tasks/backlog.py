@@ -45,6 +45,7 @@ class Backlog:
         self.archive_data = archive_data  # the archive's exact bytes (None: no file)
         self._archived = archive.ids()
         self._children: dict[str, list[str]] | None = None
+        self._checked: dict[str | None, list[ParseIssue]] = {}  # check(finishing), by finishing
         self._error_lines = sorted(i.line for i in doc.issues if i.level == "error")
         cfg = project.config
         self._lane_names = {ln.name for ln in cfg.lanes}
@@ -227,7 +228,14 @@ class Backlog:
         """Every problem of the backlog: TASKS.md's own, and those across files. Each
         problem inside one task carries that task's id and names its own line.
         ``finishing`` names a task whose archiving was interrupted (it is in both files):
-        that one disagreement is not reported."""
+        that one disagreement is not reported. Worked out once per backlog (a write checks
+        the file, then the change asks for one task's errors): the files do not change."""
+        found = self._checked.get(finishing)
+        if found is None:
+            found = self._checked[finishing] = self._check(finishing)
+        return list(found)
+
+    def _check(self, finishing: str | None) -> list[ParseIssue]:
         issues = list(self.doc.issues) + list(self.archive.issues)
         path = self.doc.path
         ids = self.doc.ids()
@@ -462,6 +470,7 @@ def parse_cached(project: Project, data: bytes) -> TasksFile:
         return taskfile.parse_text(text, name)
     doc = parsecache.load(cache_dir(project), name, data, text)
     if doc is None:
-        doc = taskfile.parse_text(text, name)
-        parsecache.store(cache_dir(project), doc, data)
+        with parsecache.gc_paused():
+            doc = taskfile.parse_text(text, name)
+            parsecache.store(cache_dir(project), doc, data)
     return doc
