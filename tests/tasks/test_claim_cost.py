@@ -134,3 +134,27 @@ def test_a_cache_that_cannot_be_written_is_no_error(wf: WfRunner, tmp_path: Path
     cache.write_text("not a folder")
     wf.ok("status", ids[0], "progress", "me")
     assert "in progress: me" in wf.ok("show", ids[0])
+
+
+def test_a_list_answered_from_its_cache_imports_no_parser(wf: WfRunner) -> None:
+    """`wf list --runner` asked again with nothing changed reads the files and its cached
+    answer: the TASKS.md parser, the archive reader and the parse cache stay unimported."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    _add_tasks(wf, 3)
+    wf.ok("list", "--runner")  # stores the answer
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from wf.cli import main
+        assert main(["-C", {str(wf.root)!r}, "list", "--runner"]) == 0
+        print(sorted(m for m in ("wf.tasks.taskfile", "wf.tasks.archive", "wf.tasks.parsecache") if m in sys.modules))
+        """
+    )
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent.parent))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == "[]", p.stdout

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import bisect
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wf.base.config import Config
 from wf.base.errors import IssueKind, ParseError, ParseIssue, WfError
 from wf.base.project import Project
 from wf.base.records import CorruptRecord
-from wf.tasks import archive as archivemod
 from wf.tasks import holds as holdsmod
-from wf.tasks import taskfile
 from wf.tasks.holds import Hold, HoldKind
-from wf.tasks.taskfile import Task, TasksFile
+
+if TYPE_CHECKING:  # imported where used: a ``wf list`` answered from its cache parses nothing
+    from wf.tasks import archive as archivemod
+    from wf.tasks.taskfile import Task, TasksFile
 
 
 class Backlog:
@@ -121,7 +123,9 @@ class Backlog:
 
     def hold(self, task: Task) -> Hold | None:
         """What holds the task for a person or for whoever picked it, and what releases it."""
-        st = task.status if "status" in task.kv else taskfile.PENDING
+        if "status" not in task.kv:
+            return self.handback(task)
+        st = task.status
         tid = task.id
         if st.state == "pending":
             return self.handback(task)
@@ -412,6 +416,8 @@ def load(project: Project) -> Backlog:
 
 
 def from_bytes(project: Project, data: bytes | None, archive_data: bytes | None) -> Backlog:
+    from wf.tasks import archive as archivemod
+
     if data is None:
         raise WfError(f"no {project.config.tasks} in {project.root}; run 'wf init'")
     try:
@@ -432,6 +438,9 @@ def load_readable(project: Project, data: bytes | None, archive_data: bytes | No
     a TASKS.md or archive that is not UTF-8 is read with each bad byte shown as U+FFFD and
     its error added, so every task that can be read is still listed. Never write from it:
     its text is not the file's."""
+    from wf.tasks import archive as archivemod
+    from wf.tasks import taskfile
+
     try:
         return from_bytes(project, data, archive_data)
     except ParseError:
@@ -462,7 +471,7 @@ def cache_dir(project: Project) -> Path:
 
 def parse_cached(project: Project, data: bytes) -> TasksFile:
     """Parse TASKS.md bytes, through the parse cache when the project has a .wf folder."""
-    from wf.tasks import parsecache
+    from wf.tasks import parsecache, taskfile
 
     name = project.config.tasks
     text = taskfile.decode(data, name)
