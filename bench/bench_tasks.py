@@ -211,6 +211,28 @@ class Row:
 def bench_size(
     repo: Path, n: int, ready: list[str], reps: int, warmup: int, commands: set[str] | None = None
 ) -> list[Row]:
+    cases = cases_for(repo, ready, commands)
+    for i in range(warmup + reps):
+        for c in cases:
+            argv = c.argv(i)
+            # Alternate which of the pair runs first, so neither always gets a warm cache.
+            if i % 2:
+                t, b = timed(argv, repo), timed(BASELINE, repo)
+            else:
+                b, t = timed(BASELINE, repo), timed(argv, repo)
+            if c.reset is not None:
+                c.reset(i)
+            if i >= warmup:
+                c.times.append(t)
+                c.base.append(b)
+    return [
+        Row(c.name, n, statistics.median(c.times), statistics.median(c.base), len(c.times)) for c in cases
+    ]
+
+
+def cases_for(repo: Path, ready: list[str], commands: set[str] | None = None) -> list[Case]:
+    """The timed commands in ``repo``, each with the untimed reset that keeps its files the
+    same between repetitions (``commands``: only these, by their word after ``wf``)."""
     tasks_md = repo / "TASKS.md"
     done_md = repo / "DONE.md"
     if not done_md.exists():
@@ -256,23 +278,7 @@ def bench_size(
         Case(CLAIM, lambda i: wf("status", claim_id(i), "progress", "bench"), unclaim),
         Case("wf done ID", lambda i: wf("done", claim_id(i)), restore_both),
     ]
-    cases = [c for c in cases if commands is None or c.name.split()[1] in commands]
-    for i in range(warmup + reps):
-        for c in cases:
-            argv = c.argv(i)
-            # Alternate which of the pair runs first, so neither always gets a warm cache.
-            if i % 2:
-                t, b = timed(argv, repo), timed(BASELINE, repo)
-            else:
-                b, t = timed(BASELINE, repo), timed(argv, repo)
-            if c.reset is not None:
-                c.reset(i)
-            if i >= warmup:
-                c.times.append(t)
-                c.base.append(b)
-    return [
-        Row(c.name, n, statistics.median(c.times), statistics.median(c.base), len(c.times)) for c in cases
-    ]
+    return [c for c in cases if commands is None or c.name.split()[1] in commands]
 
 
 # ---------------------------------------------------------------- imports / profile
