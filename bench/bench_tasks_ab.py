@@ -6,7 +6,9 @@ repetition runs every command with the old wf (``--rev``, exported with git arch
 put first on PYTHONPATH), with the working tree's wf, and the baseline ``python -c
 "import click"``, in an order that alternates; each version works in its own copy of
 the generated repository, so that its caches are its own. The table gives medians and
-each version's ratio to the baseline of the same repetitions.
+each version's ratio to the baseline of the same repetitions, of wall time and of CPU
+time (user + system of the process, from wait4): on a busy machine a process also waits
+for a CPU, which the wall time counts and the CPU time does not.
 
     .venv/bin/python bench/bench_tasks_ab.py --rev 3381491
     .venv/bin/python bench/bench_tasks_ab.py --rev 3381491 --sizes 10000 --commands list,status
@@ -18,14 +20,31 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from _common import BenchError, export_rev, timed
+from _common import BenchError, export_rev
 from bench_tasks import BASELINE, GOALS, Case, cases_for, make_repo, parse_sizes
+
+
+def timed(argv: Sequence[str], cwd: Path) -> tuple[float, float]:
+    """Wall and CPU time (user + system) of one whole process, in milliseconds."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(list(argv), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert p.stderr is not None
+    err = p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = (time.perf_counter() - t0) * 1000.0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    p.stderr.close()
+    if p.returncode != 0:
+        raise BenchError(f"{' '.join(argv)} exited {p.returncode}:\n{err.decode('utf-8', 'replace')[-2000:]}")
+    return wall, (usage.ru_utime + usage.ru_stime) * 1000.0
 
 
 @contextmanager
@@ -57,7 +76,8 @@ def measure(
         with using(path):
             repo, ready, _ = make_repo(folder, n, args.seed)
             groups.append((path, repo, cases_for(repo, ready, args.commands)))
-    base: list[list[float]] = [[] for _ in groups[0][2]]
+    base: list[list[tuple[float, float]]] = [[] for _ in groups[0][2]]
+    cpu: list[list[list[float]]] = [[[] for _ in groups[0][2]] for _ in groups]
     for i in range(args.warmup + args.reps):
         for j in range(len(base)):
             order = [*range(len(groups)), -1]  # -1: the baseline
@@ -65,24 +85,26 @@ def measure(
                 order.reverse()
             for g in order:
                 if g < 0:
-                    b = timed(BASELINE, groups[0][1])
+                    pair = timed(BASELINE, groups[0][1])
                     continue
                 path, repo, cases = groups[g]
                 with using(path):
-                    t = timed(cases[j].argv(i), repo)
+                    t, c = timed(cases[j].argv(i), repo)
                     if cases[j].reset is not None:
                         cases[j].reset(i)
                 if i >= args.warmup:
                     cases[j].times.append(t)
+                    cpu[g][j].append(c)
             if i >= args.warmup:
-                base[j].append(b)
+                base[j].append(pair)
     rows = []
-    for j, c in enumerate(groups[0][2]):
-        b = statistics.median(base[j])
-        cells = [f"`{c.name}`", f"{n:,}", f"{b:.1f}"]
-        for _, _, cases in groups:
-            m = statistics.median(cases[j].times)
-            cells += [f"{m:.1f}", f"{m / b:.2f}x"]
+    for j, case in enumerate(groups[0][2]):
+        b = statistics.median(x[0] for x in base[j])
+        bc = statistics.median(x[1] for x in base[j])
+        cells = [f"`{case.name}`", f"{n:,}", f"{b:.1f}", f"{bc:.1f}"]
+        for g, (_, _, cases) in enumerate(groups):
+            m, mc = statistics.median(cases[j].times), statistics.median(cpu[g][j])
+            cells += [f"{m:.1f}", f"{m / b:.2f}x", f"{mc:.1f}", f"{mc / bc:.2f}x"]
         rows.append("| " + " | ".join(cells) + " |")
     return rows
 
@@ -108,9 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sha = export_rev(args.rev, tmp / "src")
         versions = [(f"wf@{sha[:7]}", str(tmp / "src")), ("wf (working tree)", None)]
         print(f"# old: wf as committed at {sha}; new: the working tree; {args.reps} reps (+{args.warmup})")
-        head = ["command", "N", "baseline ms"]
+        head = ["command", "N", "baseline ms", "baseline CPU ms"]
         for label, _ in versions:
-            head += [f"{label} ms", "ratio"]
+            head += [f"{label} ms", "ratio", "CPU ms", "CPU ratio"]
         print()
         print("| " + " | ".join(head) + " |")
         print("|---|" + "---:|" * (len(head) - 1), flush=True)
