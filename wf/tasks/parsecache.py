@@ -85,9 +85,9 @@ def _load(cache_dir: Path, name: str, data: bytes, text: str) -> TasksFile | Non
         if fmt != FORMAT or stored_key != key:
             raise ValueError("another format or key")
         chunks: list[list[Content]] = [marshal.loads(b) for b in blobs]
-        content = [c for chunk in chunks for c in chunk]
-        rows = zip(content, places, strict=True)  # ValueError if they disagree
-        tasks = [Task(i, title, s, e, fl, kv, span) for (i, title, fl, kv), (s, e, span) in rows]
+        new = tuple.__new__  # a Task without the Python-level __new__ of NamedTuple: ~3 ms less
+        rows = zip((c for chunk in chunks for c in chunk), places, strict=True)  # ValueError if they disagree
+        tasks = [new(Task, (i, title, s, e, fl, kv, span)) for (i, title, fl, kv), (s, e, span) in rows]
         if tasks and not (isinstance(tasks[0].kv, dict) and isinstance(tasks[0].raw_pairs, str)):
             raise ValueError("rows of another shape")
         found = [ParseIssue(name, ln, lv, msg, tk, IssueKind(kd)) for ln, lv, msg, tk, kd in issues]
