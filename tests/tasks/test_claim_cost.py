@@ -158,3 +158,23 @@ def test_a_list_answered_from_its_cache_imports_no_parser(wf: WfRunner) -> None:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[-1] == "[]", p.stdout
+
+
+def test_what_a_parse_leaves_is_frozen_once_per_process(
+    wf: WfRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the first parse the collector no longer walks the loaded tasks (gc.freeze);
+    a long-running process does that once, not at every write."""
+    task_id = _add_tasks(wf, 2)[0]
+    gc.unfreeze()
+    monkeypatch.setattr(parsecache, "_froze", False)
+    try:
+        wf.ok("show", task_id)
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        wf.ok("status", task_id, "progress", "me")
+        wf.ok("show", task_id)
+        assert gc.get_freeze_count() <= frozen  # frozen objects freed since, none added
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
