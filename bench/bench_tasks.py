@@ -347,6 +347,36 @@ def profile_claim(repo: Path, task_id: str) -> str:
 # ---------------------------------------------------------------- report
 
 
+def report_imports(repo: Path, n: int) -> list[str]:
+    """Print which heavy modules `wf list --runner` imports, and its slowest imports;
+    return the heavy ones it imported."""
+    heavy = heavy_imports(repo)
+    print(f"## Imports of `wf list --runner` (N={n:,})")
+    print()
+    for m in HEAVY_MODULES:
+        print(f"- {m}: {'IMPORTED (should not be)' if m in heavy else 'not imported'}")
+    total, top = import_times(repo)
+    print()
+    print(f"`python -X importtime -m wf list --runner`: {total / 1000:.1f} ms of imports; top cumulative:")
+    print()
+    print("| module | cumulative ms | self ms |")
+    print("|---|---:|---:|")
+    for cum, self_us, name in top:
+        print(f"| {name} | {cum / 1000:.1f} | {self_us / 1000:.1f} |")
+    return heavy
+
+
+def report_profiles(repo: Path, n: int, task_id: str) -> None:
+    print()
+    print(f"## cProfile of `wf list --runner` (N={n:,}, in-process, imports included)")
+    print()
+    print(profile(repo, ["list", "--runner"], "tottime"))
+    print(profile(repo, ["list", "--runner"], "cumulative"))
+    print(f"## cProfile of a claim `{CLAIM}` (N={n:,}, in-process, imports included)")
+    print()
+    print(profile_claim(repo, task_id))
+
+
 def table(rows: list[Row]) -> list[str]:
     out = ["| command | N | median ms | baseline ms | ratio |", "|---|---:|---:|---:|---:|"]
     for r in rows:
@@ -388,7 +418,7 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def arg_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="few repetitions, for a smoke run")
     ap.add_argument(
@@ -419,7 +449,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--keep", action="store_true", help="keep the temporary repositories")
     ap.add_argument("--strict", action="store_true", help="exit 1 if a goal is not met")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = arg_parser().parse_args(argv)
     reps = args.reps or (3 if args.quick else 15)
     warmup = 1 if args.quick else 2
     for exe in (PYTHON, WF):
@@ -483,30 +517,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(goals) if goals else "- (no goal applies to these sizes)")
 
         print()
-        heavy = heavy_imports(largest)
-        print(f"## Imports of `wf list --runner` (N={n_max:,})")
-        print()
-        for m in HEAVY_MODULES:
-            print(f"- {m}: {'IMPORTED (should not be)' if m in heavy else 'not imported'}")
-        total, top = import_times(largest)
-        print()
-        print(
-            f"`python -X importtime -m wf list --runner`: {total / 1000:.1f} ms of imports; top cumulative:"
-        )
-        print()
-        print("| module | cumulative ms | self ms |")
-        print("|---|---:|---:|")
-        for cum, self_us, name in top:
-            print(f"| {name} | {cum / 1000:.1f} | {self_us / 1000:.1f} |")
+        heavy = report_imports(largest, n_max)
         if args.profile:
-            print()
-            print(f"## cProfile of `wf list --runner` (N={n_max:,}, in-process, imports included)")
-            print()
-            print(profile(largest, ["list", "--runner"], "tottime"))
-            print(profile(largest, ["list", "--runner"], "cumulative"))
-            print(f"## cProfile of a claim `{CLAIM}` (N={n_max:,}, in-process, imports included)")
-            print()
-            print(profile_claim(largest, largest_ready[-1]))
+            report_profiles(largest, n_max, largest_ready[-1])
         if sources_digest(pkg) != digest:
             print(f"\n# WARNING: {pkg} changed during the run; the numbers mix two versions of wf")
         if args.keep:
