@@ -184,34 +184,6 @@ def test_lock_timeout_through_the_cli(wf: WfRunner, monkeypatch: pytest.MonkeyPa
         holder.wait()
 
 
-def test_a_lock_file_replaced_while_locking_is_not_taken(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The flock must be on the file at the path, the one the next waiter opens: a file
-    replaced between the open and the flock (removed by hand, a holder's last release)
-    is let go, and the next try locks the new one."""
-    import fcntl
-
-    from wf.base import lock
-
-    path = tmp_path / "lock"
-    real = fcntl.flock
-    replaced: list[bool] = []
-
-    def flock_after_a_replace(fd: int, op: int) -> None:
-        if not replaced:
-            replaced.append(True)
-            (tmp_path / "new").write_text("")
-            os.replace(tmp_path / "new", path)
-        real(fd, op)
-
-    monkeypatch.setattr(fcntl, "flock", flock_after_a_replace)
-    assert lock._try_lock(str(path)) is None
-    fd = lock._try_lock(str(path))
-    assert fd is not None and os.fstat(fd).st_ino == path.stat().st_ino
-    os.close(fd)
-
-
 def test_a_child_started_under_the_lock_does_not_keep_it(tmp_path: Path) -> None:
     """A worker started while wf holds the lock must not hold it after wf lets go."""
     child = None

@@ -1,12 +1,15 @@
-"""The project lock (``.wf/lock`` in the main checkout).
+"""The project lock (``.wf/lock`` in the main checkout), and wf's other locks in ``.wf/``.
 
-It is an ``flock`` on the file, so the kernel releases it when its holder dies, however
-it dies: a dead holder never blocks anyone, and the next waiter takes over at once. wf
-takes it with ``fcntl`` itself: the filelock package did the same, but importing it cost
-50 ms and more on every claim, more than the claim.
+It is a ``filelock.FileLock``: an ``flock`` on the file, so the kernel releases it when
+its holder dies, however it dies: a dead holder never blocks anyone, and the next waiter
+takes over at once. This module is the only one that imports filelock, and only inside
+``project_lock``: a command that takes no lock (``wf list``, ``wf show``) never pays its
+import.
+
 Beside it, ``.wf/lock.owner`` says who holds it (pid, command, since when), so that a
 waiter can say once whom it waits for. Waiting is bounded; the error names the holder.
-Within one process the lock is re-entrant.
+Within one thread the lock is re-entrant; another thread of the same process waits for it
+like another process does (``thread_local=True``: the batch's cloud sidecar is a thread).
 """
 
 from __future__ import annotations
@@ -14,15 +17,29 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wf.base import pids
 from wf.base.errors import LockTimeout
 
-_held: dict[str, int] = {}
+if TYPE_CHECKING:
+    from filelock import BaseFileLock
+
+POLL = 0.02  # seconds between tries while the lock is busy
+
+# One FileLock per (process, lock file): its per-thread hold count is what makes the lock
+# re-entrant in a thread. Keyed by pid too: filelock refuses an instance made before a fork.
+_locks: dict[tuple[int, str], BaseFileLock] = {}
+_locks_guard = threading.Lock()
+
+
+class _Replaced(Exception):
+    """The file the lock was taken on is no longer the one at the path."""
 
 
 def describe_holder(owner_file: Path) -> str:
@@ -59,65 +76,73 @@ def project_lock(
     Raises LockTimeout after ``timeout`` seconds.
     """
     path = str(wf_dir / name)
-    if _held.get(path):
-        _held[path] += 1
-        try:
-            yield
-        finally:
-            _held[path] -= 1
-        return
-
-    wf_dir.mkdir(parents=True, exist_ok=True)
-    owner = wf_dir / f"{name}.owner"
-    start = time.monotonic()
-    fd = _try_lock(path)
-    if fd is None:
-        if on_wait is not None:
-            what = "the project lock" if name == "lock" else f"the {name} lock"
-            on_wait(f"waiting for {what}, held by {describe_holder(owner)}")
-        while fd is None:
-            if time.monotonic() - start >= timeout:
-                raise LockTimeout(path, round(time.monotonic() - start, 1), describe_holder(owner))
-            time.sleep(0.02)
-            fd = _try_lock(path)
+    lock = _lock_for(path, wf_dir / f"{name}.owner")
+    if lock.is_locked:  # this thread holds it already: one more level
+        lock.acquire(timeout=0)
+    else:
+        wf_dir.mkdir(parents=True, exist_ok=True)
+        _acquire(lock, wf_dir, name, timeout, on_wait)
     try:
-        _write_owner(owner)
-        _held[path] = 1
         yield
     finally:
-        _held.pop(path, None)
-        os.close(fd)  # closing the descriptor releases the flock
+        lock.release()
 
 
-def _try_lock(path: str) -> int | None:
-    """An exclusive flock on ``path`` without waiting: the open descriptor that holds it,
-    or None if another holds it. A lock file replaced while we locked it (removed by
-    hand, say) is not taken: the lock must be on the file the next waiter opens."""
-    import fcntl
+def _lock_for(path: str, owner: Path) -> BaseFileLock:
+    import filelock  # here, not at the top: its import costs ~11 ms, and most commands take no lock
 
-    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC
+    key = (os.getpid(), path)
+    with _locks_guard:
+        lock = _locks.get(key)
+        if lock is None:
+
+            def acquired(fd: int) -> None:
+                _check_same_file(fd, path)
+                _write_owner(owner)
+
+            lock = _locks[key] = filelock.FileLock(path, thread_local=True, on_acquired=acquired)
+        return lock
+
+
+def _acquire(
+    lock: BaseFileLock, wf_dir: Path, name: str, timeout: float, on_wait: Callable[[str], None] | None
+) -> None:
+    """Take the lock within ``timeout`` seconds, telling ``on_wait`` once whom it waits for."""
+    import filelock
+
+    owner = wf_dir / f"{name}.owner"
+    start = time.monotonic()
+    told = False
+    while True:
+        left = max(0.0, timeout - (time.monotonic() - start))
+        try:
+            lock.acquire(timeout=left if told else 0, poll_interval=POLL)
+            return
+        except filelock.Timeout:
+            if not told and on_wait is not None:
+                what = "the project lock" if name == "lock" else f"the {name} lock"
+                on_wait(f"waiting for {what}, held by {describe_holder(owner)}")
+            told = True
+        except _Replaced:
+            pass  # filelock let the stale file go: the next try opens the one at the path
+        except FileNotFoundError:
+            # its folder was removed while we waited: made again, and the next try locks the new file
+            wf_dir.mkdir(parents=True, exist_ok=True)
+        if time.monotonic() - start >= timeout:
+            raise LockTimeout(str(wf_dir / name), round(time.monotonic() - start, 1), describe_holder(owner))
+
+
+def _check_same_file(fd: int, path: str) -> None:
+    """The flock must be on the file at the path, the one the next waiter opens. filelock
+    lets go of a file already removed (no links left); this also catches one renamed away
+    or replaced between the open and the flock (by hand, or by an editor's save)."""
+    held = os.fstat(fd)
     try:
-        fd = os.open(path, flags, 0o644)
+        now = os.stat(path)
     except FileNotFoundError:
-        # its folder was removed while we waited: made again, as filelock did on every try
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, flags, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    except BaseException:
-        os.close(fd)
-        raise
-    try:
-        same = os.fstat(fd).st_ino == os.stat(path).st_ino
-    except FileNotFoundError:
-        same = False
-    if not same:
-        os.close(fd)
-        return None
-    return fd
+        raise _Replaced(path) from None
+    if (held.st_dev, held.st_ino) != (now.st_dev, now.st_ino):
+        raise _Replaced(path)
 
 
 def _write_owner(owner: Path) -> None:
@@ -126,6 +151,6 @@ def _write_owner(owner: Path) -> None:
         "cmd": _command_line(),
         "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-    tmp = owner.with_name(f".{owner.name}.{os.getpid()}")
+    tmp = owner.with_name(f".{owner.name}.{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(json.dumps(info), "utf-8")
     os.replace(tmp, owner)

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import bisect
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wf.base.config import Config
 from wf.base.errors import IssueKind, ParseError, ParseIssue, WfError
 from wf.base.project import Project
 from wf.base.records import CorruptRecord
-from wf.tasks import archive as archivemod
 from wf.tasks import holds as holdsmod
-from wf.tasks import taskfile
 from wf.tasks.holds import Hold, HoldKind
-from wf.tasks.taskfile import Task, TasksFile
+
+if TYPE_CHECKING:  # imported where used: a ``wf list`` answered from its cache parses nothing
+    from wf.tasks import archive as archivemod
+    from wf.tasks.taskfile import Task, TasksFile
 
 
 class Backlog:
@@ -45,6 +47,7 @@ class Backlog:
         self.archive_data = archive_data  # the archive's exact bytes (None: no file)
         self._archived = archive.ids()
         self._children: dict[str, list[str]] | None = None
+        self._checked: dict[str | None, list[ParseIssue]] = {}  # check(finishing), by finishing
         self._error_lines = sorted(i.line for i in doc.issues if i.level == "error")
         cfg = project.config
         self._lane_names = {ln.name for ln in cfg.lanes}
@@ -120,7 +123,9 @@ class Backlog:
 
     def hold(self, task: Task) -> Hold | None:
         """What holds the task for a person or for whoever picked it, and what releases it."""
-        st = task.status if "status" in task.kv else taskfile.PENDING
+        if "status" not in task.kv:
+            return self.handback(task)
+        st = task.status
         tid = task.id
         if st.state == "pending":
             return self.handback(task)
@@ -227,7 +232,14 @@ class Backlog:
         """Every problem of the backlog: TASKS.md's own, and those across files. Each
         problem inside one task carries that task's id and names its own line.
         ``finishing`` names a task whose archiving was interrupted (it is in both files):
-        that one disagreement is not reported."""
+        that one disagreement is not reported. Worked out once per backlog (a write checks
+        the file, then the change asks for one task's errors): the files do not change."""
+        found = self._checked.get(finishing)
+        if found is None:
+            found = self._checked[finishing] = self._check(finishing)
+        return list(found)
+
+    def _check(self, finishing: str | None) -> list[ParseIssue]:
         issues = list(self.doc.issues) + list(self.archive.issues)
         path = self.doc.path
         ids = self.doc.ids()
@@ -404,6 +416,8 @@ def load(project: Project) -> Backlog:
 
 
 def from_bytes(project: Project, data: bytes | None, archive_data: bytes | None) -> Backlog:
+    from wf.tasks import archive as archivemod
+
     if data is None:
         raise WfError(f"no {project.config.tasks} in {project.root}; run 'wf init'")
     try:
@@ -424,6 +438,9 @@ def load_readable(project: Project, data: bytes | None, archive_data: bytes | No
     a TASKS.md or archive that is not UTF-8 is read with each bad byte shown as U+FFFD and
     its error added, so every task that can be read is still listed. Never write from it:
     its text is not the file's."""
+    from wf.tasks import archive as archivemod
+    from wf.tasks import taskfile
+
     try:
         return from_bytes(project, data, archive_data)
     except ParseError:
@@ -454,7 +471,7 @@ def cache_dir(project: Project) -> Path:
 
 def parse_cached(project: Project, data: bytes) -> TasksFile:
     """Parse TASKS.md bytes, through the parse cache when the project has a .wf folder."""
-    from wf.tasks import parsecache
+    from wf.tasks import parsecache, taskfile
 
     name = project.config.tasks
     text = taskfile.decode(data, name)
@@ -462,6 +479,7 @@ def parse_cached(project: Project, data: bytes) -> TasksFile:
         return taskfile.parse_text(text, name)
     doc = parsecache.load(cache_dir(project), name, data, text)
     if doc is None:
-        doc = taskfile.parse_text(text, name)
-        parsecache.store(cache_dir(project), doc, data)
+        with parsecache.gc_paused():
+            doc = taskfile.parse_text(text, name)
+            parsecache.store(cache_dir(project), doc, data)
     return doc

@@ -69,7 +69,7 @@ def transact(
     timeout = project.lock_timeout
     wf_dir = project.wf_dir
     tasks_name, archive_name = project.config.tasks, project.config.archive
-    with project_lock(wf_dir, timeout, on_wait):
+    with project_lock(wf_dir, timeout, on_wait), parsecache.gc_paused():
         start = time.monotonic()
         for _ in range(MAX_RETRIES):
             left = max(0.0, timeout - (time.monotonic() - start))
@@ -85,9 +85,10 @@ def transact(
                 raise ParseError(structural)
             change = fn(bl)
             new_doc = change.tasks
-            for task_id in sorted(_touched(bl.doc, new_doc)):
-                if by_task.get(task_id) and task_id != fixing:
-                    raise TaskHasErrors(task_id, by_task[task_id])
+            if by_task.keys() - {fixing}:  # comparing every task's text costs ~10 ms at 10,000 tasks
+                for task_id in sorted(_touched(bl.doc, new_doc)):
+                    if by_task.get(task_id) and task_id != fixing:
+                        raise TaskHasErrors(task_id, by_task[task_id])
             archive = bl.archive
             if change.archive is not None:
                 stamp = settle.replace_checked(project.archive_path, change.archive, old_archive, left, b"- ")
