@@ -207,7 +207,7 @@ def test_claude_subscription_usage_limit_is_a_rate_limit_event(work: Path, windo
     """A plan's limit: one request (the one retry allowed is not made), a rate_limit_event
     with the reset, a <synthetic> message with error rate_limit, a result with is_error
     and 429; exit 1."""
-    reset = int(time.time()) + 5
+    reset = int(time.time()) + 3600  # far enough that a slow start under load never passes it
     with ModelApi([usage_limit(reset, window=window)]) as api:
         r = claude(api, spec(work), oauth=True)
     assert r.code == 1, r.err

@@ -37,9 +37,12 @@ def real_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def run(
-    argv: list[str], cwd: Path, stdin: str = "", timeout: float = 120
+    argv: list[str], cwd: Path, stdin: str = "", timeout: float = 120, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout)
+    full = {**os.environ, **env} if env else None
+    return subprocess.run(
+        argv, cwd=cwd, input=stdin, capture_output=True, text=True, timeout=timeout, env=full
+    )
 
 
 @pytest.mark.parametrize("tool", ["claude", "codex", "opencode"])
@@ -153,7 +156,9 @@ def test_resuming_an_unknown_session_is_a_tool_failure(tool: str, tmp_path: Path
     spec = Spec("r", "u", tmp_path, work, "Say ok.", model="anthropic/claude-sonnet-4-5" if tool == "opencode" else None,
                 session_id=sid, resume=True)  # fmt: skip
     a = adapters.get(tool)
-    p = run(a.argv(spec), work, "Say ok.\n", timeout=150)
+    # opencode would first fetch models.dev (refused here: slow under load, then "network")
+    quiet = {f"OPENCODE_DISABLE_{x}": "1" for x in ("MODELS_FETCH", "AUTOUPDATE", "LSP_DOWNLOAD", "SHARE")}
+    p = run(a.argv(spec), work, "Say ok.\n", timeout=150, env=quiet if tool == "opencode" else None)
     parsed = feed(tool, p.stdout)
     failure, reason = a.classify(parsed, p.returncode, p.stdout, p.stderr)
     assert p.returncode == 1 and failure is Failure.tool, (p.stdout[-500:], p.stderr[-500:])
