@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wf.base.fsutil import atomic_write_text
+from wf.base import records as store
 from wf.base.project import Project
 from wf.orch.starts import CLOUD, SENT, STAMP, note_start, starts, starts_file
 from wf.workers import procs
@@ -53,7 +53,7 @@ def open_lane(project: Project, stamp: str, n: int) -> Open:
     mark = Open(stamp, os.getpid(), procs.started(os.getpid()), n)
     path = _open_file(project)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(mark.__dict__) + "\n")
+    store.write_json(path, mark.__dict__, indent=None)
     starts_file(project, stamp).parent.mkdir(parents=True, exist_ok=True)
     return mark
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from wf import adapters
+from wf.base import records as store
 from wf.base.errors import WfError
 from wf.base.project import Project
 from wf.fanout.units import UnitRequest
@@ -150,8 +151,7 @@ def save_requests(project: Project, run: str, reqs: list[UnitRequest]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     known = {r.id: r for r in saved_requests(project, run)}
     known.update({r.id: r for r in reqs})
-    data = json.dumps([r._asdict() for r in known.values()], indent=1) + "\n"
-    runs.write_file(folder / "manifest.json", data.encode("utf-8"), durable=False)
+    store.write_json(folder / "manifest.json", [r._asdict() for r in known.values()], durable=False)
 
 
 def saved_requests(project: Project, run: str) -> list[UnitRequest]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from wf.base import records as store
 from wf.base.errors import LockTimeout, WfError
 from wf.base.fsutil import append_line, atomic_write_text, tail_text
 from wf.base.lock import project_lock
@@ -82,7 +83,7 @@ def start(project: Project, p: Plan) -> Started:
     worktrees.preflight(project)  # main a branch, a git identity: before the batch writes anything
     stamp, log = _new_stamp(project)
     _dir(project).mkdir(parents=True, exist_ok=True)
-    atomic_write_text(_dir(project) / f"{stamp}.plan.json", json.dumps(p.as_dict()) + "\n")
+    store.write_json(_dir(project) / f"{stamp}.plan.json", p.as_dict(), indent=None)
     answer = _detach(project, "batch-job", stamp, log)
     word, _, rest = answer.strip().partition(" ")
     if word == "ok":

@@ -4,15 +4,14 @@ came from, the command) and its record ``.wf/batch/<stamp>.json``."""
 from __future__ import annotations
 
 import enum
-import json
 import shutil
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wf.base import records as store
 from wf.base.errors import UsageError, WfError
-from wf.base.fsutil import atomic_write_text
 from wf.base.project import Project
 from wf.base.quantity import fmt_duration, fmt_size, parse_duration, parse_size
 from wf.night import res, resbackend
@@ -458,7 +457,7 @@ class Record:
 
 
 def save(project: Project, rec: Record) -> None:
-    atomic_write_text(folder(project) / f"{rec.stamp}.json", json.dumps(rec.as_dict(), indent=1) + "\n")
+    store.write_json(folder(project) / f"{rec.stamp}.json", rec.as_dict())
 
 
 def record_files(project: Project) -> list[Path]:
@@ -471,7 +470,6 @@ def record_files(project: Project) -> list[Path]:
 def records(project: Project) -> list[Record]:
     """Every batch record, oldest first; CorruptRecord for one that cannot be trusted
     (never skipped: an older batch would be shown as the newest, or none at all)."""
-    from wf.base import records as store
 
     out = []
     for f in record_files(project):

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wf.base import records as store
 from wf.base.errors import WfError
-from wf.base.fsutil import atomic_write_text
 from wf.base.project import Project
 
 PER_WORKER = 3
@@ -97,7 +97,7 @@ def manifest(project: Project, chosen: list[Target], path: Path) -> None:
         if cfg.cmd:
             unit["cmd"] = list(cfg.cmd)
         units.append(unit)
-    atomic_write_text(path, json.dumps({"defaults": {"max_parallel": 3}, "units": units}, indent=1) + "\n")
+    store.write_json(path, {"defaults": {"max_parallel": 3}, "units": units})
 
 
 def workers(chosen: list[Target]) -> list[tuple[str, list[str]]]:
