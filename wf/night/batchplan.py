@@ -470,7 +470,6 @@ def record_files(project: Project) -> list[Path]:
 def records(project: Project) -> list[Record]:
     """Every batch record, oldest first; CorruptRecord for one that cannot be trusted
     (never skipped: an older batch would be shown as the newest, or none at all)."""
-
     out = []
     for f in record_files(project):
         rec = store.load(Record, f)
