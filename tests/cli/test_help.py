@@ -6,14 +6,16 @@ from collections.abc import Iterator
 
 import click
 
-import wf.cli  # noqa: F401  (registers the commands)
+import wf.cli  # noqa: F401  (the table of lazily loaded commands)
 from wf.cli.base import cli
 
 
 def _commands(cmd: click.Command, path: list[str]) -> Iterator[tuple[list[str], click.Command]]:
     if isinstance(cmd, click.Group):
-        for name, sub in cmd.commands.items():
-            if not sub.hidden:
+        ctx = click.Context(cmd, info_name=" ".join(["wf", *path]))
+        for name in cmd.list_commands(ctx):  # the root loads each command's module here
+            sub = cmd.get_command(ctx, name)
+            if sub is not None and not sub.hidden:
                 yield from _commands(sub, [*path, name])
     yield path, cmd
 

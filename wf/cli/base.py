@@ -25,6 +25,8 @@ from wf import __version__
 from wf.base.errors import ParseError, WfError
 
 if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
     from wf.base.project import Project
     from wf.tasks.backlog import Backlog
 from wf.base.text import json_safe, safe
@@ -112,7 +114,70 @@ class _Group(click.Group):
         return sorted(self.commands, key=lambda n: (rank.get(n, len(rank)), n))
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _LazyGroup(_Group):
+    """The root group: it knows each command's name, module and first sentence of help
+    (``lazy``, filled by ``wf.cli``) and imports a command's module only when that
+    command is looked up to run (or for its own --help). ``wf --help`` and the completion
+    of command names read the table, so they import no command module."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy: dict[str, tuple[str, str, bool]] = {}  # name -> (module, summary, hidden)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        rank = {name: i for i, name in enumerate(_ORDER)}
+        return sorted(set(self.commands) | set(self.lazy), key=lambda n: (rank.get(n, len(rank)), n))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            if cmd_name in self.lazy:
+                self.load(self.lazy[cmd_name][0])
+            else:  # not a command: "Did you mean" looks among them all
+                for module, _, _ in self.lazy.values():
+                    self.load(module)
+        return self.commands.get(cmd_name)
+
+    @staticmethod
+    def load(module: str) -> None:
+        import importlib
+
+        importlib.import_module(f"wf.cli.{module}")  # its decorators register its commands
+
+    def listed(self, name: str) -> click.Command | None:
+        """The command as a listing shows it: the real one once loaded, else a stand-in
+        with the same name, first sentence of help and hidden flag."""
+        if name in self.commands:
+            return self.commands[name]
+        if name not in self.lazy:
+            return None
+        _, summary, hidden = self.lazy[name]
+        return click.Command(name, help=summary, hidden=hidden)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # click's own, with listed() for get_command()
+        from gettext import gettext
+
+        commands = [(n, c) for n in self.list_commands(ctx) if (c := self.listed(n)) and not c.hidden]
+        if commands:
+            limit = formatter.width - 6 - max(len(n) for n, _ in commands)
+            with formatter.section(gettext("Commands")):
+                formatter.write_dl([(n, c.get_short_help_str(limit)) for n, c in commands])
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        from click.shell_completion import CompletionItem
+
+        results = [
+            CompletionItem(n, help=c.get_short_help_str())
+            for n in self.list_commands(ctx)
+            if n.startswith(incomplete) and (c := self.listed(n)) and not c.hidden
+        ]
+        results.extend(click.Command.shell_complete(self, ctx, incomplete))
+        return results
+
+
+@click.group(
+    cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.version_option(__version__, "-V", "--version", prog_name="wf")
 @click.option(
     "-C",
