@@ -418,3 +418,12 @@ def test_wf_add_inside_a_clone_unit_writes_the_main_checkouts_tasks(wf: WfRunner
         [sys.executable, "-m", "wf", "show", "found"], cwd=clone, capture_output=True, text=True, check=True
     ).stdout
     assert "TASKS.md:" in out and "Found by a unit" in out
+
+
+def test_for_reads_a_duration_the_same_way_in_orch_run_and_batch(wf: WfRunner) -> None:
+    """One duration reader: `--for 1H` means an hour to `wf orch run` as it does to
+    `wf batch` (it once was a usage error for one and an hour for the other)."""
+    r = wf("orch", "run", "sonnet", "--for", "1H")
+    assert r.code != 2 and "--for" not in r.err, r.err
+    r = wf("orch", "run", "sonnet", "--for", "soon")
+    assert r.code == 2 and "--for 'soon': expected a duration such as 90s, 20m or 6h" in r.err

@@ -6,9 +6,9 @@ from __future__ import annotations
 import click
 
 from wf.base.errors import UsageError
+from wf.base.quantity import parse_duration
 from wf.base.text import safe
 from wf.cli.base import _echo_json, _Group, _on_wait, _print, _project, cli
-from wf.cli.orch import _duration
 
 
 @cli.group(cls=_Group)
@@ -109,7 +109,12 @@ def cloud_pull(
     if watch:
         if ids or as_json:
             raise UsageError("--watch pulls every session; it takes no ID and no --json")
-        code = pull.watch(proj, interval=_duration(interval), duration=_duration(for_), on_line=click.echo)
+        code = pull.watch(
+            proj,
+            interval=parse_duration(interval, "--interval"),
+            duration=parse_duration(for_, "--for"),
+            on_line=click.echo,
+        )
         ctx.exit(code)
     if bool(ids) == all_:
         raise UsageError("give the ids to pull, or --all")

@@ -12,6 +12,7 @@ import click
 
 from wf.base.config import ADAPTERS
 from wf.base.errors import WfError
+from wf.base.quantity import parse_duration
 from wf.base.text import safe, safe_line
 from wf.cli.base import _echo_json, _Group, _on_wait, _project, cli
 
@@ -325,7 +326,7 @@ def orch_run(
         adapter=adapter,
         emit=out.line,
         until_stop=until_stop,
-        for_seconds=_duration(for_) if for_ else None,
+        for_seconds=parse_duration(for_, "--for") if for_ else None,
         timeout=timeout,
         max_tasks=max_tasks,
         cloud=PLUG,
@@ -381,15 +382,6 @@ class _Out:
             self.progress.clear()
         except (OSError, ValueError):
             self._closed()
-
-
-def _duration(text: str) -> float:
-    import re as _re
-
-    m = _re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhd]?)", text.strip())
-    if not m:
-        raise click.BadParameter(f"{text!r}: expected a number with s, m, h or d (e.g. 90m)")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
 
 
 @cli.command("gate-run", hidden=True)

@@ -21,6 +21,10 @@ from wf.trees import gitops, worktrees
 if TYPE_CHECKING:
     from wf.adapters.base import Denial
 
+# The Status text of a task blocked for two crashes: wf's own, compared whole when wf
+# unblocks it (a person's change to it keeps it blocked).
+CRASHED_TWICE_NOTE = "crashed twice"
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -166,7 +170,7 @@ def _decide_said(project: Project, rec: LaneRecord, res: Result, note: str, line
         return Decision(
             Outcome.CRASHED_RECOVERY, note or None, None, None, (f"{task} crashed: one recovery pick",)
         )
-    return Decision(Outcome.CRASHED_TWICE, "crashed twice", f"{task} crashed twice", None, tuple(lines))
+    return Decision(Outcome.CRASHED_TWICE, CRASHED_TWICE_NOTE, f"{task} crashed twice", None, tuple(lines))
 
 
 def _file_trouble(project: Project, rec: LaneRecord, res: Result) -> str | None:

@@ -339,12 +339,13 @@ class LaneWork(abc.ABC):
     def _unblock_crashed(self, task_id: str) -> None:
         """A task this run blocked as crashed twice, for a failure now known to be its
         tool's: back to pending, so that no task is charged for its tool."""
+        from wf.orch.decide import CRASHED_TWICE_NOTE
         from wf.tasks import ops
 
         try:
             task = backlogmod.load(self.project).doc.find(task_id)
             st = task.status if task is not None else None
-            if st is None or st.state != "blocked" or not st.text.startswith("crashed twice"):
+            if st is None or (st.state, st.text) != ("blocked", CRASHED_TWICE_NOTE):
                 return  # a person (or another outcome) changed it since: theirs to keep
             ops.set_status(self.project, task_id, "pending", force=True)
         except WfError as e:
