@@ -198,3 +198,15 @@ def test_commands_that_run_no_git_never_import_gitpython(tmp_path: Path) -> None
     r = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout
+
+
+def test_each_package_names_its_modules() -> None:
+    """A newcomer reads a part's ``__init__`` and learns every module it holds: each one
+    is named there (as ``name``)."""
+    unnamed = []
+    for init in sorted(WF.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text("utf-8"))) or ""
+        for module in sorted(init.parent.glob("*.py")):
+            if module.name != "__init__.py" and f"``{module.stem}``" not in doc:
+                unnamed.append(f"{init.parent.name}/{module.name}")
+    assert unnamed == []

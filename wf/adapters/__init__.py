@@ -3,7 +3,8 @@ how to read what they print, and why they failed.
 
 One module per tool (``claude``, ``codex``, ``opencode``, ``cmd``), each owning its argv,
 its event parser, its failure classification, its login probe and its model and effort
-vocabulary; ``base`` holds what they share. This module is the registry, the checks
+vocabulary; ``base`` holds what they share, ``limits`` a plan's usage limit (its
+reset and window), ``versions`` the tool versions wf is tested with. This module is the registry, the checks
 run before a lane's first worker (:func:`preflight`), the one-line description of
 a unit's end (:func:`describe`) and a session's cost read where its tool keeps it
 (:func:`session_cost`).

@@ -1,7 +1,15 @@
-"""The ground every part stands on: errors and exit codes, ids, quantities (and a reset
-time's words), atomic writes, the typed record reader, the settle step, the project lock,
-the project and its wf.toml, and whether a pid lives (``pids``).
+"""The ground every part stands on.
 
-May import: nothing of wf outside ``wf.base`` (the standard library; tomlkit in
-``config``; psutil in ``pids`` only where there is no ``/proc``).
+- ``errors``: the one root error ``WfError``, its kinds and the exit codes;
+- ``ids``, ``quantity``, ``stamps``, ``text``: ids and names, sizes and durations (and a
+  reset time's words), UTC time stamps read one way, terminal-safe text;
+- ``fsutil``: exact reads, atomic writes, appends, tails; ``records``: the one validated
+  reader and writer of JSON state records; ``settle``: settled reads, checked renames;
+- ``lock``: the project lock (filelock); ``pids``: whether a pid lives, and since when;
+- ``project``: finding the main checkout; ``config``: wf.toml (tomlkit for edits);
+- ``homes``: where the agent tools and wf keep their files; ``gitenv``: the variables that
+  point git elsewhere.
+
+May import: nothing of wf outside ``wf.base`` (the standard library; tomlkit in ``config``,
+filelock in ``lock``).
 """

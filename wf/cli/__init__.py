@@ -1,6 +1,9 @@
 """The command line (``wf``): the only package that imports click.
 
-Each command collects its options, calls one core function and prints the result.
+Each command collects its options, calls one core function and prints the result. One
+module of commands per part: ``tasks``, ``git``, ``workers`` (dispatch, run), ``runs``,
+``watch`` (monitor, gather), ``orch``, ``usage``, ``batch``, ``cloud``; ``base`` holds the
+group, the shared helpers and the entry point.
 Exit codes: 0 ok, 1 an expected error (message on stderr), 2 a usage error,
 3 a bug (traceback saved to a crash log), 4 a person or the caller must act,
 5 gave up waiting, 130 interrupted.

@@ -6,7 +6,8 @@ any worker's.
   pty, ``-p --teleport``);
 - ``records``: ``.wf/cloud/<id>.json`` and its lock; ``ledger``: spend against the budget;
 - ``lane``: send (``wf orch pick cloud``) and post (``wf orch post cloud``);
-- ``pull``: ``wf cloud pull`` and the batch's sidecar.
+- ``pull``: ``wf cloud pull`` and the batch's sidecar; ``batchlane``: a batch's open cloud
+  lane and the tasks local lanes leave to it.
 
 A batch starts the sidecar in a thread: ``wf.cloud.sidecar(project, stop_event)``. Orch
 never imports this package: the commands that pick hand it ``PLUG``, the cloud lane as

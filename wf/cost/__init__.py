@@ -1,5 +1,9 @@
-"""What a worker really cost, from its transcript: the readers and counts (``usage``), the
-price table (``prices``) and the cost log every run appends to (``costlog``).
+"""What a worker really cost, from its transcript.
+
+- ``transcripts``: a Claude Code transcript read once per request; ``usage``: tokens and
+  dollars per session (Claude Code, Codex), output estimates;
+- ``prices``: the price table; ``costlog``: the cost log every run appends to, and
+  ``--report``; ``report``: what ``wf usage`` reports.
 
 May import: ``wf.base``.
 """

@@ -4,14 +4,14 @@ the supervisor (how to watch and stop it).
 
 | module | what |
 |---|---|
-| units | a request made ready to run: mode (scratch, clone, cwd), adapter, session |
-| manifest | JSON/TOML manifests (``units`` or ``tasks``), run ids, ``wf runs new`` |
-| fanout | dispatch, run, retry; what happens when a unit ends (cost line, left changes) |
-| retry | attempts of a unit, what to re-run, the cap |
-| watch | lost supervisors, monitor, gather |
-| report | the lines a person reads |
-| progress | the live status line on a terminal |
-| diff | what a clone unit changed |
+| ``units`` | a request made ready to run: mode (scratch, clone, cwd), adapter, session |
+| ``manifest`` | JSON/TOML manifests (``units`` or ``tasks``), run ids, ``wf runs new`` |
+| ``fanout`` | dispatch, run, retry; what happens when a unit ends (cost line, left changes) |
+| ``retry`` | attempts of a unit, what to re-run, the cap |
+| ``watch`` | lost supervisors, monitor, gather |
+| ``report`` | the lines a person reads |
+| ``progress`` | the live status line on a terminal |
+| ``diff`` | what a clone unit changed |
 
 May import: ``wf.base``, ``wf.tasks``, ``wf.cost``, ``wf.adapters``, ``wf.workers``, ``wf.trees``.
 """

@@ -1,5 +1,12 @@
-"""The night: ``wf batch`` (plan, run, log, summary), ``wf res`` (a command under limits),
-``wf batch --prep``, ``wf pilot`` (batches back to back) and ``wf demo``.
+"""The night: what runs while nobody watches.
+
+- ``batch``: ``wf batch``, the detached nightly run; ``batchplan``: its plan and record;
+  ``batchstatus``: ``--status`` and ``--stop``; ``batchlog``: the morning summary, from
+  the orch log, the cost log and the loop's stop events;
+- ``res``: ``wf res``, a command under limits; ``resjobs``: its job records;
+  ``resbackend``: the watchdog and cgroup backends;
+- ``prep``: ``wf batch --prep``; ``pilot``: ``wf pilot``, batches back to back;
+- ``demo``: ``wf demo``.
 
 May import: every part below it (base, tasks, cost, adapters, workers, trees, fanout, orch,
 cloud); never ``wf.cli``.

@@ -1,7 +1,13 @@
-"""Git and the working trees: the one module that runs git and imports GitPython (``gitops``, with
-what it reads without git in ``gitfiles``), lane worktrees and
-remote-less clones (``worktrees``), their admin (``treeadmin``) and the merge that never
-loses a commit (``merge``).
+"""Git and the working trees.
+
+- ``gitops``: how wf's core runs git, and the only module that imports GitPython;
+  ``gitfiles``: what wf reads of git without running it (temporary indexes, git's output,
+  a tree's size);
+- ``worktrees``: lane worktrees and remote-less clones; ``treeadmin``: ``wf wt`` (list,
+  rm, prune) and releasing trees;
+- ``merge``: ``wf merge``, the merge that never loses a commit, and its archive commit.
+
+(The scripted worker and ``wf demo`` run git themselves, as a person or an agent does.)
 
 May import: ``wf.base``, ``wf.tasks``, ``wf.cost``, ``wf.adapters``, ``wf.workers``.
 """
