@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wf.base import pids
+from wf.base import pids, stamps
 from wf.base.errors import LockTimeout
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def _write_owner(owner: Path) -> None:
     info = {
         "pid": os.getpid(),
         "cmd": _command_line(),
-        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "since": stamps.now_iso(),
     }
     tmp = owner.with_name(f".{owner.name}.{os.getpid()}.{threading.get_ident()}")
     tmp.write_text(json.dumps(info), "utf-8")

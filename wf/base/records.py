@@ -23,7 +23,6 @@ import json
 import math
 import os
 import stat
-import time
 import types
 import typing
 from pathlib import Path
@@ -249,7 +248,9 @@ def save(path: Path, rec: Any) -> None:
 
 def move_aside(path: Path) -> Path:
     """Rename a corrupt record out of the way (kept for a person to read), never delete it."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    from wf.base import stamps  # rare (a record set aside): its import stays off the read path
+
+    stamp = stamps.compact_now()
     dest = Path(path).with_name(f"{Path(path).name}.corrupt-{stamp}")
     Path(path).rename(dest)
     return dest

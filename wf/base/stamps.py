@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import time
-from datetime import UTC, datetime
 
 _FORM = re.compile(r"\d{4}(-?)\d{2}\1\d{2}T\d{2}(:?)\d{2}\2\d{2}(\.\d+)?(Z|[+-]\d{2}:?\d{2})?")
 
@@ -22,10 +21,17 @@ def now_iso(t: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
+def compact_now() -> str:
+    """The stamp wf puts in names (backup refs, batches): ``20261025T013000Z``, now."""
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+
+
 def parse_utc(text: str) -> float | None:
     """Seconds since the epoch of a stamp, None if ``text`` is none."""
     if not _FORM.fullmatch(text):
         return None
+    from datetime import UTC, datetime  # a few ms: only where a stamp is read
+
     try:
         at = datetime.fromisoformat(text)
     except ValueError:

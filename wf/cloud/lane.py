@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
+from wf.base import stamps
 from wf.base.config import CLOUD_LANE
 from wf.base.errors import WfError
 from wf.base.lock import project_lock
@@ -342,7 +343,7 @@ def _merge(
 def _log(project: Project, rec: CloudRecord, outcome: Outcome, commit: str | None) -> None:
     from wf.base.fsutil import append_line
 
-    ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    ts = stamps.now_iso()
     append_line(
         project.out_dir / "wf-orch.log",
         f"ts={ts} lane={CLOUD_LANE} model={rec.model} id={rec.id} pick={rec.session} "

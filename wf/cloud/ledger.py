@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 import re
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from wf.base import stamps
 from wf.base.fsutil import append_line
 from wf.base.project import Project
 
@@ -103,7 +103,7 @@ def period_start(period: str, now: datetime | None = None) -> datetime:
 def record_spend(
     project: Project, task_id: str, session: str, state: str, usd: float | None, dur_s: float
 ) -> None:
-    ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    ts = stamps.now_iso()
     cost = "?" if usd is None else f"{usd:.6f}"
     append_line(
         log_path(project),

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from wf.base import records as store
+from wf.base import stamps
 from wf.base.errors import LockTimeout, WfError
 from wf.base.fsutil import append_line, atomic_write_text, tail_text
 from wf.base.lock import project_lock
@@ -126,7 +127,7 @@ def _new_stamp(project: Project) -> tuple[str, Path]:
     started in the same second get different stamps, and only one of them runs)."""
     project.out_dir.mkdir(parents=True, exist_ok=True)
     while True:
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        stamp = stamps.compact_now()
         log = project.out_dir / f"wf-batch-{stamp}.log"
         try:
             os.close(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))

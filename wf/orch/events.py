@@ -19,11 +19,11 @@ from __future__ import annotations
 import enum
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from wf.base import records as store
+from wf.base import stamps
 from wf.base.fsutil import append_line
 from wf.base.project import Project
 from wf.base.quantity import until_text
@@ -113,4 +113,4 @@ def read(path: Path, offset: int = 0) -> tuple[list[StopEvent], int]:
 
 
 def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return stamps.now_iso()

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from wf.adapters import Failure, Spec
 from wf.adapters.limits import Limit
+from wf.base import stamps
 from wf.base.errors import IssueKind, ParseError, WfError
 from wf.base.fsutil import append_line
 from wf.base.project import Project
@@ -79,7 +80,7 @@ class LaneWork(abc.ABC):
         self.gates = gate.Watch(project)  # a red gate is said as soon as it is recorded
 
     def emit(self, line: str) -> None:
-        ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        ts = stamps.now_iso()
         try:
             append_line(self.events, f"{ts} run={self.run_id} {line}")
         except OSError:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from wf.base import stamps
 from wf.base.errors import WfError
 from wf.base.fsutil import append_line, tail_text
 from wf.base.lock import project_lock
@@ -323,7 +324,7 @@ def _finish_logged(project: Project, rec: LaneRecord, logged: Outcome) -> Posted
 def _log(
     project: Project, rec: LaneRecord, outcome: Outcome, commit: str | None, duration: float | None
 ) -> None:
-    ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    ts = stamps.now_iso()
     dur = "-" if duration is None else str(round(duration))
     append_line(
         project.out_dir / "wf-orch.log",
@@ -392,7 +393,7 @@ def _write_cost(
         return
     line = costlog.line_for(
         spent.cost,
-        ts=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        ts=stamps.now_iso(),
         project=project.root.name,
         task_id=rec.id,
         agent=spent.agent,
