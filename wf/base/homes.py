@@ -18,6 +18,13 @@ def claude_roots() -> list[Path]:
     return [home / ".config" / "claude", home / ".claude"]
 
 
+def claude_home() -> Path:
+    """The one folder Claude Code reads its user settings from and where wf installs its
+    agents and skills: the first $CLAUDE_CONFIG_DIR entry, else ~/.claude."""
+    env = os.environ.get("CLAUDE_CONFIG_DIR", "").split(",")[0].strip()
+    return Path(env).expanduser() if env else Path.home() / ".claude"
+
+
 def wf_state() -> Path:
     """wf's own state folder, across projects: ``$XDG_STATE_HOME/wf``, else
     ``~/.local/state/wf`` (the list of projects, res's jobs, crash logs). Not made here:

@@ -130,9 +130,9 @@ def _login_findings(project: Project, a: Adapter, users: list[str]) -> list[Find
 def claude_settings_files(project: Project) -> list[Path]:
     """The settings files a claude worker in this project reads that wf can read too:
     the project's shared and local ones, and the user's (``$CLAUDE_CONFIG_DIR``)."""
-    import os
+    from wf.base.homes import claude_home
 
-    config = Path(os.environ.get("CLAUDE_CONFIG_DIR", "").split(",")[0] or Path.home() / ".claude")
+    config = claude_home()
     folder = project.root / ".claude"
     return [folder / "settings.json", folder / "settings.local.json", config / "settings.json"]
 

@@ -10,7 +10,6 @@ lines of TASKS.md that prep changed (a person's own uncommitted edits stay uncom
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tempfile
@@ -125,8 +124,10 @@ def refusals(project: Project, run_id: str, chosen: list[Target]) -> dict[str, s
     out: dict[str, str] = {}
     for n, (lane, ids) in enumerate(workers(chosen), 1):
         try:
-            st = json.loads((runs.unit_dir(project, run_id, f"prep-{lane}-{n}") / "status.json").read_text())
-        except (OSError, ValueError):
+            st = runs.read_status(runs.unit_dir(project, run_id, f"prep-{lane}-{n}"))
+        except runs.CorruptStatus:
+            continue
+        if st is None:
             continue
         refused = [d for d in map(Denial.from_json, st.get("denied") or []) if d is not None]
         if refused:

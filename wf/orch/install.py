@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 from wf.base.errors import WfError
+from wf.base.homes import claude_home
 
 ITEMS = (
     ("agents", "wf-worker.md"),
@@ -23,10 +24,7 @@ RESTART = (
 
 
 def default_target() -> Path:
-    env = os.environ.get("CLAUDE_CONFIG_DIR")
-    if env:
-        return Path(env.split(",")[0]).expanduser()
-    return Path.home() / ".claude"
+    return claude_home()
 
 
 def install(target: Path | None = None) -> list[str]:

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from wf.base import records
 from wf.base.homes import claude_roots
 from wf.base.pids import alive as alive  # wf's one pid check, for the floors above
 from wf.base.pids import alive_as as alive_as
@@ -187,7 +188,7 @@ def children(pid: int) -> list[int]:
 
 def tree(pid: int) -> list[int]:
     """``pid`` and all its live descendants."""
-    if not os.path.exists(f"/proc/{pid}"):
+    if not alive(pid):
         return []
     seen = [pid]
     i = 0
@@ -263,8 +264,8 @@ def _mark_units(pids: list[int], marked: set[int]) -> None:
             continue
         path = Path(os.fsdecode(folder))
         try:
-            status = json.loads((path / "status.json").read_bytes())
-        except (OSError, ValueError):
+            status = records.load_json(path / "status.json")
+        except records.CorruptRecord:
             continue
         if isinstance(status, dict) and status.get("token") == token.decode(errors="replace"):
             mark_signalled(path)
