@@ -342,16 +342,20 @@ def test_merge_never_overwrites_an_ignored_file(proj: WfRunner) -> None:
 
 
 # A `git` earlier on PATH that runs the real one, except that it hangs at one step of a
-# merge (so that the test can kill wf there): before the merge is computed, after the
-# fast-forward, before the archive commit, inside it while its temporary index exists,
-# inside it after main moved but before the real index took the new files, before the
-# tree is detached, before the branch is deleted.
+# merge (so that the test can kill wf there): before the merge is computed, before the two
+# backup refs are written (one transaction), after the fast-forward, before the archive
+# commit (its blobs and tree just written in-process), after it was made but before main
+# moves to it, after main moved but before the real index took the new files, before the
+# tree is detached, before the branch is deleted; and, where git builds the archive's tree
+# in a temporary index (a setting makes wf leave the objects to git), while that exists.
 FAKE_GIT = """#!/bin/sh
 [ "$1" = -C ] && shift 2  # wf's `git -C TREE ...` (it runs in TREE too): the steps match the rest
 hang() {{ echo $$ > "$WF_FAKE_GIT_MARKER"; exec sleep 3600; }}
 case "$WF_FAKE_GIT_STEP:$*" in
   start:merge-tree*) hang ;;
-  archived:hash-object*) hang ;;
+  backups:update-ref\\ -m\\ wf\\ backup\\ --stdin) hang ;;
+  archived:commit-tree*) [ "$5" = -F ] && hang ;;  # one parent: the archive commit
+  archivemade:update-ref\\ -m\\ wf:\\ archive*) hang ;;
   tmpindex:write-tree*) hang ;;
   halfmade:update-index\\ --add\\ --cacheinfo*) [ -z "$GIT_INDEX_FILE" ] && hang ;;
   committed:switch\\ --quiet\\ --detach*) hang ;;
@@ -361,7 +365,24 @@ esac
 exec {git} "$@"
 """
 
-KILL_STEPS = ["start", "merged", "archived", "tmpindex", "halfmade", "committed", "detached"]
+KILL_STEPS = [
+    "start",
+    "backups",
+    "merged",
+    "archived",
+    "archivemade",
+    "tmpindex",
+    "halfmade",
+    "committed",
+    "detached",
+]
+# a setting with which git writes objects its own way: wf builds the archive's tree in a
+# temporary index then (the only way the tmpindex step is reached)
+GIT_WRITES = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "core.fsyncObjectFiles",
+    "GIT_CONFIG_VALUE_0": "false",
+}
 
 
 @pytest.mark.parametrize("step", KILL_STEPS)
@@ -385,6 +406,7 @@ def test_kill_merge_at_each_step_then_finish(proj: WfRunner, step: str, tmp_path
         WF_FAKE_GIT_STEP=step,
         WF_FAKE_GIT_MARKER=str(marker),
         PYTHONPATH=str(Path(__file__).resolve().parent.parent.parent),
+        **(GIT_WRITES if step == "tmpindex" else {}),
     )
     p = subprocess.Popen(
         [sys.executable, "-m", "wf", "merge", "a"],

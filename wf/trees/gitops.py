@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from wf.base.errors import WfError
 from wf.base.gitenv import LOCATION_VARS as _LOCATION_VARS
-from wf.trees import gitfiles
+from wf.trees import gitfiles, objects
 from wf.trees.gitfiles import MergeTree, WorktreeEntry
 from wf.workers import procs
 
@@ -447,18 +447,27 @@ def update_ref(cwd: Path, ref: str, new: str, old: str | None = None, reason: st
 
 
 def backup_ref(cwd: Path, name: str, sha: str, stamp: str) -> str:
-    """Keep ``sha`` reachable under ``refs/wf/backup/<name>/<stamp>``; return the ref.
-    A backup is never overwritten: one made the same second for another commit (the
-    clone's fetch, then the merge) gets ``<stamp>-2``, ``-3``, ..."""
-    ref, n = f"refs/wf/backup/{name}/{stamp}", 2
-    while True:
-        held = rev(cwd, ref)
-        if held == sha:
-            return ref
+    """Keep ``sha`` reachable under ``refs/wf/backup/<name>/<stamp>``; return the ref."""
+    return backup_refs(cwd, [(name, sha)], stamp)[0]
+
+
+def backup_refs(cwd: Path, tips: list[tuple[str, str]], stamp: str) -> list[str]:
+    """Keep each (name, sha) reachable under ``refs/wf/backup/<name>/<stamp>``, all in
+    one ``update-ref --stdin`` transaction (all or none); return the refs. A backup is
+    never overwritten (``create``: only if the ref does not exist): one made the same
+    second for another commit (the clone's fetch, then the merge) gets ``<stamp>-2``, ..."""
+    refs: list[str] = []
+    lines = []
+    for name, sha in tips:
+        ref, n = f"refs/wf/backup/{name}/{stamp}", 2
+        while (held := rev(cwd, ref)) is not None and held != sha:
+            ref, n = f"refs/wf/backup/{name}/{stamp}-{n}", n + 1
+        refs.append(ref)
         if held is None:
-            run(cwd, "update-ref", "-m", "wf backup", ref, sha, "")  # "": only if it does not exist
-            return ref
-        ref, n = f"refs/wf/backup/{name}/{stamp}-{n}", n + 1
+            lines.append(f"create {ref} {sha}\n")
+    if lines:
+        run(cwd, "update-ref", "-m", "wf backup", "--stdin", stdin="".join(lines))
+    return refs
 
 
 def delete_branch(cwd: Path, branch: str) -> None:
@@ -487,28 +496,34 @@ def merge_tree(cwd: Path, ours: str, theirs: str) -> MergeTree:
 
 
 def commit_files(cwd: Path, branch: str, files: dict[str, str], message: str) -> str:
-    """Commit new contents of ``files`` on top of ``branch`` without touching the
-    working tree or other staged changes: blobs and a tree are built in a temporary
-    index, the branch moves by compare-and-swap, and the real index takes just these
-    paths' new blobs. Returns the new commit."""
-    head = rev(cwd, branch)
-    if head is None:
-        raise WfError(f"no branch {branch}")
-    blobs = {p: run(cwd, "hash-object", "-w", "--stdin", stdin=text).out.strip() for p, text in files.items()}
-    entries = [a for p, blob in blobs.items() for a in ("--cacheinfo", f"100644,{blob},{p}")]
-    tmp_index = {
-        "GIT_INDEX_FILE": str(git_dir(cwd) / f"{gitfiles.TMP_INDEX}{gitfiles.tmp_index_id(os.getpid())}")
-    }
-    try:
-        env_run(cwd, tmp_index, "read-tree", head)
-        env_run(cwd, tmp_index, "update-index", "--add", *entries)
-        tree = env_run(cwd, tmp_index, "write-tree").out.strip()
-    finally:
-        Path(tmp_index["GIT_INDEX_FILE"]).unlink(missing_ok=True)
-    commit = commit_tree(cwd, tree, [head], message)
-    update_ref(cwd, f"refs/heads/{branch}", commit, head, reason=message.splitlines()[0])
-    run(cwd, "update-index", "--add", *entries)
-    return commit
+    """``commitfiles.commit_files``: commit new contents of ``files`` on top of ``branch``."""
+    from wf.trees import commitfiles
+
+    return commitfiles.commit_files(cwd, branch, files, message)
+
+
+def tree_in_process(cwd: Path, head: str, files: dict[str, bytes]) -> str | None:
+    """The tree of ``head`` with ``files`` set, its objects written in-process; None when
+    git must write them (settings of its own, a path that is not a plain file, an error)."""
+    if any(v in os.environ for v in objects.CONFIG_VARS):
+        return None
+    with _lock:
+        repo = _repo(Path(cwd))
+        try:
+            cfg = None if repo is None else repo.config_reader()
+            if cfg is None or (cfg.has_section("core") and objects.git_writes(cfg.options("core"))):
+                return None
+            store = Path(repo.common_dir) / "objects"  # type: ignore[union-attr]
+            return objects.tree_with(
+                lambda sha: bytes(repo.odb.stream(bytes.fromhex(sha)).read()),  # type: ignore[union-attr]
+                lambda kind, data: objects.write_loose(store, kind, data),
+                repo.commit(head).tree.hexsha,  # type: ignore[union-attr]
+                files,
+            )
+        except Exception:  # objects.Unfit, or GitPython failed: git writes them
+            if repo is not None:
+                repo.odb._git.clear_cache()  # its cat-file may be broken: a fresh one next time
+            return None
 
 
 def commit_tree(cwd: Path, tree: str, parents: list[str], message: str) -> str:

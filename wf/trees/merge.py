@@ -92,7 +92,7 @@ class Outcome(NamedTuple):
 def repair(project: Project, main: str) -> list[str]:
     """Finish what a killed archive commit left half-made, and say what was done.
 
-    ``gitops.commit_files`` moves the branch first and then updates the real index: a
+    ``commitfiles.commit_files`` moves the branch first and then updates the real index: a
     ``kill -9`` in between leaves the index staging the old TASKS.md and archive (the
     next ``git commit`` would revert the archiving). When the main commit is wf's own
     archive commit and an index entry (or a working-tree file) of those two files still
@@ -105,13 +105,20 @@ def repair(project: Project, main: str) -> list[str]:
         done.append(f"removed {stray.name}, left by a killed wf")
     if not archived_by(root, main) or gitops.rev(root, f"{main}^") is None:
         return done
-    for path in (project.tasks_in_git, project.archive_in_git):
+    paths = (project.tasks_in_git, project.archive_in_git)
+    staged: dict[str, str] | None = None  # path -> its blob in the index, read once
+    for path in paths:
         now = gitops.resolve(root, f"{main}:{path}")
         before = gitops.resolve(root, f"{main}^:{path}")
         if now == before:
             continue
-        staged = gitops.out(root, "ls-files", "--stage", "--", path).split()
-        index = staged[1] if len(staged) >= 2 else None
+        if staged is None:
+            listed = gitops.out(root, "ls-files", "--stage", "-z", "--", *paths).split("\0")
+            staged = {}
+            for ln in listed:  # "mode blob stage\tpath"; the first stage of a conflict
+                if "\t" in ln:
+                    staged.setdefault(ln.split("\t", 1)[1], ln.split()[1])
+        index = staged.get(path)
         if index == before:
             if now is None:
                 gitops.run(root, "update-index", "--force-remove", "--", path)
@@ -346,8 +353,7 @@ def _merge(
     if dirty:
         raise DirtyMain(root, dirty)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    gitops.backup_ref(root, branch, tip, stamp)
-    gitops.backup_ref(root, main, main_sha, stamp)
+    gitops.backup_refs(root, [(branch, tip), (main, main_sha)], stamp)  # one transaction
     commit = gitops.commit_tree(root, result.tree, [main_sha, tip], f"{task_id}: {title}\n")
     try:
         gitops.fast_forward(root, commit)
