@@ -262,6 +262,25 @@ def test_dirty_main_is_refused(proj: WfRunner) -> None:
     assert git(proj.root, "rev-parse", "main").strip() == main_sha
     assert git(proj.root, "rev-parse", "sonnet/a").strip() == tip
     assert (proj.root / "README.md").read_text() == "uncommitted person's edit\n"
+    assert git(proj.root, "for-each-ref", "refs/wf/backup") == ""  # refused before anything was written
+
+
+def test_the_dirty_paths_among_a_merges_paths_are_those_paths_literally(proj: WfRunner) -> None:
+    """Only the paths asked about, each taken as it is spelled (not a glob, not magic)."""
+    from wf.trees import gitops
+
+    for name in ("[ab].txt", "a.txt", "sub/x.txt"):
+        (proj.root / name).parent.mkdir(exist_ok=True)
+        (proj.root / name).write_text("committed\n")
+    commit_all(proj.root, "files")
+    (proj.root / "[ab].txt").write_text("changed\n")
+    (proj.root / "a.txt").write_text("changed\n")
+    (proj.root / "sub" / "new.txt").write_text("untracked\n")
+    with gitops.session():
+        assert gitops.dirty_paths(proj.root, {"[ab].txt"}) == ["[ab].txt"]
+        assert gitops.dirty_paths(proj.root, {"sub/new.txt", "sub/x.txt"}) == ["sub/new.txt"]
+        assert gitops.dirty_paths(proj.root, set()) == []
+        assert sorted(gitops.dirty_paths(proj.root)) == ["[ab].txt", "a.txt", "sub/new.txt"]
 
 
 def test_branch_without_commits_is_not_merged(proj: WfRunner) -> None:

@@ -172,3 +172,34 @@ def test_backups_are_one_transaction_that_never_overwrites(
         gitops.backup_refs(root, [("b", tip), ("main", tip)], "S")
     assert git(root, "rev-parse", "refs/wf/backup/main/S").strip() == head
     assert git(root, "for-each-ref", "refs/wf/backup/b") == ""
+
+
+def test_the_archive_commit_never_moves_a_branch_that_moved_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compare and swap: main moved by someone else while the commit was made stays where
+    they put it (the commit fails, nothing staged)."""
+    root, head = _repo(tmp_path)
+    real = gitops.commit_tree
+
+    def theirs_first(cwd: Path, tree: str, parents: list[str], message: str) -> str:
+        git(
+            root,
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t.invalid",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "x",
+        )
+        return real(cwd, tree, parents, message)
+
+    monkeypatch.setattr(gitops, "commit_tree", theirs_first)
+    with pytest.raises(gitops.GitError):
+        commitfiles.commit_files(root, "main", {"DONE.md": "d\n"}, "m\n")
+    assert git(root, "log", "-1", "--format=%s", "main").strip() == "x"
+    assert git(root, "rev-parse", "main^").strip() == head
+    assert git(root, "diff", "--cached", "--name-only") == ""

@@ -96,6 +96,14 @@ def parse_worktrees(text: str) -> list[WorktreeEntry]:
     return entries
 
 
+def pathspecs(paths: set[str] | None, most: int = 200) -> list[str]:
+    """``-- :(literal)p ...`` for a few paths (none: every path; nor for many: git's
+    command line has a limit, and a walk of everything answers the same)."""
+    if not paths or len(paths) > most:
+        return []
+    return ["--", *(f":(literal){p}" for p in sorted(paths))]
+
+
 def parse_status(text: str) -> list[str]:
     """The paths of ``git status --porcelain=v1 -z``."""
     paths = []

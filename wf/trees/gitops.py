@@ -447,7 +447,6 @@ def update_ref(cwd: Path, ref: str, new: str, old: str | None = None, reason: st
 
 
 def backup_ref(cwd: Path, name: str, sha: str, stamp: str) -> str:
-    """Keep ``sha`` reachable under ``refs/wf/backup/<name>/<stamp>``; return the ref."""
     return backup_refs(cwd, [(name, sha)], stamp)[0]
 
 
@@ -475,9 +474,10 @@ def delete_branch(cwd: Path, branch: str) -> None:
     run(cwd, "branch", "-d", "--", branch)
 
 
-def dirty_paths(cwd: Path) -> list[str]:
-    """Paths with uncommitted changes, untracked ones included (ignored ones not)."""
-    return gitfiles.parse_status(out(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all"))
+def dirty_paths(cwd: Path, among: set[str] | None = None) -> list[str]:
+    """Paths with uncommitted changes, untracked ones included (ignored ones not), of ``among``."""
+    args = ["status", "--porcelain=v1", "-z", "--untracked-files=all", *gitfiles.pathspecs(among)]
+    return [p for p in gitfiles.parse_status(out(cwd, *args)) if among is None or p in among]
 
 
 def changed_paths(cwd: Path, base: str, tip: str) -> dict[str, str]:

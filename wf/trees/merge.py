@@ -346,7 +346,7 @@ def _merge(
         raise MergeConflict(branch, main, result.conflicts)
     changes = gitops.changed_paths(root, main_sha, result.tree)
     touched = set(changes)
-    dirty = [p for p in gitops.dirty_paths(root) if p in touched]
+    dirty = gitops.dirty_paths(root, touched)
     # an ignored or untracked file the merge would write over (a path main does not
     # track: one the merge adds) is someone's data too
     dirty += [p for p in sorted(touched) if changes[p] == "A" and (root / p).exists() and p not in dirty]
@@ -359,7 +359,7 @@ def _merge(
         gitops.fast_forward(root, commit)
     except gitops.GitError as e:
         if "overwritten" in e.stderr or "untracked" in e.stderr:
-            raise DirtyMain(root, sorted(touched & set(gitops.dirty_paths(root))) or [e.stderr]) from None
+            raise DirtyMain(root, sorted(gitops.dirty_paths(root, touched)) or [e.stderr]) from None
         raise
     return commit
 
