@@ -100,6 +100,19 @@ def test_an_object_already_there_is_freshened_not_written_again(tmp_path: Path) 
     assert not list(store.glob("*/tmp_obj_*"))
 
 
+def _raw(store: Path, sha: str) -> bytes:
+    """An object's data, read by git."""
+    kind = subprocess.run(
+        ["git", "cat-file", "-t", sha], cwd=store.parent.parent, capture_output=True, text=True
+    )
+    return subprocess.run(
+        ["git", "cat-file", kind.stdout.strip(), sha],
+        cwd=store.parent.parent,
+        capture_output=True,
+        check=True,
+    ).stdout
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -128,6 +141,14 @@ def test_a_path_through_a_file_is_left_to_git(tmp_path: Path) -> None:
     with pytest.raises(objects.Unfit):
         objects.tree_with(lambda sha: b"", lambda kind, data: "0" * 40, None, {"..": b""})
     assert gitops.tree_in_process(root, head, {"a0/below": b"x\n"}) is None  # a0 is a file
+    store = root / ".git" / "objects"
+    with pytest.raises(objects.Unfit):  # said so, not a blob read as a tree
+        objects.tree_with(
+            lambda sha: _raw(store, sha),
+            lambda kind, data: objects.write_loose(store, kind, data),
+            git(root, "rev-parse", f"{head}^{{tree}}").strip(),
+            {"a0/below": b"x\n"},
+        )
     assert gitops.tree_in_process(root, head, {"a": b"x\n"}) is None  # a is a folder
 
 
