@@ -269,18 +269,20 @@ def test_the_dirty_paths_among_a_merges_paths_are_those_paths_literally(proj: Wf
     """Only the paths asked about, each taken as it is spelled (not a glob, not magic)."""
     from wf.trees import gitops
 
-    for name in ("[ab].txt", "a.txt", "sub/x.txt"):
+    for name in ("[ab].txt", ":(top)b.txt", "a.txt", "sub/x.txt"):
         (proj.root / name).parent.mkdir(exist_ok=True)
         (proj.root / name).write_text("committed\n")
     commit_all(proj.root, "files")
     (proj.root / "[ab].txt").write_text("changed\n")
     (proj.root / "a.txt").write_text("changed\n")
+    (proj.root / ":(top)b.txt").write_text("changed\n")  # not pathspec magic here
     (proj.root / "sub" / "new.txt").write_text("untracked\n")
     with gitops.session():
         assert gitops.dirty_paths(proj.root, {"[ab].txt"}) == ["[ab].txt"]
         assert gitops.dirty_paths(proj.root, {"sub/new.txt", "sub/x.txt"}) == ["sub/new.txt"]
+        assert gitops.dirty_paths(proj.root, {":(top)b.txt"}) == [":(top)b.txt"]
         assert gitops.dirty_paths(proj.root, set()) == []
-        assert sorted(gitops.dirty_paths(proj.root)) == ["[ab].txt", "a.txt", "sub/new.txt"]
+        assert sorted(gitops.dirty_paths(proj.root)) == [":(top)b.txt", "[ab].txt", "a.txt", "sub/new.txt"]
 
 
 def test_branch_without_commits_is_not_merged(proj: WfRunner) -> None:
