@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git
-from wf.trees import commitfiles, gitops, objects
+from wf.trees import gitops, objects
 
 
 @pytest.fixture(autouse=True)
@@ -124,7 +124,7 @@ def test_a_setting_of_how_git_writes_objects_leaves_them_to_git(tmp_path: Path, 
     root, head = _repo(tmp_path)
     git(root, "config", *setting.split("="))
     assert gitops.tree_in_process(root, head, {"DONE.md": b"x\n"}) is None
-    commit = commitfiles.commit_files(root, "main", {"DONE.md": "x\n"}, "m\n")  # git's index builds it
+    commit = gitops.commit_files(root, "main", {"DONE.md": "x\n"}, "m\n")  # git's index builds it
     assert git(root, "show", f"{commit}:DONE.md") == "x\n"
 
 
@@ -155,7 +155,7 @@ def test_a_path_through_a_file_is_left_to_git(tmp_path: Path) -> None:
 def test_the_archive_commit_moves_only_its_branch_and_stages_only_its_files(tmp_path: Path) -> None:
     root, head = _repo(tmp_path)
     (root / "a0").write_text("a person's change\n")
-    commit = commitfiles.commit_files(root, "main", {"DONE.md": "d\n", "docs/TASKS.md": "t\n"}, "m\n")
+    commit = gitops.commit_files(root, "main", {"DONE.md": "d\n", "docs/TASKS.md": "t\n"}, "m\n")
     assert git(root, "rev-parse", "main").strip() == commit
     assert git(root, "rev-parse", f"{commit}^").strip() == head
     assert git(root, "diff", "--name-only", head, commit).split() == ["DONE.md", "docs/TASKS.md"]
@@ -220,7 +220,7 @@ def test_the_archive_commit_never_moves_a_branch_that_moved_meanwhile(
 
     monkeypatch.setattr(gitops, "commit_tree", theirs_first)
     with pytest.raises(gitops.GitError):
-        commitfiles.commit_files(root, "main", {"DONE.md": "d\n"}, "m\n")
+        gitops.commit_files(root, "main", {"DONE.md": "d\n"}, "m\n")
     assert git(root, "log", "-1", "--format=%s", "main").strip() == "x"
     assert git(root, "rev-parse", "main^").strip() == head
     assert git(root, "diff", "--cached", "--name-only") == ""

@@ -92,7 +92,7 @@ class Outcome(NamedTuple):
 def repair(project: Project, main: str) -> list[str]:
     """Finish what a killed archive commit left half-made, and say what was done.
 
-    ``commitfiles.commit_files`` moves the branch first and then updates the real index: a
+    ``gitops.commit_files`` moves the branch first and then updates the real index: a
     ``kill -9`` in between leaves the index staging the old TASKS.md and archive (the
     next ``git commit`` would revert the archiving). When the main commit is wf's own
     archive commit and an index entry (or a working-tree file) of those two files still
