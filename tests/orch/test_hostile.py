@@ -20,7 +20,7 @@ import pytest
 from tests import wfproc
 from tests.conftest import WfRunner, git
 from tests.orch.test_orch import Orch, lanes_toml, task
-from tests.trees.test_git import FAKE_GIT, KILL_STEPS
+from tests.trees.test_git import FAKE_GIT, GIT_WRITES, KILL_STEPS
 from wf.tasks import taskfile
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -323,6 +323,7 @@ def kill_post_at(o: Orch, tmp_path: Path, step: str) -> list[str]:
         PATH=f"{bin_dir}{os.pathsep}{o.env['PATH']}",
         WF_FAKE_GIT_STEP=step,
         WF_FAKE_GIT_MARKER=str(marker),
+        **(GIT_WRITES if step == "tmpindex" else {}),  # only git's own objects make a temporary index
     )
     args = ["orch", "post", "a", "--result", "done", "--commit", str(rep.commit), "--no-pick"]
     p = subprocess.Popen(

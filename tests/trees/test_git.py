@@ -262,6 +262,27 @@ def test_dirty_main_is_refused(proj: WfRunner) -> None:
     assert git(proj.root, "rev-parse", "main").strip() == main_sha
     assert git(proj.root, "rev-parse", "sonnet/a").strip() == tip
     assert (proj.root / "README.md").read_text() == "uncommitted person's edit\n"
+    assert git(proj.root, "for-each-ref", "refs/wf/backup") == ""  # refused before anything was written
+
+
+def test_the_dirty_paths_among_a_merges_paths_are_those_paths_literally(proj: WfRunner) -> None:
+    """Only the paths asked about, each taken as it is spelled (not a glob, not magic)."""
+    from wf.trees import gitops
+
+    for name in ("[ab].txt", ":(top)b.txt", "a.txt", "sub/x.txt"):
+        (proj.root / name).parent.mkdir(exist_ok=True)
+        (proj.root / name).write_text("committed\n")
+    commit_all(proj.root, "files")
+    (proj.root / "[ab].txt").write_text("changed\n")
+    (proj.root / "a.txt").write_text("changed\n")
+    (proj.root / ":(top)b.txt").write_text("changed\n")  # not pathspec magic here
+    (proj.root / "sub" / "new.txt").write_text("untracked\n")
+    with gitops.session():
+        assert gitops.dirty_paths(proj.root, {"[ab].txt"}) == ["[ab].txt"]
+        assert gitops.dirty_paths(proj.root, {"sub/new.txt", "sub/x.txt"}) == ["sub/new.txt"]
+        assert gitops.dirty_paths(proj.root, {":(top)b.txt"}) == [":(top)b.txt"]
+        assert gitops.dirty_paths(proj.root, set()) == []
+        assert sorted(gitops.dirty_paths(proj.root)) == [":(top)b.txt", "[ab].txt", "a.txt", "sub/new.txt"]
 
 
 def test_branch_without_commits_is_not_merged(proj: WfRunner) -> None:
@@ -342,16 +363,20 @@ def test_merge_never_overwrites_an_ignored_file(proj: WfRunner) -> None:
 
 
 # A `git` earlier on PATH that runs the real one, except that it hangs at one step of a
-# merge (so that the test can kill wf there): before the merge is computed, after the
-# fast-forward, before the archive commit, inside it while its temporary index exists,
-# inside it after main moved but before the real index took the new files, before the
-# tree is detached, before the branch is deleted.
+# merge (so that the test can kill wf there): before the merge is computed, before the two
+# backup refs are written (one transaction), after the fast-forward, before the archive
+# commit (its blobs and tree just written in-process), after it was made but before main
+# moves to it, after main moved but before the real index took the new files, before the
+# tree is detached, before the branch is deleted; and, where git builds the archive's tree
+# in a temporary index (a setting makes wf leave the objects to git), while that exists.
 FAKE_GIT = """#!/bin/sh
 [ "$1" = -C ] && shift 2  # wf's `git -C TREE ...` (it runs in TREE too): the steps match the rest
 hang() {{ echo $$ > "$WF_FAKE_GIT_MARKER"; exec sleep 3600; }}
 case "$WF_FAKE_GIT_STEP:$*" in
   start:merge-tree*) hang ;;
-  archived:hash-object*) hang ;;
+  backups:update-ref\\ -m\\ wf\\ backup\\ --stdin) hang ;;
+  archived:commit-tree*) [ "$5" = -F ] && hang ;;  # one parent: the archive commit
+  archivemade:update-ref\\ -m\\ wf:\\ archive*) hang ;;
   tmpindex:write-tree*) hang ;;
   halfmade:update-index\\ --add\\ --cacheinfo*) [ -z "$GIT_INDEX_FILE" ] && hang ;;
   committed:switch\\ --quiet\\ --detach*) hang ;;
@@ -361,7 +386,24 @@ esac
 exec {git} "$@"
 """
 
-KILL_STEPS = ["start", "merged", "archived", "tmpindex", "halfmade", "committed", "detached"]
+KILL_STEPS = [
+    "start",
+    "backups",
+    "merged",
+    "archived",
+    "archivemade",
+    "tmpindex",
+    "halfmade",
+    "committed",
+    "detached",
+]
+# a setting with which git writes objects its own way: wf builds the archive's tree in a
+# temporary index then (the only way the tmpindex step is reached)
+GIT_WRITES = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "core.fsyncObjectFiles",
+    "GIT_CONFIG_VALUE_0": "false",
+}
 
 
 @pytest.mark.parametrize("step", KILL_STEPS)
@@ -385,6 +427,7 @@ def test_kill_merge_at_each_step_then_finish(proj: WfRunner, step: str, tmp_path
         WF_FAKE_GIT_STEP=step,
         WF_FAKE_GIT_MARKER=str(marker),
         PYTHONPATH=str(Path(__file__).resolve().parent.parent.parent),
+        **(GIT_WRITES if step == "tmpindex" else {}),
     )
     p = subprocess.Popen(
         [sys.executable, "-m", "wf", "merge", "a"],

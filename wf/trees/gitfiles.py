@@ -1,14 +1,17 @@
 """What wf reads of git without running it: the files git (and wf's archive commit) leave
-in a repository's folder, git's output, and what a tree weighs on disk (``gitops``
-runs git)."""
+in a repository's folder, git's output, the revisions GitPython reads as git does, a git
+command line (``scrubbed``) and what a tree weighs on disk (``gitops`` runs git)."""
 
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from wf.base import pids
+from wf.base.gitenv import LOCATION_VARS
 
 TMP_INDEX = "wf-index."  # commit_files' temporary index in the git folder: wf-index.PID.START
 
@@ -96,6 +99,14 @@ def parse_worktrees(text: str) -> list[WorktreeEntry]:
     return entries
 
 
+def pathspecs(paths: set[str] | None, most: int = 200) -> list[str]:
+    """``-- :(literal)p ...`` for a few paths (none: every path; nor for many: git's
+    command line has a limit, and a walk of everything answers the same)."""
+    if not paths or len(paths) > most:
+        return []
+    return ["--", *(f":(literal){p}" for p in sorted(paths))]
+
+
 def parse_status(text: str) -> list[str]:
     """The paths of ``git status --porcelain=v1 -z``."""
     paths = []
@@ -122,3 +133,34 @@ def parse_merge_tree(text: str, clean: bool) -> MergeTree:
     if clean:
         return MergeTree(parts[0].strip(), [])
     return MergeTree(None, sorted({p for p in parts[1:] if p.strip()}))
+
+
+# a name GitPython resolves as git does (no @{...}, no ..; an abbreviated id it asks git's
+# cat-file, which also knows a ref of that name), then ^ and ~N, then an optional :path
+FULL_ID = re.compile(r"[0-9a-f]{40}")
+REV = re.compile(r"(?P<name>[A-Za-z0-9_][A-Za-z0-9_./-]*)(?P<ops>(?:\^|~[1-9][0-9]{0,3})*)")
+
+
+def plain_rev(spec: str) -> bool:
+    """Whether GitPython reads ``spec`` as git does."""
+    rev, colon, path = spec.partition(":")
+    m = REV.fullmatch(rev)
+    if m is None:
+        return False
+    name = m["name"]
+    if ".." in name or "//" in name or "/." in name or name.endswith(("/", ".", ".lock")):
+        return False
+    parts = path.split("/")
+    return not colon or all(p not in ("", ".", "..") and "\n" not in p and "\0" not in p for p in parts)
+
+
+def scrubbed(command: list[str], cwd: str | None, git_dir: str | None, given: Mapping[str, str]) -> list[str]:
+    """``git -C cwd ...`` (git fails rather than run elsewhere if cwd went away; GitPython
+    would use wf's own folder), or ``git --git-dir=...`` for an object reader (run from
+    ``/``: no tree looks in use for it), under ``env -u`` for each location variable wf's
+    environment has and wf did not set itself (only then: a rare hook's or alias's)."""
+    if command and command[0] == "git":
+        where = [f"--git-dir={git_dir}"] if git_dir else ["-C", cwd] if cwd else []
+        command = ["git", *where, *command[1:]]
+    drop = [v for v in LOCATION_VARS if v in os.environ and v not in given]
+    return ["env", *(a for v in drop for a in ("-u", v)), *command] if drop else command

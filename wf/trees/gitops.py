@@ -19,18 +19,16 @@ from __future__ import annotations
 
 import atexit
 import os
-import re
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from wf.base.errors import WfError
-from wf.base.gitenv import LOCATION_VARS as _LOCATION_VARS
-from wf.trees import gitfiles
+from wf.trees import gitfiles, objects
 from wf.trees.gitfiles import MergeTree, WorktreeEntry
 from wf.workers import procs
 
@@ -86,20 +84,6 @@ _repos: dict[str, tuple[tuple[int, int], git.Repo]] = {}  # checkout -> (its .gi
 _odbs: dict[str, Any] = {}  # object folder -> the object reader its checkouts share
 
 
-def _scrubbed(
-    command: list[str], cwd: str | None, git_dir: str | None, given: Mapping[str, str]
-) -> list[str]:
-    """``git -C cwd ...`` (git fails rather than run elsewhere if cwd went away; GitPython
-    would use wf's own folder), or ``git --git-dir=...`` for an object reader (run from
-    ``/``: no tree looks in use for it), under ``env -u`` for each location variable wf's
-    environment has and wf did not set itself (only then: a rare hook's or alias's)."""
-    if command and command[0] == "git":
-        where = [f"--git-dir={git_dir}"] if git_dir else ["-C", cwd] if cwd else []
-        command = ["git", *where, *command[1:]]
-    drop = [v for v in _LOCATION_VARS if v in os.environ and v not in given]
-    return ["env", *(a for v in drop for a in ("-u", v)), *command] if drop else command
-
-
 def _load() -> tuple[Any, type[Any], type[Any]]:
     if shutil.which("git") is None:  # GitPython's import would fail (or warn) without it
         raise WfError("git is not installed (or not on PATH)")
@@ -122,7 +106,7 @@ def _load() -> tuple[Any, type[Any], type[Any]]:
             }
             kwargs.setdefault("process_group", 0)
             done = super().execute(
-                _scrubbed(list(command), cwd, self.wf_git_dir, env), *args, env=env, **kwargs
+                gitfiles.scrubbed(list(command), cwd, self.wf_git_dir, env), *args, env=env, **kwargs
             )
             if self.wf_git_dir and kwargs.get("as_process"):  # a reader kept open: not a stray
                 procs.own_child(done.proc.pid)  # a supervisor adopted (nor one to reap)
@@ -232,36 +216,18 @@ class _AskGit(Exception):
     """GitPython cannot answer this one as git would: run git."""
 
 
-# a name GitPython resolves as git does (no @{...}, no ..; an abbreviated id it asks git's
-# cat-file, which also knows a ref of that name), then ^ and ~N, then an optional :path
-_FULL = re.compile(r"[0-9a-f]{40}")
-_REV = re.compile(r"(?P<name>[A-Za-z0-9_][A-Za-z0-9_./-]*)(?P<ops>(?:\^|~[1-9][0-9]{0,3})*)")
-
-
-def _plain(spec: str) -> bool:
-    rev, colon, path = spec.partition(":")
-    m = _REV.fullmatch(rev)
-    if m is None:
-        return False
-    name = m["name"]
-    if ".." in name or "//" in name or "/." in name or name.endswith(("/", ".", ".lock")):
-        return False
-    parts = path.split("/")
-    return not colon or all(p not in ("", ".", "..") and "\n" not in p and "\0" not in p for p in parts)
-
-
 def _answer(cwd: Path, spec: str, then: Callable[[Any], Any]) -> Any:
     """``then`` of GitPython's object for ``spec`` in ``cwd`` (None if it names none);
     _AskGit when the question is git's to answer, or GitPython fails to answer it."""
-    if not _plain(spec):
+    if not gitfiles.plain_rev(spec):
         raise _AskGit
     with _lock:
         repo = _repo(Path(cwd))
         if repo is None:
             raise _AskGit
         gitmod = _gitpython()[0]
-        name = _REV.match(spec)
-        full = name["name"] if name and _FULL.fullmatch(name["name"]) else None
+        name = gitfiles.REV.match(spec)
+        full = name["name"] if name and gitfiles.FULL_ID.fullmatch(name["name"]) else None
         try:
             try:
                 if full:  # GitPython takes 000...0 for a commit without asking
@@ -447,18 +413,26 @@ def update_ref(cwd: Path, ref: str, new: str, old: str | None = None, reason: st
 
 
 def backup_ref(cwd: Path, name: str, sha: str, stamp: str) -> str:
-    """Keep ``sha`` reachable under ``refs/wf/backup/<name>/<stamp>``; return the ref.
-    A backup is never overwritten: one made the same second for another commit (the
-    clone's fetch, then the merge) gets ``<stamp>-2``, ``-3``, ..."""
-    ref, n = f"refs/wf/backup/{name}/{stamp}", 2
-    while True:
-        held = rev(cwd, ref)
-        if held == sha:
-            return ref
+    return backup_refs(cwd, [(name, sha)], stamp)[0]
+
+
+def backup_refs(cwd: Path, tips: list[tuple[str, str]], stamp: str) -> list[str]:
+    """Keep each (name, sha) reachable under ``refs/wf/backup/<name>/<stamp>``, all in
+    one ``update-ref --stdin`` transaction (all or none); return the refs. A backup is
+    never overwritten (``create``: only if the ref does not exist): one made the same
+    second for another commit (the clone's fetch, then the merge) gets ``<stamp>-2``, ..."""
+    refs: list[str] = []
+    lines = []
+    for name, sha in tips:
+        ref, n = f"refs/wf/backup/{name}/{stamp}", 2
+        while (held := rev(cwd, ref)) is not None and held != sha:
+            ref, n = f"refs/wf/backup/{name}/{stamp}-{n}", n + 1
+        refs.append(ref)
         if held is None:
-            run(cwd, "update-ref", "-m", "wf backup", ref, sha, "")  # "": only if it does not exist
-            return ref
-        ref, n = f"refs/wf/backup/{name}/{stamp}-{n}", n + 1
+            lines.append(f"create {ref} {sha}\n")
+    if lines:
+        run(cwd, "update-ref", "-m", "wf backup", "--stdin", stdin="".join(lines))
+    return refs
 
 
 def delete_branch(cwd: Path, branch: str) -> None:
@@ -466,9 +440,10 @@ def delete_branch(cwd: Path, branch: str) -> None:
     run(cwd, "branch", "-d", "--", branch)
 
 
-def dirty_paths(cwd: Path) -> list[str]:
-    """Paths with uncommitted changes, untracked ones included (ignored ones not)."""
-    return gitfiles.parse_status(out(cwd, "status", "--porcelain=v1", "-z", "--untracked-files=all"))
+def dirty_paths(cwd: Path, among: set[str] | None = None) -> list[str]:
+    """Paths with uncommitted changes, untracked ones included (ignored ones not), of ``among``."""
+    args = ["status", "--porcelain=v1", "-z", "--untracked-files=all", *gitfiles.pathspecs(among)]
+    return [p for p in gitfiles.parse_status(out(cwd, *args)) if among is None or p in among]
 
 
 def changed_paths(cwd: Path, base: str, tip: str) -> dict[str, str]:
@@ -488,27 +463,64 @@ def merge_tree(cwd: Path, ours: str, theirs: str) -> MergeTree:
 
 def commit_files(cwd: Path, branch: str, files: dict[str, str], message: str) -> str:
     """Commit new contents of ``files`` on top of ``branch`` without touching the
-    working tree or other staged changes: blobs and a tree are built in a temporary
-    index, the branch moves by compare-and-swap, and the real index takes just these
-    paths' new blobs. Returns the new commit."""
+    working tree or other staged changes: blobs and a tree are written in-process (else
+    built by git in a temporary index), the branch moves by compare-and-swap, and the
+    real index takes just these paths' new blobs. Returns the new commit."""
     head = rev(cwd, branch)
     if head is None:
         raise WfError(f"no branch {branch}")
-    blobs = {p: run(cwd, "hash-object", "-w", "--stdin", stdin=text).out.strip() for p, text in files.items()}
+    data = {p: text.encode() for p, text in files.items()}
+    tree = tree_in_process(cwd, head, data)
+    blobs = {p: objects.blob_id(d) for p, d in data.items()}
+    if tree is None:
+        blobs = {
+            p: run(cwd, "hash-object", "-w", "--stdin", stdin=text).out.strip() for p, text in files.items()
+        }
     entries = [a for p, blob in blobs.items() for a in ("--cacheinfo", f"100644,{blob},{p}")]
+    if tree is None:
+        tree = _tree_in_index(cwd, head, entries)
+    commit = commit_tree(cwd, tree, [head], message)
+    update_ref(cwd, f"refs/heads/{branch}", commit, head, reason=message.splitlines()[0])
+    run(cwd, "update-index", "--add", *entries)
+    return commit
+
+
+def _tree_in_index(cwd: Path, head: str, entries: list[str]) -> str:
+    """The tree of ``head`` with ``entries`` (``--cacheinfo`` pairs), built by git in a
+    temporary index."""
     tmp_index = {
         "GIT_INDEX_FILE": str(git_dir(cwd) / f"{gitfiles.TMP_INDEX}{gitfiles.tmp_index_id(os.getpid())}")
     }
     try:
         env_run(cwd, tmp_index, "read-tree", head)
         env_run(cwd, tmp_index, "update-index", "--add", *entries)
-        tree = env_run(cwd, tmp_index, "write-tree").out.strip()
+        return env_run(cwd, tmp_index, "write-tree").out.strip()
     finally:
         Path(tmp_index["GIT_INDEX_FILE"]).unlink(missing_ok=True)
-    commit = commit_tree(cwd, tree, [head], message)
-    update_ref(cwd, f"refs/heads/{branch}", commit, head, reason=message.splitlines()[0])
-    run(cwd, "update-index", "--add", *entries)
-    return commit
+
+
+def tree_in_process(cwd: Path, head: str, files: dict[str, bytes]) -> str | None:
+    """The tree of ``head`` with ``files`` set, its objects written in-process; None when
+    git must write them (settings of its own, a path that is not a plain file, an error)."""
+    if any(v in os.environ for v in objects.CONFIG_VARS):
+        return None
+    with _lock:
+        repo = _repo(Path(cwd))
+        try:
+            cfg = None if repo is None else repo.config_reader()
+            if cfg is None or (cfg.has_section("core") and objects.git_writes(cfg.options("core"))):
+                return None
+            store = Path(repo.common_dir) / "objects"  # type: ignore[union-attr]
+            return objects.tree_with(
+                lambda sha: bytes(repo.odb.stream(bytes.fromhex(sha)).read()),  # type: ignore[union-attr]
+                lambda kind, data: objects.write_loose(store, kind, data),
+                repo.commit(head).tree.hexsha,  # type: ignore[union-attr]
+                files,
+            )
+        except Exception:  # objects.Unfit, or GitPython failed: git writes them
+            if repo is not None:
+                repo.odb._git.clear_cache()  # its cat-file may be broken: a fresh one next time
+            return None
 
 
 def commit_tree(cwd: Path, tree: str, parents: list[str], message: str) -> str:

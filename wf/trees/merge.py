@@ -105,13 +105,20 @@ def repair(project: Project, main: str) -> list[str]:
         done.append(f"removed {stray.name}, left by a killed wf")
     if not archived_by(root, main) or gitops.rev(root, f"{main}^") is None:
         return done
-    for path in (project.tasks_in_git, project.archive_in_git):
+    paths = (project.tasks_in_git, project.archive_in_git)
+    staged: dict[str, str] | None = None  # path -> its blob in the index, read once
+    for path in paths:
         now = gitops.resolve(root, f"{main}:{path}")
         before = gitops.resolve(root, f"{main}^:{path}")
         if now == before:
             continue
-        staged = gitops.out(root, "ls-files", "--stage", "--", path).split()
-        index = staged[1] if len(staged) >= 2 else None
+        if staged is None:
+            listed = gitops.out(root, "ls-files", "--stage", "-z", "--", *paths).split("\0")
+            staged = {}
+            for ln in listed:  # "mode blob stage\tpath"; the first stage of a conflict
+                if "\t" in ln:
+                    staged.setdefault(ln.split("\t", 1)[1], ln.split()[1])
+        index = staged.get(path)
         if index == before:
             if now is None:
                 gitops.run(root, "update-index", "--force-remove", "--", path)
@@ -339,21 +346,20 @@ def _merge(
         raise MergeConflict(branch, main, result.conflicts)
     changes = gitops.changed_paths(root, main_sha, result.tree)
     touched = set(changes)
-    dirty = [p for p in gitops.dirty_paths(root) if p in touched]
+    dirty = gitops.dirty_paths(root, touched)
     # an ignored or untracked file the merge would write over (a path main does not
     # track: one the merge adds) is someone's data too
     dirty += [p for p in sorted(touched) if changes[p] == "A" and (root / p).exists() and p not in dirty]
     if dirty:
         raise DirtyMain(root, dirty)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    gitops.backup_ref(root, branch, tip, stamp)
-    gitops.backup_ref(root, main, main_sha, stamp)
+    gitops.backup_refs(root, [(branch, tip), (main, main_sha)], stamp)  # one transaction
     commit = gitops.commit_tree(root, result.tree, [main_sha, tip], f"{task_id}: {title}\n")
     try:
         gitops.fast_forward(root, commit)
     except gitops.GitError as e:
         if "overwritten" in e.stderr or "untracked" in e.stderr:
-            raise DirtyMain(root, sorted(touched & set(gitops.dirty_paths(root))) or [e.stderr]) from None
+            raise DirtyMain(root, sorted(gitops.dirty_paths(root, touched)) or [e.stderr]) from None
         raise
     return commit
 
