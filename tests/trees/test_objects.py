@@ -9,6 +9,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,7 +85,7 @@ def test_the_tree_written_in_process_is_the_one_gits_index_makes(tmp_path: Path)
 def test_an_object_already_there_is_freshened_not_written_again(tmp_path: Path) -> None:
     root, _head = _repo(tmp_path)
     store = root / ".git" / "objects"
-    sha = objects.write_loose(store, "blob", b"hello\n")
+    sha = objects.write_loose(store, "blob", b"hello\n", _gitdb(store))
     assert (
         sha
         == subprocess.run(
@@ -95,9 +96,16 @@ def test_an_object_already_there_is_freshened_not_written_again(tmp_path: Path) 
     assert path.stat().st_mode & 0o777 == 0o444 & ~_umask()
     os.utime(path, (1_000_000, 1_000_000))
     data = path.read_bytes()
-    assert objects.write_loose(store, "blob", b"hello\n") == sha
+    assert objects.write_loose(store, "blob", b"hello\n", _gitdb(store)) == sha
     assert path.stat().st_mtime > 1_000_000 and path.read_bytes() == data
     assert not list(store.glob("*/tmp_obj_*"))
+
+
+def _gitdb(store: Path) -> Any:
+    """GitPython's object database on ``store``, as gitops hands it to write_loose."""
+    from gitdb import LooseObjectDB  # type: ignore[import-untyped]
+
+    return LooseObjectDB(str(store))
 
 
 def _raw(store: Path, sha: str) -> bytes:
@@ -145,7 +153,7 @@ def test_a_path_through_a_file_is_left_to_git(tmp_path: Path) -> None:
     with pytest.raises(objects.Unfit):  # said so, not a blob read as a tree
         objects.tree_with(
             lambda sha: _raw(store, sha),
-            lambda kind, data: objects.write_loose(store, kind, data),
+            lambda kind, data: objects.write_loose(store, kind, data, _gitdb(store)),
             git(root, "rev-parse", f"{head}^{{tree}}").strip(),
             {"a0/below": b"x\n"},
         )

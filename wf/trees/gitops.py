@@ -506,20 +506,21 @@ def tree_in_process(cwd: Path, head: str, files: dict[str, bytes]) -> str | None
         return None
     with _lock:
         repo = _repo(Path(cwd))
+        if repo is None:
+            return None
         try:
-            cfg = None if repo is None else repo.config_reader()
-            if cfg is None or (cfg.has_section("core") and objects.git_writes(cfg.options("core"))):
+            cfg = repo.config_reader()
+            if cfg.has_section("core") and objects.git_writes(cfg.options("core")):
                 return None
-            store = Path(repo.common_dir) / "objects"  # type: ignore[union-attr]
+            odb, store = repo.odb, Path(repo.common_dir) / "objects"
             return objects.tree_with(
-                lambda sha: bytes(repo.odb.stream(bytes.fromhex(sha)).read()),  # type: ignore[union-attr]
-                lambda kind, data: objects.write_loose(store, kind, data),
-                repo.commit(head).tree.hexsha,  # type: ignore[union-attr]
+                lambda sha: bytes(odb.stream(bytes.fromhex(sha)).read()),
+                lambda kind, data: objects.write_loose(store, kind, data, odb),
+                repo.commit(head).tree.hexsha,
                 files,
             )
         except Exception:  # objects.Unfit, or GitPython failed: git writes them
-            if repo is not None:
-                repo.odb._git.clear_cache()  # its cat-file may be broken: a fresh one next time
+            repo.odb._git.clear_cache()  # its cat-file may be broken: a fresh one next time
             return None
 
 

@@ -1,9 +1,8 @@
 """The blobs and trees of wf's archive commit, written in-process as git writes loose
 objects (``gitops.commit_files``; it asks git instead where this would not do exactly
-what git does): zlib-compressed ``<kind> <size>\\0<data>`` under ``objects/xx/``, named by
-its SHA-1, through a ``tmp_obj_*`` file (git's own prefix: ``git prune`` removes one a
-kill left) renamed into place, read-only. An object already there is only freshened (its
-time set to now, as git does, so that a ``gc`` does not prune it before it is used).
+what git does): the trees are built here, every object is stored by GitPython's object
+database (gitdb). An object already there is only freshened (its time set to now, as git
+does, so that a ``gc`` does not prune it before it is used).
 
 A kill at any point leaves at most objects nothing refers to (git's gc removes them): no
 ref, index or working-tree file changes here."""
@@ -12,9 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import zlib
 from collections.abc import Callable
+from io import BytesIO
 from pathlib import Path
+from typing import Any
 
 TREE, BLOB = 0o40000, 0o100644
 
@@ -46,28 +46,19 @@ def blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0%s" % (len(data), data)).hexdigest()
 
 
-def write_loose(objects: Path, kind: str, data: bytes) -> str:
-    """Store one object in the folder ``objects``; return its id."""
-    raw = f"{kind} {len(data)}\0".encode() + data
-    sha = hashlib.sha1(raw).hexdigest()
-    folder = objects / sha[:2]
-    path = folder / sha[2:]
+def write_loose(objects: Path, kind: str, data: bytes, odb: Any) -> str:
+    """Store one object under the folder ``objects`` through ``odb``, GitPython's object
+    database (gitdb writes it, compressed, through a temporary file renamed into place,
+    read-only); return its id. One already there is only freshened, as git does."""
+    sha = hashlib.sha1(f"{kind} {len(data)}\0".encode() + data).hexdigest()
     try:
-        os.utime(path)
+        os.utime(objects / sha[:2] / sha[2:])
         return sha
     except OSError:
         pass
-    folder.mkdir(exist_ok=True)
-    tmp = folder / f"tmp_obj_{os.getpid()}_{sha[2:10]}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o444)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(zlib.compress(raw, 1))
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return sha
+    from gitdb.base import IStream  # type: ignore[import-untyped]
+
+    return str(odb.store(IStream(kind.encode(), len(data), BytesIO(data))).hexsha.decode())
 
 
 def parse_tree(data: bytes) -> list[Entry]:
