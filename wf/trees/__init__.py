@@ -2,7 +2,8 @@
 
 - ``gitops``: how wf's core runs git, and the only module that imports GitPython;
   ``gitfiles``: what wf reads of git without running it (temporary indexes, git's output,
-  a tree's size);
+  a tree's size); ``objects``: the trees of wf's archive commit, built in-process, their
+  objects stored by GitPython's object database;
 - ``worktrees``: lane worktrees and remote-less clones; ``treeadmin``: ``wf wt`` (list,
   rm, prune) and releasing trees;
 - ``merge``: ``wf merge``, the merge that never loses a commit, and its archive commit.
