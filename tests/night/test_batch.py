@@ -599,3 +599,44 @@ def test_the_summary_marks_a_cost_that_is_the_tools_own_or_unpriced(wf: WfRunner
     assert any(x.startswith("* the tool's own figure") for x in lines)
     assert any(x.startswith("? leaves out unpriced model(s)") for x in lines)
     assert any(x.startswith("~ includes estimated output") for x in lines)
+
+
+def test_the_footer_counts_typed_rows_not_the_summarys_words(wf: WfRunner) -> None:
+    """The footer (and the questions for a person) count the batch's typed task rows: a
+    summary whose lines were reworded, or that holds a line that only looks like a task,
+    is counted as the rows say; a batch begun by a wf that kept no rows gets no counts
+    rather than made-up ones."""
+    from wf.base import project as projectmod
+    from wf.night.batchlog import Follower
+    from wf.night.batchplan import Record
+
+    project = projectmod.load(wf.root)
+    out = wf.root / "out"
+    out.mkdir(exist_ok=True)
+    rec = Record(stamp="s", started="t", summary="out/sum.md", log="out/b.log", plan={"lanes": ["a"]},
+                 offsets={"orch": 0, "cost": 0, "events": 0}, known_ids=("t0",))  # fmt: skip
+    follower = Follower(project, rec)
+    follower.begin()
+    (out / "wf-cost.log").write_text(
+        "ts=2026-12-03T01:00:00Z id=t1 lane=a model=m usd=0.5000 cost_source=table\n"
+    )
+    orch = "ts=2026-12-03T01:0{}:00Z lane=a id={} outcome={} commit=abc dur_s=60"
+    (out / "wf-orch.log").write_text(
+        orch.format(1, "t1", "done") + "\n" + orch.format(2, "t2", "handback") + "\n"
+    )
+    follower.poll()
+    summary = out / "sum.md"
+    summary.write_text(
+        summary.read_text().replace(" done ", " finished ")
+        + "- 01:09 a t9 done commit=abc $9.00 1m00s\n"  # looks like a task line; no task was posted
+    )
+    assert follower.posted == 2
+    follower.footer("N reached")
+    lines = summary.read_text().splitlines()
+    assert "done: 1, not done: 1" in lines and "total: $0.50 (1 task(s) without a cost)" in lines, lines
+    older = Follower(project, Record(stamp="old", started="t", summary="out/old.md", log="out/o.log",
+                                     plan={"lanes": ["a"]}, offsets={"orch": 0, "cost": 0, "events": 0}))  # fmt: skip
+    (out / "old.md").write_text("- 01:01 a t1 done commit=abc $0.50 1m00s\n")
+    older.footer("N reached")
+    old = (out / "old.md").read_text().splitlines()
+    assert not any(x.startswith(("done:", "total:")) for x in old), old

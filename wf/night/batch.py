@@ -212,6 +212,7 @@ def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:
         job=job_id,
     )
     follower = Follower(project, rec)
+    follower.begin()
     rec = replace(rec, offsets=follower.offsets, known_ids=follower.known_ids)
     save(project, rec)
     summary_header(project, rec, p)

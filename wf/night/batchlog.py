@@ -7,8 +7,10 @@ writes first; marked ``*`` when it is the tool's own figure, ``?`` when unpriced
 are left out, ``~`` before it when it includes estimated output); each stop event of the
 batch's loop (``.wf/batch/<stamp>.events.jsonl``, typed: ``wf.orch.events``) becomes a
 line in the words of ``events.sentence`` (``stop lane <lane>: <why>``, ``park lane
-<lane>: parked until 03:10 (five_hour) ...``); the footer counts the task lines of the
-summary itself, so the footer of a batch that died can still be written later.
+<lane>: parked until 03:10 (five_hour) ...``). Each task line is also kept as a typed
+row (``.wf/batch/<stamp>.tasks.jsonl``, ``TaskRow``): the footer and the questions for a
+person count those rows, never the summary's words, so the footer of a batch that died
+can still be written later, by another process.
 
 A batch made by a wf before the events file has none: its summary keeps the stop lines
 its own wf wrote, and the pilot shows none for it. A line of the events file that is
@@ -17,11 +19,13 @@ not an event is said once in the summary, as a record that cannot be trusted.
 
 from __future__ import annotations
 
-import re
+import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from wf.base import records as store
 from wf.base.fsutil import append_line, atomic_write_text
 from wf.base.project import Project
 from wf.base.quantity import fmt_duration, fmt_size
@@ -33,9 +37,31 @@ if TYPE_CHECKING:
     from wf.night.batchplan import Plan, Record
     from wf.orch.events import StopEvent
 
-# the cost: ~ before it (estimated output), * (the tool's own figure) or ? (unpriced models
-# left out) after it; a bare ? when the task has no cost line
-_TASK_LINE = re.compile(r"- \d\d:\d\d (\S+) (\S+) (\S+) commit=\S+ ~?\$([0-9.]+|\?)([*?]?) \S+$")
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One posted task of the batch, as its summary line says it."""
+
+    ts: str
+    lane: str
+    id: str
+    outcome: str
+    commit: str
+    usd: float | None  # None: no cost line
+    source: str  # CostSource of the dollars: table, tool, unpriced
+    estimated: bool  # includes estimated output
+    dur_s: float | None
+
+
+def _row_line(row: TaskRow) -> str:
+    """The summary's words for a row: ``- HH:MM lane id outcome commit=sha $cost dur``."""
+    shown = (
+        "$?"
+        if row.usd is None
+        else costlog.money(row.usd, CostSource(row.source), est=row.estimated, digits=2)
+    )
+    dur = fmt_duration(row.dur_s) if row.dur_s is not None else "-"
+    return f"- {row.ts[11:16] or '--:--'} {row.lane} {row.id} {row.outcome} commit={row.commit} {shown} {dur}"
 
 
 def _done(outcome: str) -> bool:
@@ -124,6 +150,7 @@ class Follower:
         }
         self.offsets = dict(rec.offsets) or {k: _size(v) for k, v in self.files.items()}
         self.offsets.setdefault("stops", 0)
+        self.rows = project.wf_dir / "batch" / f"{rec.stamp}.tasks.jsonl"
         self.corrupt: str | None = None  # the events file's fault, once said
         self.known_ids = rec.known_ids or tuple(sorted(task_ids(project)))
         self.costs: dict[str, float] = {}
@@ -135,7 +162,15 @@ class Follower:
 
     @property
     def posted(self) -> int:
-        return len(self._task_lines())
+        """How many tasks the batch posted: its rows, counted without reading them."""
+        raw = store.read_bytes(self.rows)
+        return raw.count(b"\n") if raw else 0
+
+    def begin(self) -> None:
+        """The batch begins: its rows file exists from now on (empty: no task posted yet),
+        so that a footer tells "none posted" from "begun by a wf that kept no rows"."""
+        self.rows.parent.mkdir(parents=True, exist_ok=True)
+        self.rows.touch()
 
     def poll(self) -> None:
         """Append the summary lines for what happened since the last poll."""
@@ -154,24 +189,20 @@ class Follower:
             kv = _kv(line)
             if kv.get("lane") not in self.lanes or "id" not in kv:
                 continue
-            cost = self.costs.get(kv["id"])
-            shown = (
-                "$?"
-                if cost is None
-                else costlog.money(
-                    cost,
-                    costlog.worst(self.sources.get(kv["id"], [])),
-                    est=kv["id"] in self.estimated,
-                    digits=2,
-                )
-            )
             dur = kv.get("dur_s", "-")
-            ts = kv.get("ts", "")
-            self._add(
-                f"- {ts[11:16] or '--:--'} {kv['lane']} {kv['id']} {kv.get('outcome', '?')} "
-                f"commit={kv.get('commit', '-')[:12]} {shown} "
-                f"{fmt_duration(float(dur)) if dur.replace('.', '', 1).isdigit() else '-'}"
+            row = TaskRow(
+                ts=kv.get("ts", ""),
+                lane=kv["lane"],
+                id=kv["id"],
+                outcome=kv.get("outcome", "?"),
+                commit=kv.get("commit", "-")[:12],
+                usd=self.costs.get(kv["id"]),
+                source=costlog.worst(self.sources.get(kv["id"], [])).value,
+                estimated=kv["id"] in self.estimated,
+                dur_s=float(dur) if dur.replace(".", "", 1).isdigit() else None,
             )
+            append_line(self.rows, json.dumps(store.as_dict(row), separators=(",", ":")))
+            self._add(_row_line(row))
         self._poll_stops()
         from wf.orch import gate
 
@@ -199,21 +230,36 @@ class Follower:
     def _add(self, line: str) -> None:
         append_line(self.summary, line)
 
-    def _task_lines(self) -> list[re.Match[str]]:
-        try:
-            text = self.summary.read_text("utf-8")
-        except OSError:
-            return []
-        return [m for m in map(_TASK_LINE.fullmatch, text.splitlines()) if m]
+    def task_rows(self) -> list[TaskRow] | None:
+        """The batch's posted tasks; None for a batch begun by a wf that kept no rows.
+        CorruptRecord for a row that cannot be trusted."""
+        lines = store.read_lines(self.rows)
+        if lines is None:
+            return None
+        out = []
+        for n, line in enumerate(lines, 1):
+            try:
+                data = json.loads(line, parse_constant=store.no_constant)
+            except ValueError as e:
+                raise CorruptRecord(self.rows, f"line {n} is not a JSON row: {e}") from None
+            out.append(store.from_dict(TaskRow, data, self.rows))
+        return out
 
     def footer(self, reason: str, note: str = "", *, counted: bool = True) -> None:
         """The footer; ``counted=False`` (a prep batch) leaves out the task counts and dollars."""
-        tasks = self._task_lines()
-        done = sum(1 for m in tasks if _done(m.group(3)))
-        total = sum(float(m.group(4)) for m in tasks if m.group(4) != "?")
-        unpriced = sum(1 for m in tasks if m.group(4) == "?")
-        marks = "".join(sorted({m.group(5) for m in tasks if m.group(5)}))  # "*", "?", "*?"
-        est = any(" ~$" in m.group(0) for m in tasks)
+        try:
+            rows = self.task_rows()
+        except CorruptRecord as e:
+            rows, note = None, "; ".join(x for x in (note, f"its task rows cannot be read: {e}") if x)
+        if rows is None:
+            counted = False  # begun by an older wf, or rows that cannot be trusted: no counts
+        tasks = rows or []
+        done = sum(1 for r in tasks if _done(r.outcome))
+        total = sum(r.usd for r in tasks if r.usd is not None)
+        unpriced = sum(1 for r in tasks if r.usd is None)
+        used = {CostSource(r.source) for r in tasks if r.usd is not None}
+        marks = "".join(sorted({costlog.MARKS[s] for s in used} - {""}))  # "*", "?", "*?"
+        est = any(r.estimated for r in tasks if r.usd is not None)
         try:
             added = sorted(task_ids(self.project) - set(self.known_ids))
         except Exception:  # a TASKS.md with errors must not cost the footer
@@ -255,9 +301,9 @@ def needs_person(project: Project, rec: Record) -> list[dict[str, Any]]:
         st = t.status
         if st.state in ("awaiting", "blocked", "wip"):
             out.append({"id": t.id, "kind": st.state, "text": st.text})
-    for m in Follower(project, rec)._task_lines():
-        task = open_tasks.get(m.group(2))
-        if m.group(3) == "handback" and task is not None and task.status.state == "pending":
+    for row in Follower(project, rec).task_rows() or []:
+        task = open_tasks.get(row.id)
+        if row.outcome == "handback" and task is not None and task.status.state == "pending":
             note = task.notes[-1] if task.notes else ""
             if not any(x["id"] == task.id for x in out):
                 out.append({"id": task.id, "kind": "handback", "text": note})
