@@ -55,3 +55,9 @@ def json_safe(document: str) -> str:
     json.dumps escapes C0 itself) written as a ``\\uXXXX`` escape: the same data once
     parsed. Such characters can only be inside strings, where the escape is valid."""
     return _UNSAFE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", document)
+
+
+def fields(line: str) -> dict[str, str]:
+    """The ``key=value`` words of one of wf's log lines (orch log, cost ledger, archive);
+    a word without ``=`` is not a field. A later key wins."""
+    return dict(w.split("=", 1) for w in line.split() if "=" in w)

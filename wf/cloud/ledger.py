@@ -18,6 +18,7 @@ from pathlib import Path
 from wf.base import stamps
 from wf.base.fsutil import append_line
 from wf.base.project import Project
+from wf.base.text import fields
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ def read(project: Project, running: int = 0, now: datetime | None = None) -> Led
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        kv = dict(p.split("=", 1) for p in line.split() if "=" in p)
+        kv = fields(line)
         ts = kv.get("ts", "")
         if not _STAMP.fullmatch(ts):
             bad.append(f"line {n}: no ts= stamp")

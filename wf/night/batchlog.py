@@ -30,6 +30,7 @@ from wf.base.fsutil import append_line, atomic_write_text
 from wf.base.project import Project
 from wf.base.quantity import fmt_duration, fmt_size
 from wf.base.records import CorruptRecord
+from wf.base.text import fields
 from wf.cost import costlog
 from wf.cost.usage import CostSource
 
@@ -74,8 +75,7 @@ def _done(outcome: str) -> bool:
         return False
 
 
-def _kv(line: str) -> dict[str, str]:
-    return dict(p.split("=", 1) for p in line.split() if "=" in p)
+_kv = fields  # an orch or cost log line's key=value words
 
 
 def _size(path: Path) -> int:

@@ -10,6 +10,7 @@ from typing import NamedTuple
 
 from wf import adapters
 from wf.base.project import Project
+from wf.base.text import fields
 from wf.orch.state import LaneRecord, Outcome, Result
 from wf.workers import runs
 
@@ -98,9 +99,8 @@ def run_outcomes(project: Project, since: int) -> list[Outcome]:
         return []
     out = []
     for line in lines:
-        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
         try:
-            out.append(Outcome(fields.get("outcome", "")))
+            out.append(Outcome(fields(line).get("outcome", "")))
         except ValueError:
             continue
     return out

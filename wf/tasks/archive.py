@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from wf.base.errors import ParseIssue
+from wf.base.text import fields
 from wf.tasks.taskfile import content_of, decode, eol_of, split_lines, utc_stamp
 
 HEADER = "# Done\n\nOne line per finished task, oldest first; written by `wf done` and `wf merge`.\n\n"
@@ -80,7 +81,7 @@ def parse(data: bytes | None, path: str = "DONE.md") -> Archive:
             if re.match(r"- \d{4}-\d\d-\d\dT", c):
                 issues.append(ParseIssue(path, i + 1, "warning", "archive line does not parse"))
             continue
-        kv = dict(p.split("=", 1) for p in m.group("kv").split())
+        kv = fields(m.group("kv"))
         e = Entry(
             m.group("ts"),
             m.group("id"),
