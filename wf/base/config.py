@@ -58,6 +58,16 @@ class Lane(NamedTuple):
         return self._asdict()
 
 
+class ConfigWarning(NamedTuple):
+    """Something in wf.toml wf reads past (an unknown key, a lane that cannot run yet)."""
+
+    where: str  # the file, as a person names it
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.text}"
+
+
 class Config(NamedTuple):
     main: str | None = None
     tasks: str = "TASKS.md"
@@ -75,7 +85,7 @@ class Config(NamedTuple):
     lock_timeout: float = 10.0
     backup_days: float = 14.0
     lanes: tuple[Lane, ...] = (Lane("haiku", "haiku"), Lane("sonnet", "sonnet"), Lane("opus", "opus"))
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[ConfigWarning, ...] = ()
 
     def lane(self, name: str) -> Lane | None:
         for lane in self.lanes:
@@ -291,7 +301,7 @@ def _whole(value: object, key: str, where: str, shown_key: str | None = None) ->
 
 
 def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
-    warnings = [f"{where}: unknown key {k!r} (ignored)" for k in data if k not in _TOP_KEYS]
+    warnings = [ConfigWarning(where, f"unknown key {k!r} (ignored)") for k in data if k not in _TOP_KEYS]
     kw: dict[str, Any] = {}
     if "main" in data:
         main = _typed(data, "main", str, where)
@@ -340,10 +350,10 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
     return Config(**kw)
 
 
-def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane, ...]:
+def _lanes(table: dict[str, Any], where: str, warnings: list[ConfigWarning]) -> tuple[Lane, ...]:
     lanes = []
     for name, spec in table.items():
-        w = f"{where}: [lanes.{name}]"
+        w = f"[lanes.{name}]"
         if not valid_id(name):
             raise ConfigError(where, f"bad lane name {name!r}: {ID_HELP}")
         if name == CLOUD_LANE:
@@ -356,7 +366,7 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
             raise ConfigError(where, f"lanes.{name} must be a table")
         for k in spec:
             if k not in LANE_KEYS:
-                warnings.append(f"{w}: unknown key {k!r} (ignored)")
+                warnings.append(ConfigWarning(where, f"{w}: unknown key {k!r} (ignored)"))
         model = spec.get("model", name)
         if not isinstance(model, str) or not MODEL_RE.fullmatch(model):
             raise ConfigError(where, f"lanes.{name}.model must be a model name, not {model!r}")
@@ -376,8 +386,11 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[str]) -> tuple[Lane
             )
         if adapter == "cmd" and not cmd:
             warnings.append(
-                f"{w}: adapter cmd has no cmd yet, so the lane cannot run until it is set: "
-                f'wf config lanes.{name}.cmd \'["program", "arg"]\''
+                ConfigWarning(
+                    where,
+                    f"{w}: adapter cmd has no cmd yet, so the lane cannot run until it is set: "
+                    f'wf config lanes.{name}.cmd \'["program", "arg"]\'',
+                )
             )
         mode = spec.get("permission_mode", "acceptEdits")
         if mode not in PERMISSION_MODES:

@@ -80,7 +80,7 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, unset: bo
             cfg = configmod.set_value(proj.config_path, key, value)
     if unset or value is not None:
         for w in cfg.warnings:
-            _warn(w)
+            _warn(str(w))
     data = cfg._asdict()
     data["lanes"] = {  # a lane's models per adapter: a table, as written in wf.toml
         ln.name: {k: v for k, v in {**ln.as_dict(), "models": dict(ln.models)}.items() if k != "name"}
@@ -332,12 +332,10 @@ def log(ctx: click.Context, count: int, as_json: bool) -> None:
 
 def _check_effort(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A bad --effort is a usage error (exit 2), as a bad --prio is; '' removes the field."""
-    from wf.tasks.taskfile import check_field
+    from wf.tasks.fields import EFFORT_EXPECTED, check_field
 
-    if value is not None and value.strip():
-        why = check_field("effort", value)
-        if why:
-            raise click.BadParameter(why.removeprefix("bad Effort ").split(": ", 1)[-1] + f", not {value!r}")
+    if value is not None and value.strip() and check_field("effort", value):
+        raise click.BadParameter(f"{EFFORT_EXPECTED}, not {value!r}")
     return value
 
 

@@ -297,7 +297,7 @@ class Backlog:
                 )
         issues.extend(self._cycles())
         for w in self.config.warnings:
-            issues.append(ParseIssue("wf.toml", 0, "warning", w.removeprefix("wf.toml: ")))
+            issues.append(ParseIssue(w.where, 0, "warning", w.text))
         issues.sort(key=lambda i: (i.path != path, i.line))
         return issues
 

@@ -9,6 +9,9 @@ from typing import NamedTuple
 from wf.base.ids import ID_HELP, ID_RE, MODEL_RE, valid_id
 
 EFFORT_RE = re.compile(r"(?:\d+(?:\.\d*)?|\.\d+)")
+EFFORT_EXPECTED = (
+    "expected a positive number"  # what a bad Effort is told, in TASKS.md and on the command line
+)
 
 # Canonical spelling of the known keys; matching ignores case.
 KEYS = {
@@ -90,7 +93,7 @@ def check_field(key: str, value: str) -> str | None:
     if key == "prio" and v not in ("0", "1", "2", "3"):
         return f"bad Prio {v!r}: expected 0, 1, 2 or 3 (0 is most urgent)"
     if key == "effort" and (not EFFORT_RE.fullmatch(v) or float(v) <= 0):
-        return f"bad Effort {v!r}: expected a positive number"
+        return f"bad Effort {v!r}: {EFFORT_EXPECTED}"
     if key == "after":
         for part in v.split(","):
             p = part.strip()
