@@ -251,3 +251,25 @@ def test_a_failure_the_tool_named_itself_is_never_a_crash_signature(wf: WfRunner
     assert "stop lane sonnet: 2 tasks in a row need a person; the last: c2 crashed twice" in r.stdout
     for tid in ("c1", "c2"):
         assert json.loads(o.wf.ok("show", tid, "--json", cwd=o.root))["status"] == "blocked: crashed twice"
+
+
+def test_only_the_status_the_loop_wrote_is_taken_back_when_crashes_were_the_tools(o: Orch) -> None:
+    """When crashes turn out to be the tool's, the loop sets the task it blocked as
+    crashed twice back to pending, but only if its Status is still exactly what the loop
+    wrote: a person who added to it meanwhile keeps the task blocked."""
+    from wf.base import project as projectmod
+    from wf.orch.loop import Loop
+
+    worker = "import sys; sys.exit(1)"
+    o.setup(
+        cmd_lane("a", [sys.executable, "-c", worker]),
+        task("a1", "a", extra="Status: blocked: crashed twice")
+        + task("a2", "a", extra="Status: blocked: crashed twice, and I looked at it (Ann)"),
+    )
+    said: list[str] = []
+    loop = Loop(projectmod.load(o.root), ["a"], adapter=None, emit=said.append)
+    loop._unblock_crashed("a1")
+    loop._unblock_crashed("a2")
+    assert o.status("a1") == "pending"
+    assert o.status("a2") == "blocked: crashed twice, and I looked at it (Ann)"
+    assert said == ["a1: pending again (its crashes were the tool's)"]

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from wf.base import pids, stamps
 from wf.base.errors import LockTimeout
+from wf.base.fsutil import atomic_write
 
 if TYPE_CHECKING:
     from filelock import BaseFileLock
@@ -151,6 +152,5 @@ def _write_owner(owner: Path) -> None:
         "cmd": _command_line(),
         "since": stamps.now_iso(),
     }
-    tmp = owner.with_name(f".{owner.name}.{os.getpid()}.{threading.get_ident()}")
-    tmp.write_text(json.dumps(info), "utf-8")
-    os.replace(tmp, owner)
+    # advisory (a waiter's message): a rename keeps it whole, no fsync needed
+    atomic_write(owner, json.dumps(info).encode("utf-8"), durable=False, make_dirs=False)

@@ -75,9 +75,6 @@ def _done(outcome: str) -> bool:
         return False
 
 
-_kv = fields  # an orch or cost log line's key=value words
-
-
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -176,7 +173,7 @@ class Follower:
         """Append the summary lines for what happened since the last poll."""
         lines, self.offsets["cost"] = _read_from(self.files["cost"], self.offsets["cost"])
         for line in lines:
-            kv = _kv(line)
+            kv = fields(line)
             try:
                 self.costs[kv["id"]] = self.costs.get(kv["id"], 0.0) + float(kv["usd"])
             except (KeyError, ValueError):
@@ -186,7 +183,7 @@ class Follower:
                 self.estimated.add(kv["id"])
         lines, self.offsets["orch"] = _read_from(self.files["orch"], self.offsets["orch"])
         for line in lines:
-            kv = _kv(line)
+            kv = fields(line)
             if kv.get("lane") not in self.lanes or "id" not in kv:
                 continue
             dur = kv.get("dur_s", "-")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from wf import __version__
-from wf.base.fsutil import read_bytes
+from wf.base.fsutil import atomic_write, read_bytes
 from wf.base.project import Project
 from wf.tasks import holds
 
@@ -58,12 +58,8 @@ def store(project: Project, k: bytes, value: Any) -> None:
     if not project.wf_dir.is_dir():
         return
     path = _file(project, k)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
-        path.parent.mkdir(exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(marshal.dumps((k, value)))
-        os.replace(tmp, path)
+        atomic_write(path, marshal.dumps((k, value)), durable=False)  # a cache: lost is only slower
         entries = sorted(
             (e.stat().st_mtime_ns, e.path)
             for e in os.scandir(path.parent)
@@ -72,7 +68,4 @@ def store(project: Project, k: bytes, value: Any) -> None:
         for _, stale in entries[:-KEEP]:
             os.unlink(stale)
     except (OSError, ValueError):
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass

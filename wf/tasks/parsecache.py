@@ -26,6 +26,7 @@ from pathlib import Path
 
 from wf import __version__
 from wf.base.errors import IssueKind, ParseIssue
+from wf.base.fsutil import atomic_write
 from wf.tasks.taskfile import Task, TasksFile
 
 FORMAT = 7  # bump whenever the rows change shape, or the parser finds other issues
@@ -178,18 +179,11 @@ def store(cache_dir: Path, doc: TasksFile, data: bytes) -> None:
     chunks, blobs = _chunks(doc.tasks)
     places = [(t.start, t.end, t.span) for t in doc.tasks]
     issues = [(i.line, i.level, i.message, i.task, i.kind.value) for i in doc.issues]
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
-            f.write(marshal.dumps((FORMAT, key, blobs, places, issues)))
-        os.replace(tmp, path)
+        atomic_write(path, marshal.dumps((FORMAT, key, blobs, places, issues)), durable=False)  # a cache
         _prune(cache_dir, doc.path)
     except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
+        pass
     _remember(chunks, blobs)
 
 
