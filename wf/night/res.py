@@ -58,6 +58,7 @@ __all__ = [
     "State",
     "exit_code",
     "history",
+    "is_own_peak",
     "load",
     "new_id",
     "now_iso",
@@ -74,6 +75,9 @@ EXIT_OOM = 137  # 128 + SIGKILL
 EXIT_NOT_FOUND = 127
 EXIT_CANNOT_RUN = 126
 SAVE_EVERY = 5.0  # seconds between record writes while a job runs
+# a reaped command's maxrss counts as its own only this far above wf's own peak
+PEAK_MARGIN_MIN = 4 << 20
+PEAK_MARGIN_DIV = 8  # or an eighth of wf's peak, if more
 # the first samples come soon after the start, then every SAMPLE: a job of 100 ms has a peak
 EARLY_SAMPLES = (0.0, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3, 0.6)
 
@@ -306,11 +310,10 @@ def _ended(
     code = rc if rc >= 0 else 128 - rc
     if state is State.KILLED and stop_sig:
         code = 128 + stop_sig[0]
-    # a child's maxrss starts at wf's own size (Linux counts the memory it had from
-    # the fork until its exec): only a max above wf's own is the job's
     maxrss = exited.maxrss if exited.maxrss is not None else _children_maxrss()
-    counts = (exited.maxrss is not None or maxrss > start.maxrss) and maxrss > _self_maxrss()
-    peak = max(job.peak_rss or 0, peak_cg, maxrss if counts else 0) or None  # None: no figure seen
+    fresh = exited.maxrss is not None or maxrss > start.maxrss
+    own = maxrss if fresh and is_own_peak(maxrss, _self_maxrss()) else 0
+    peak = max(job.peak_rss or 0, peak_cg, own) or None  # None: no figure seen
     job = replace(
         job,
         state=state,
@@ -374,6 +377,19 @@ class _ExitWaiter:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+def is_own_peak(maxrss: int, wf_peak: int) -> bool:
+    """Whether a reaped command's maxrss is its own peak rather than wf's size.
+
+    Linux starts a child's maxrss at the memory wf had when it forked (it counts the
+    parent's pages from the fork until the exec), so every command wf starts reads at
+    least about as big as wf. "About": the kernel's RSS counters are approximate (per-CPU
+    batches) and reclaim can shrink wf's resident set without moving its high-water mark,
+    so the inherited figure can come out a few pages over wf's own. Only a maxrss clearly
+    above wf's (by the margin below) is the command's; a smaller command's peak is what
+    the samples saw."""
+    return maxrss > wf_peak + max(PEAK_MARGIN_MIN, wf_peak // PEAK_MARGIN_DIV)
 
 
 def _children_usage() -> float:
