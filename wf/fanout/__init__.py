@@ -12,6 +12,7 @@ the supervisor (how to watch and stop it).
 | ``report`` | the lines a person reads |
 | ``progress`` | the live status line on a terminal |
 | ``diff`` | what a clone unit changed |
+| ``contract`` | the return contract: the sections an answer gives, and its check |
 
 May import: ``wf.base``, ``wf.tasks``, ``wf.cost``, ``wf.adapters``, ``wf.workers``, ``wf.trees``.
 """
