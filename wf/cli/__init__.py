@@ -2,7 +2,7 @@
 
 Each command collects its options, calls one core function and prints the result. One
 module of commands per part: ``tasks``, ``git``, ``workers`` (dispatch, run), ``runs``,
-``watch`` (monitor, gather), ``orch``, ``usage``, ``batch``, ``cloud``; ``base`` holds the
+``watch`` (monitor, gather), ``orch``, ``usage``, ``batch``, ``top``, ``cloud``; ``base`` holds the
 group, the shared helpers and the entry point.
 Exit codes: 0 ok, 1 an expected error (message on stderr), 2 a usage error,
 3 a bug (traceback saved to a crash log), 4 a person or the caller must act,
@@ -84,6 +84,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "alive and a free lane has runner-ready work, start 'wf batch K'; when there is none, one prep "
         "batch per idle spell; after each batch its stop lines and the questions a person must answer.",
     ),
+    "top": ("top", "What the night is doing now: who waits for a person, each lane's task, time and cost."),
     "cloud": ("cloud", "The cloud lane: tasks run as Claude Code cloud sessions (cloud = true in wf.toml)."),
     "batch-job": ("batch", "The detached batch (started by wf batch N)."),
     "batch-tail": ("batch", "The cloud tail of a batch (started by the batch job when its loop ends)."),
