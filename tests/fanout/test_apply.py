@@ -224,3 +224,13 @@ def test_git_apply_never_writes_through_a_symlink(w: Workers, tmp_path: Path) ->
     r = w.run("apply", "r1", "u1")
     assert r.returncode == 4, r.stdout
     assert list(target.iterdir()) == []
+
+
+def test_a_unit_whose_clone_is_gone_is_refused(w: Workers) -> None:
+    import shutil
+
+    st = clone_unit(w, "u1", CHANGES)
+    shutil.rmtree(Path(str(st["clone"])) / ".git")
+    r = w.run("apply", "r1", "u1")
+    assert r.returncode == 1 and "its clone" in r.stderr and "is gone" in r.stderr
+    assert git(w.root, "status", "--porcelain") == ""

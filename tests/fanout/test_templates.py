@@ -85,13 +85,13 @@ def test_verify_and_fix_read_another_units_answer(w: Workers, tmp_path: Path) ->
     say = [sys.executable, "-c", "print('The answer is 42; tests pass.')"]
     m1 = manifest(tmp_path / "m1.json", [{"id": "u1", "prompt": "work", "cmd": say}], adapter="cmd")
     assert w.run("run", str(m1), "--run", "r1").returncode == 0
-    verify = {"id": "v1", "template": "verify", "vars": {"task": "Find the answer", "result": {"unit": "u1"}}}
+    verify = {"id": "v1", "template": "verify", "vars": {"task": "Find {result}", "result": {"unit": "u1"}}}
     m2 = manifest(tmp_path / "m2.json", [verify], adapter="cmd", cmd=ECHO)
     r = w.run("run", str(m2), "--run", "r1")
     assert r.returncode == 0, r.stderr
     prompt = (w.unit("r1", "v1") / "prompt.txt").read_text()
     assert "<result>\nThe answer is 42; tests pass.\n</result>" in prompt
-    assert "Find the answer" in prompt and prompt.endswith(instructions())
+    assert "Find {result}" in prompt and prompt.endswith(instructions())  # a value is never re-read
     fix = {"id": "f1", "template": "fix", "vars": {"task": "Find the answer", "failure": {"unit": "v1"}}}
     m3 = manifest(tmp_path / "m3.json", [fix], adapter="cmd", cmd=ECHO)
     assert w.run("run", str(m3), "--run", "r1").returncode == 0

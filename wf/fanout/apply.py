@@ -111,8 +111,6 @@ def apply(project: Project, run: str, unit: str, *, check: bool = False) -> Appl
     from wf.trees import gitops
 
     folder = runs.unit_dir(project, run, unit)  # the ids are checked here
-    if not project.is_git:
-        raise WfError(f"{project.root} is not a git checkout: there is no tree to apply to")
     repair_lost(project, run)
     clone, base = _clone_of(project, run, unit, folder)
     tree = _worktree_tree(clone, unit)

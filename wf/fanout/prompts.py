@@ -19,7 +19,6 @@ from importlib import resources
 from typing import Any
 
 from wf.base.errors import WfError
-from wf.base.ids import check_id
 from wf.base.project import Project
 from wf.fanout.contract import instructions
 from wf.workers import runs
@@ -112,13 +111,12 @@ def answer_of(project: Project, run: str, unit: str, same_manifest: set[str]) ->
     """The answer of ``unit`` of ``run``, to fill a var: the unit must have ended done with
     an answer of its own (not wf's salvage of its log), and must not be one the same
     manifest is about to run."""
-    check_id(unit, "unit id")
     if unit in same_manifest:
         raise TemplateError(
             f"unit {unit} is in the same manifest, so it has no answer yet: run it first, then"
             " the units that read its answer (another manifest, the same --run)"
         )
-    folder = runs.unit_dir(project, run, unit)
+    folder = runs.unit_dir(project, run, unit)  # the id is checked here
     st = runs.read_status(folder)
     if st is None:
         raise TemplateError(f"no unit {unit} in run {run} to read the answer of")
@@ -129,6 +127,4 @@ def answer_of(project: Project, run: str, unit: str, same_manifest: set[str]) ->
         text = (folder / "output.txt").read_text("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise TemplateError(f"unit {unit} of run {run}: cannot read its answer: {e}") from None
-    if not text.strip():
-        raise TemplateError(f"unit {unit} of run {run} answered nothing")
     return text.strip("\n")
