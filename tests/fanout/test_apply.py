@@ -184,6 +184,12 @@ def test_a_record_pointing_elsewhere_is_refused(w: Workers, tmp_path: Path) -> N
     r = w.run("apply", "r1", "u1")
     assert r.returncode == 1 and "is not a clone folder of run r1" in r.stderr
 
+    # a commit id only: a name such as HEAD would move with the clone (and drop its commits)
+    for base in ("HEAD", "0" * 40):
+        _tamper(w, "u1", clone=st["clone"], base=base)
+        r = w.run("apply", "r1", "u1")
+        assert r.returncode == 1 and "is not a commit of its clone" in r.stderr, base
+
     outside = tmp_path / "written"
     _tamper(w, "u1", clone=st["clone"], base=f"--output={outside}")
     r = w.run("apply", "r1", "u1")
@@ -211,7 +217,7 @@ def test_a_path_outside_the_checkout_is_refused(w: Workers) -> None:
     before = tree_state(w.root)
     r = w.run("apply", "r1", "u1")
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert "invalid path '../escaped'" in r.stderr
+    assert "its clone's files cannot be read as a tree: error: invalid path '../escaped'" in r.stderr
     assert not (w.root.parent / "escaped").exists()
     assert tree_state(w.root) == before
 

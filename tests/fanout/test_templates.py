@@ -130,13 +130,18 @@ def test_a_template_unit_that_does_not_fit_is_refused(
 def test_an_answer_var_needs_a_done_unit_of_the_run_with_an_answer(w: Workers, tmp_path: Path) -> None:
     ran = [
         {"id": "ok", "prompt": "x", "cmd": [sys.executable, "-c", "print('fine')"]},
-        {"id": "bad", "prompt": "x", "cmd": [sys.executable, "-c", "raise SystemExit(3)"]},
+        {"id": "bad", "prompt": "x", "cmd": [sys.executable, "-c", "print('half'); raise SystemExit(3)"]},
         {"id": "mute", "prompt": "x", "cmd": ["true"]},  # done, but only wf's FALLBACK salvage
+        {"id": "late", "prompt": "x", "cmd": [sys.executable, "-c", "print('an answer')"]},
     ]
     w.run("run", str(manifest(tmp_path / "m1.json", ran, adapter="cmd")), "--run", "r1")
+    # a tool that wrote its answer, then ran out of time: an answer, but not a done unit's
+    status = w.unit("r1", "late") / "status.json"
+    status.write_text(json.dumps({**json.loads(status.read_text()), "state": "timeout"}))
     cases = [
         ("bad", "unit bad of run r1 ended failed, not done with an answer"),
         ("mute", "unit mute of run r1 ended only a FALLBACK, not done with an answer"),
+        ("late", "unit late of run r1 ended timeout, not done with an answer"),
         ("ghost", "no unit ghost in run r1"),
         ("../ok", "bad unit id '../ok'"),
         ("v2", "unit v2 is in the same manifest, so it has no answer yet"),
