@@ -201,7 +201,7 @@ def dispatch(
 
 
 @cli.command("run")
-@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.argument("manifest", type=click.Path(dir_okay=False), required=False)
 @click.option(
     "--max-parallel", type=click.IntRange(min=1), help="Units at once (default: the manifest's, else 4)."
 )
@@ -221,14 +221,21 @@ def dispatch(
 @click.option(
     "--json", "as_json", is_flag=True, help="One JSON object at the end: run, code, units, skipped."
 )
+@click.option(
+    "--templates",
+    is_flag=True,
+    help="List the prompt templates (name, what for, placeholders); with a NAME instead of "
+    "MANIFEST, print that template.",
+)
 @click.pass_context
 def run_cmd(
     ctx: click.Context,
-    manifest: str,
+    manifest: str | None,
     max_parallel: int | None,
     run_id: str | None,
     max_retries: int,
     as_json: bool,
+    templates: bool,
 ) -> int:
     """Run the units of a JSON or TOML manifest in parallel; one line per unit as it
     ends. Exit 0 all done, 4 a unit failed or was left undone (given up, corrupt),
@@ -243,14 +250,24 @@ def run_cmd(
     timeout, stall, mode (scratch | clone | cwd), cwd, resume_from, session, cmd,
     and tool access: permission_mode, allowed_tools, sandbox, network,
     isolate_mcp, extra_args (refused if the tool cannot honour them).
-    "tasks" is another name for "units".
+    "tasks" is another name for "units". A unit may instead take a prompt
+    template (research, code, review, verify, fix) with "template" and "vars";
+    a var {"unit": "ID"} is the answer of that unit of the run:
+    {"id": "v1", "template": "verify",
+     "vars": {"task": "...", "result": {"unit": "u1"}}}
     \b
     wf run units.json --max-parallel 5
     wf run units.json --run r1      # again: skips what is done, retries the rest
+    wf run --templates              # the templates; wf run --templates verify: one
     """
     from wf.fanout import fanout, report
     from wf.fanout import manifest as manifestmod
 
+    if templates:
+        _templates(manifest, as_json)
+        return 0
+    if manifest is None:
+        raise click.UsageError("Missing argument 'MANIFEST'.")
     if not manifestmod.load_manifest(Path(manifest))[1]:
         raise click.UsageError(f"{manifest} has no units: nothing to run (its 'units' list is empty)")
     live = Live(as_json)
@@ -267,6 +284,31 @@ def run_cmd(
     live.done()
     outcome_report(proj, outcome, as_json)
     return outcome.code
+
+
+def _templates(name: str | None, as_json: bool) -> None:
+    """``wf run --templates [NAME]``: the list, or one template's text."""
+    from wf.base.text import table
+    from wf.fanout import prompts
+
+    if name is not None:
+        try:
+            template = prompts.get(name)
+        except prompts.TemplateError as e:
+            raise click.UsageError(str(e)) from None
+        if as_json:
+            _echo_json({**template.as_json(), "text": template.text()})
+        else:
+            click.echo(template.text(), nl=False)
+        return
+    found = prompts.all_templates()
+    if as_json:
+        _echo_json([t.as_json() for t in found])
+        return
+    rows = [[t.name, ", ".join(f"{{{p}}}" for p in t.placeholders), t.summary] for t in found]
+    for line in table(rows):
+        click.echo(line)
+    click.echo('wf run --templates NAME shows one; a unit uses it with "template": NAME, "vars": {...}')
 
 
 def outcome_report(proj: Project, outcome: Outcome, as_json: bool) -> None:
