@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from wf import adapters
 from wf.base.errors import WfError
 from wf.base.project import Project
+from wf.fanout import models
 from wf.tasks.taskfile import check_id
 from wf.workers import procs, runs
 from wf.workers.supervise import Unit
@@ -31,6 +32,7 @@ class UnitRequest(NamedTuple):
     prompt: str
     adapter: str | None = None  # a name, "auto" (the first installed tool), None: $WF_ADAPTER or claude
     model: str | None = None
+    model_source: str | None = None  # a models.ModelSource value: why this model (None: explicit)
     effort: str | None = None
     timeout: float | None = None
     stall: float | None = None
@@ -141,10 +143,18 @@ def _resume_meta(project: Project, run: str, req: UnitRequest) -> tuple[UnitRequ
         adapter=name,
         cmd=req.cmd or tuple(prior.get("cmd") or ()),
         model=req.model or adapters.a_model(prior.get("model")),  # never <synthetic> from an old record
+        model_source=req.model_source if req.model else prior.get("model_source"),
         mode=prior_mode,
         cwd=prior.get("cwd"),
     )
     return req, meta, str(session_id)
+
+
+def _source(value: str | None) -> models.ModelSource | None:
+    try:
+        return models.ModelSource(value) if value else None
+    except ValueError:  # an edited saved request: the model it names counts as named
+        return None
 
 
 def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
@@ -179,6 +189,9 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
         meta["cmd"] = list(req.cmd)
     elif adapter.executable() is None:
         raise WfError(f"{adapter.binary} is not installed (not on PATH); wf doctor lists the adapters")
+    picked = models.choose(req.id, adapter.name, req.model, _source(req.model_source), project.config)
+    req = req._replace(model=picked.model)
+    meta.update(model_asked=picked.model, model_source=picked.source.value)
     problems = adapters.vocabulary_problems(adapter.name, req.model, req.effort)
     if problems:  # e.g. codex asked for "sonnet", opencode with no provider/model
         raise WfError(f"unit {req.id}: {problems[0].message} ({problems[0].fix})")
