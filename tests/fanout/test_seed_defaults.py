@@ -136,6 +136,11 @@ def test_a_bad_timeout_in_a_manifest_is_refused_by_name(w: Workers, tmp_path: Pa
     )
     r = w.run("run", str(m), "--run", "bad")
     assert r.returncode == 1 and "unit u: stall must be a number of seconds above 0, not 0" in r.stderr
+    (tmp_path / "nan.json").write_text(
+        '{"units": [{"id": "u", "prompt": "x", "cmd": ["true"], "timeout": NaN}]}'
+    )
+    r = w.run("run", str(tmp_path / "nan.json"), "--run", "bad")
+    assert r.returncode == 1 and "unit u: timeout must be a number of seconds >= 0" in r.stderr, r.stderr
     r = w.run("run", str(m), "--run", "bad", "--stall", "0")
     assert r.returncode == 2 and "must be a number of seconds above 0, not 0" in r.stderr
 

@@ -32,11 +32,6 @@ class ModelSource(str, enum.Enum):  # noqa: UP042 - its value is what status.jso
     config = "config"  # wf.toml [fanout] models
     default = "default"  # wf's fan-out default for the adapter
 
-    @property
-    def named(self) -> bool:
-        """The person (or agent) who wrote the manifest or the command chose it."""
-        return self in (ModelSource.explicit, ModelSource.manifest)
-
 
 class Choice(NamedTuple):
     model: str | None  # None: no model passed, the tool's own default

@@ -150,11 +150,15 @@ def _resume_meta(project: Project, run: str, req: UnitRequest) -> tuple[UnitRequ
     return req, meta, str(session_id)
 
 
-def _source(value: str | None) -> models.ModelSource | None:
+def _with_model(project: Project, adapter: str, req: UnitRequest, meta: dict[str, Any]) -> UnitRequest:
+    """The request with the model it runs on (models.choose); why, noted in ``meta``."""
     try:
-        return models.ModelSource(value) if value else None
+        source = models.ModelSource(req.model_source) if req.model_source else None
     except ValueError:  # an edited saved request: the model it names counts as named
-        return None
+        source = None
+    picked = models.choose(req.id, adapter, req.model, source, project.config)
+    meta.update(model_asked=picked.model, model_source=picked.source.value)
+    return req._replace(model=picked.model)
 
 
 def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
@@ -189,9 +193,7 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
         meta["cmd"] = list(req.cmd)
     elif adapter.executable() is None:
         raise WfError(f"{adapter.binary} is not installed (not on PATH); wf doctor lists the adapters")
-    picked = models.choose(req.id, adapter.name, req.model, _source(req.model_source), project.config)
-    req = req._replace(model=picked.model)
-    meta.update(model_asked=picked.model, model_source=picked.source.value)
+    req = _with_model(project, adapter.name, req, meta)
     problems = adapters.vocabulary_problems(adapter.name, req.model, req.effort)
     if problems:  # e.g. codex asked for "sonnet", opencode with no provider/model
         raise WfError(f"unit {req.id}: {problems[0].message} ({problems[0].fix})")
