@@ -85,6 +85,10 @@ class Config(NamedTuple):
     lock_timeout: float = 10.0
     backup_days: float = 14.0
     lanes: tuple[Lane, ...] = (Lane("haiku", "haiku"), Lane("sonnet", "sonnet"), Lane("opus", "opus"))
+    # [fanout]: the model per adapter of a unit that names none; the expensive models
+    # (None: wf's own list) only an explicit model, never a default, may choose
+    fanout_models: tuple[tuple[str, str], ...] = ()
+    fanout_expensive: tuple[str, ...] | None = None
     warnings: tuple[ConfigWarning, ...] = ()
 
     def lane(self, name: str) -> Lane | None:
@@ -154,7 +158,9 @@ _TOP_KEYS = {
     "lock_timeout",
     "backup_days",
     "lanes",
+    "fanout",
 }
+FANOUT_KEYS = ("models", "expensive")
 
 
 MAX_BYTES = 1 << 20  # a settings file larger than this is not a settings file
@@ -344,10 +350,32 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
         if not all(isinstance(m, str) and MODEL_RE.fullmatch(m) for m in models):
             raise ConfigError(where, "cloud_models must be a list of model names")
         kw["cloud_models"] = tuple(models)
+    if "fanout" in data:
+        kw.update(_fanout(_typed(data, "fanout", dict, where), where, warnings))
     if "lanes" in data:
         kw["lanes"] = _lanes(_typed(data, "lanes", dict, where), where, warnings)
     kw["warnings"] = tuple(warnings)
     return Config(**kw)
+
+
+def _fanout(table: dict[str, Any], where: str, warnings: list[ConfigWarning]) -> dict[str, Any]:
+    """[fanout]: ``models = {claude = "sonnet"}``, ``expensive = ["opus", ...]``."""
+    warnings += [
+        ConfigWarning(where, f"unknown key 'fanout.{k}' (ignored)") for k in table if k not in FANOUT_KEYS
+    ]
+    kw: dict[str, Any] = {}
+    models = table.get("models", {})
+    if not isinstance(models, dict) or not all(
+        k in ADAPTERS and isinstance(v, str) and MODEL_RE.fullmatch(v) for k, v in models.items()
+    ):
+        raise ConfigError(where, 'fanout.models must map adapters to model names, e.g. {claude = "sonnet"}')
+    kw["fanout_models"] = tuple(sorted(models.items()))
+    if "expensive" in table:
+        names = table["expensive"]
+        if not isinstance(names, list) or not all(isinstance(m, str) and m.strip() for m in names):
+            raise ConfigError(where, "fanout.expensive must be a list of model names (or parts of names)")
+        kw["fanout_expensive"] = tuple(m.strip() for m in names)
+    return kw
 
 
 def _lanes(table: dict[str, Any], where: str, warnings: list[ConfigWarning]) -> tuple[Lane, ...]:
@@ -468,13 +496,15 @@ def _access(spec: dict[str, Any], name: str, where: str) -> dict[str, Any]:
 def check_key(dotted: str) -> None:
     """Refuse a key wf does not know (a typo would be written and then ignored)."""
     parts = dotted.split(".")
-    if len(parts) == 1 and parts[0] in _TOP_KEYS - {"lanes"}:
+    if len(parts) == 1 and parts[0] in _TOP_KEYS - {"lanes", "fanout"}:
+        return
+    if len(parts) == 2 and parts[0] == "fanout" and parts[1] in FANOUT_KEYS:
         return
     if len(parts) == 3 and parts[0] == "lanes" and valid_id(parts[1]) and parts[2] in LANE_KEYS:
         return
     raise WfError(
-        f"unknown setting {dotted!r}: expected one of {', '.join(sorted(_TOP_KEYS - {'lanes'}))}, "
-        f"or lanes.<name>.{{{','.join(LANE_KEYS)}}}"
+        f"unknown setting {dotted!r}: expected one of {', '.join(sorted(_TOP_KEYS - {'lanes', 'fanout'}))}, "
+        f"fanout.{{{','.join(FANOUT_KEYS)}}} or lanes.<name>.{{{','.join(LANE_KEYS)}}}"
     )
 
 

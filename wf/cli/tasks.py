@@ -87,6 +87,7 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, unset: bo
         for ln in cfg.lanes
     }
     data.pop("warnings")
+    data["fanout"] = {"models": dict(data.pop("fanout_models")), "expensive": data.pop("fanout_expensive")}
     if unset:
         click.echo(f"removed {key}" if key not in data else f"{key}: back to its default")
         return

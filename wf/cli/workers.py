@@ -8,14 +8,16 @@ stalled, timed out, interrupted, lost); 5 a waiting command gave up (--timeout);
 
 from __future__ import annotations
 
+import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from wf.base.config import ADAPTERS
+from wf.base.config import ADAPTERS, PERMISSION_MODES, SANDBOXES
 from wf.base.errors import WfError
 from wf.base.text import safe, safe_line
 from wf.cli.base import _echo_json, _project, cli
@@ -25,6 +27,97 @@ if TYPE_CHECKING:
     from wf.fanout.fanout import Outcome
 
 ADAPTER_CHOICE = click.Choice([*ADAPTERS, "auto"])
+
+
+class Seconds(click.ParamType[float]):
+    """A number of seconds above 0; 0 too where ``zero`` says what it means."""
+
+    name = "S"
+
+    def __init__(self, zero: str | None = None) -> None:
+        self.zero = zero
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(v) or v < 0 or (v == 0 and not self.zero):
+            rule = f">= 0 (0: {self.zero})" if self.zero else "above 0"
+            self.fail(f"must be a number of seconds {rule}, not {value}", param, ctx)
+        return v
+
+
+TIMEOUT_OPTION = click.option(
+    "--timeout",
+    type=Seconds(zero="no timeout"),
+    help="Stop the whole tree after S seconds (default 7200; 0: no timeout, the stall watch stays).",
+)
+STALL_OPTION = click.option(
+    "--stall",
+    type=Seconds(),
+    help="Stop it after S seconds with no model event (for cmd: no output); default 600, claude 720.",
+)
+
+
+def access_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The unit's tool access, the same as the manifest keys of the same names."""
+    options = (
+        click.option(
+            "--sandbox",
+            type=click.Choice(SANDBOXES),
+            help="codex -s (default workspace-write); read-only runs claude in plan mode.",
+        ),
+        click.option(
+            "--network/--no-network",
+            default=None,
+            help="Network for the tool (codex sandbox; claude WebFetch, WebSearch); default off.",
+        ),
+        click.option(
+            "--permission-mode",
+            type=click.Choice(PERMISSION_MODES),
+            help="claude --permission-mode (default acceptEdits).",
+        ),
+        click.option(
+            "--allowed-tools",
+            metavar="TOOLS",
+            multiple=True,
+            help="claude --allowedTools: tools allowed without asking, comma-separated or repeated"
+            ' ("Bash(git:*),Read").',
+        ),
+    )
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def split_tools(given: tuple[str, ...]) -> list[str]:
+    """``--allowed-tools`` values: each split at the commas outside parentheses."""
+    out: list[str] = []
+    for value in given:
+        depth, word = 0, ""
+        for ch in value:
+            depth += (ch == "(") - (ch == ")")
+            if ch == "," and depth == 0:
+                out.append(word.strip())
+                word = ""
+            else:
+                word += ch
+        out.append(word.strip())
+    tools = [t for t in out if t]
+    if given and not tools:
+        raise click.UsageError("--allowed-tools names no tool")
+    return tools
+
+
+def access_given(
+    sandbox: str | None, network: bool | None, permission_mode: str | None, allowed_tools: tuple[str, ...]
+) -> dict[str, Any]:
+    """The access options given, as the manifest keys they stand for."""
+    given: dict[str, Any] = {"sandbox": sandbox, "network": network, "permission_mode": permission_mode}
+    if allowed_tools:
+        given["allowed_tools"] = split_tools(allowed_tools)
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _prompt_text(prompt: str | None, prompt_file: str | None, positional: str | None) -> str:
@@ -125,14 +218,9 @@ class Live:
     metavar="RAW",
     help="Resume this session (thread) id of the tool; runs in --cwd (default: the main checkout).",
 )
-@click.option(
-    "--timeout", type=click.FloatRange(min=0, min_open=True), help="Stop the whole tree after S seconds."
-)
-@click.option(
-    "--stall",
-    type=click.FloatRange(min=0, min_open=True),
-    help="Stop it after S seconds with no model event (for cmd: no output); default 600, claude 720.",
-)
+@TIMEOUT_OPTION
+@STALL_OPTION
+@access_options
 @click.option("--json", "as_json", is_flag=True, help="Print the final status.json.")
 @click.pass_context
 def dispatch(
@@ -152,6 +240,10 @@ def dispatch(
     session: str | None,
     timeout: float | None,
     stall: float | None,
+    sandbox: str | None,
+    network: bool | None,
+    permission_mode: str | None,
+    allowed_tools: tuple[str, ...],
     as_json: bool,
 ) -> int:
     """Run one headless unit in the foreground. Exit 0 when it is done, 4 when it
@@ -159,12 +251,16 @@ def dispatch(
 
     Its files go to .wf/runs/RUN/UNIT/ (prompt.txt, worker.log, output.txt,
     session.txt, status.json); by default it runs in scratch/ there. The prompt goes
-    to the worker on stdin, never through a shell.
+    to the worker on stdin, never through a shell. With no --model it asks its
+    tool for wf's fan-out default (claude: sonnet; wf.toml [fanout] models), never
+    an expensive model unless --model names it.
 
     \b
     wf dispatch r1 fix --adapter codex --prompt "Fix the flaky test"
     wf dispatch r1 docs prompts/docs.md --clone
     echo "Summarise" | wf dispatch r1 sum - --adapter auto
+    wf dispatch r1 long --timeout 0 --sandbox workspace-write --network --prompt "..."
+    wf dispatch r1 edit --permission-mode bypassPermissions --allowed-tools "Bash(git:*),Read" --prompt "..."
     """
     from wf import adapters
     from wf.fanout import fanout, report
@@ -173,6 +269,7 @@ def dispatch(
     text = _prompt_text(prompt, prompt_file, prompt_arg)
     if mode and cwd:
         raise click.UsageError(f"--cwd and --{mode} exclude each other")
+    access = access_given(sandbox, network, permission_mode, allowed_tools)
     req = UnitRequest(
         id=unit,
         prompt=text,
@@ -186,6 +283,8 @@ def dispatch(
         resume_from=resume_from,
         session=session,
         cmd=adapters.split_cmd(cmd_line) if cmd_line else (),
+        permission_mode=access.pop("permission_mode", None),
+        access=access,
     )
     live = Live(as_json)
     outcome = fanout.dispatch(_project(ctx), run, req, on_tick=live.tick_units)
@@ -218,6 +317,10 @@ def dispatch(
     show_default=True,
     help="On an existing run: attempts beyond the first.",
 )
+@click.option("--model", help="Model for every unit that names none (over the manifest's defaults).")
+@TIMEOUT_OPTION
+@STALL_OPTION
+@access_options
 @click.option(
     "--json", "as_json", is_flag=True, help="One JSON object at the end: run, code, units, skipped."
 )
@@ -234,6 +337,13 @@ def run_cmd(
     max_parallel: int | None,
     run_id: str | None,
     max_retries: int,
+    model: str | None,
+    timeout: float | None,
+    stall: float | None,
+    sandbox: str | None,
+    network: bool | None,
+    permission_mode: str | None,
+    allowed_tools: tuple[str, ...],
     as_json: bool,
     templates: bool,
 ) -> int:
@@ -255,9 +365,14 @@ def run_cmd(
     a var {"unit": "ID"} is the answer of that unit of the run:
     {"id": "v1", "template": "verify",
      "vars": {"task": "...", "result": {"unit": "u1"}}}
-    \b
+    The options --model, --timeout, --stall and the tool access ones are
+    defaults for every unit: they replace the manifest's defaults, never a key
+    a unit sets itself. A unit with no model gets wf's fan-out default
+    (claude: sonnet), never an expensive one.
+    
     wf run units.json --max-parallel 5
     wf run units.json --run r1      # again: skips what is done, retries the rest
+    wf run units.json --timeout 0 --sandbox workspace-write --permission-mode acceptEdits
     wf run --templates              # the templates; wf run --templates verify: one
     """
     from wf.fanout import fanout, report
@@ -270,6 +385,10 @@ def run_cmd(
         raise click.UsageError("Missing argument 'MANIFEST'.")
     if not manifestmod.load_manifest(Path(manifest))[1]:
         raise click.UsageError(f"{manifest} has no units: nothing to run (its 'units' list is empty)")
+    given = access_given(sandbox, network, permission_mode, allowed_tools)
+    given.update(
+        {k: v for k, v in (("model", model), ("timeout", timeout), ("stall", stall)) if v is not None}
+    )
     live = Live(as_json)
     proj = _project(ctx)
     outcome = fanout.run_manifest(
@@ -278,6 +397,7 @@ def run_cmd(
         run=run_id,
         max_parallel=max_parallel,
         max_retries=max_retries,
+        given=given,
         on_end=lambda u: live.echo(report.unit_line(u.status)),
         on_tick=live.tick_units,
     )

@@ -5,6 +5,7 @@ the supervisor (how to watch and stop it).
 | module | what |
 |---|---|
 | ``units`` | a request made ready to run: mode (scratch, clone, cwd), adapter, session |
+| ``models`` | the model a unit asks for when it names none, and why (never an expensive default) |
 | ``manifest`` | JSON/TOML manifests (``units`` or ``tasks``), run ids, ``wf runs new`` |
 | ``fanout`` | dispatch, run, retry; what happens when a unit ends (cost line, left changes) |
 | ``retry`` | attempts of a unit, what to re-run, the cap |

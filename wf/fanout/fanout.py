@@ -129,15 +129,17 @@ def run_manifest(
     run: str | None = None,
     max_parallel: int | None = None,
     max_retries: int = retrymod.DEFAULT_MAX_RETRIES,
+    given: dict[str, Any] | None = None,
     on_end: Callable[[Unit], None] | None = None,
     on_tick: Callable[[list[Unit]], None] | None = None,
 ) -> Outcome:
     """Run a manifest's units; on a run that exists, skip what is done and retry what
-    did not land (as new attempts, within ``max_retries``)."""
+    did not land (as new attempts, within ``max_retries``). ``given``: manifest keys from
+    the command line, defaults for every unit (see ``manifest.requests_from``)."""
     defaults, entries = load_manifest(path)
     run = check_id(run or default_run_id(path), "run id")
     listed = {str(e.get("id")) for e in entries if isinstance(e, dict)}
-    reqs = requests_from(path, defaults, entries, lambda u: answer_of(project, str(run), u, listed))
+    reqs = requests_from(path, defaults, entries, lambda u: answer_of(project, str(run), u, listed), given)
     limit = max_parallel or int(defaults.get("max_parallel") or 4)
     ids = {r.id for r in reqs}
     for r in reqs:

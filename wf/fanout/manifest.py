@@ -58,16 +58,20 @@ def requests_from(
     defaults: dict[str, Any],
     entries: list[dict[str, Any]],
     answer: Callable[[str], str] | None = None,
+    given: dict[str, Any] | None = None,
 ) -> list[UnitRequest]:
     """The requests of a manifest's units; ``answer(unit)`` reads the answer of a unit of
-    the run, for a template's var given as ``{"unit": "ID"}``."""
+    the run, for a template's var given as ``{"unit": "ID"}``. ``given``: manifest keys
+    from the command line (``wf run --model ... --sandbox ...``), defaults for every unit
+    that replace the manifest's own ``defaults`` but never a key the unit sets itself."""
+    given = given or {}
     out = []
     seen: set[str] = set()
     base = path.parent
     for n, entry in enumerate(entries, 1):
         if not isinstance(entry, dict):
             raise WfError(f"{path.name}: unit {n} must be a table")
-        merged = {**{k: v for k, v in defaults.items() if k != "max_parallel"}, **entry}
+        merged = {**{k: v for k, v in defaults.items() if k != "max_parallel"}, **given, **entry}
         unknown = set(merged) - _UNIT_KEYS
         if unknown:
             raise WfError(f"{path.name}: unit {n}: unknown keys {', '.join(sorted(unknown))}")
@@ -82,8 +86,8 @@ def requests_from(
         if "template" in merged:
             if "prompt" in merged or "prompt_file" in merged:
                 raise WfError(f"{path.name}: unit {uid}: give one of prompt, prompt_file and template")
-            given = merged.pop("vars", None)
-            prompt = prompts.for_unit(uid, merged.pop("template"), given, answer or _no_run)
+            tvars = merged.pop("vars", None)
+            prompt = prompts.for_unit(uid, merged.pop("template"), tvars, answer or _no_run)
         if "prompt_file" in merged:
             pf = Path(str(merged.pop("prompt_file")))
             pf = pf if pf.is_absolute() else base / pf
@@ -112,8 +116,9 @@ def requests_from(
                 prompt=prompt,
                 adapter=_str(merged.get("adapter"), uid, "adapter"),
                 model=_str(merged.get("model"), uid, "model"),
+                model_source=_model_source(entry, given, defaults),
                 effort=_str(merged.get("effort"), uid, "effort"),
-                timeout=_num(merged.get("timeout"), uid, "timeout"),
+                timeout=_num(merged.get("timeout"), uid, "timeout", zero="no timeout"),
                 stall=_num(merged.get("stall"), uid, "stall"),
                 cwd=cwd,
                 mode=_str(mode, uid, "mode"),
@@ -139,11 +144,22 @@ def _str(v: Any, uid: str, what: str) -> str | None:
     return v
 
 
-def _num(v: Any, uid: str, what: str) -> float | None:
+def _model_source(entry: dict[str, Any], given: dict[str, Any], defaults: dict[str, Any]) -> str | None:
+    """Why a unit's model is the one it is: named by the unit or the command line
+    (explicit), by the manifest's defaults (manifest); None: no model named."""
+    if entry.get("model") is not None or given.get("model") is not None:
+        return "explicit"
+    return "manifest" if defaults.get("model") is not None else None
+
+
+def _num(v: Any, uid: str, what: str, zero: str | None = None) -> float | None:
+    """Seconds: a positive number; 0 too when ``zero`` says what it means."""
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or v == float("inf"):
-        raise WfError(f"unit {uid}: {what} must be a positive number of seconds")
+    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and v == v and v != float("inf")
+    if not ok or v < 0 or (v == 0 and not zero):
+        rule = f">= 0 (0: {zero})" if zero else "above 0"
+        raise WfError(f"unit {uid}: {what} must be a number of seconds {rule}, not {v!r}")
     return float(v)
 
 

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from wf import adapters
 from wf.base.errors import WfError
 from wf.base.project import Project
+from wf.fanout import models
 from wf.tasks.taskfile import check_id
 from wf.workers import procs, runs
 from wf.workers.supervise import Unit
@@ -31,6 +32,7 @@ class UnitRequest(NamedTuple):
     prompt: str
     adapter: str | None = None  # a name, "auto" (the first installed tool), None: $WF_ADAPTER or claude
     model: str | None = None
+    model_source: str | None = None  # a models.ModelSource value: why this model (None: explicit)
     effort: str | None = None
     timeout: float | None = None
     stall: float | None = None
@@ -141,10 +143,22 @@ def _resume_meta(project: Project, run: str, req: UnitRequest) -> tuple[UnitRequ
         adapter=name,
         cmd=req.cmd or tuple(prior.get("cmd") or ()),
         model=req.model or adapters.a_model(prior.get("model")),  # never <synthetic> from an old record
+        model_source=req.model_source if req.model else prior.get("model_source"),
         mode=prior_mode,
         cwd=prior.get("cwd"),
     )
     return req, meta, str(session_id)
+
+
+def _with_model(project: Project, adapter: str, req: UnitRequest, meta: dict[str, Any]) -> UnitRequest:
+    """The request with the model it runs on (models.choose); why, noted in ``meta``."""
+    try:
+        source = models.ModelSource(req.model_source) if req.model_source else None
+    except ValueError:  # an edited saved request: the model it names counts as named
+        source = None
+    picked = models.choose(req.id, adapter, req.model, source, project.config)
+    meta.update(model_asked=picked.model, model_source=picked.source.value)
+    return req._replace(model=picked.model)
 
 
 def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
@@ -179,6 +193,7 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
         meta["cmd"] = list(req.cmd)
     elif adapter.executable() is None:
         raise WfError(f"{adapter.binary} is not installed (not on PATH); wf doctor lists the adapters")
+    req = _with_model(project, adapter.name, req, meta)
     problems = adapters.vocabulary_problems(adapter.name, req.model, req.effort)
     if problems:  # e.g. codex asked for "sonnet", opencode with no provider/model
         raise WfError(f"unit {req.id}: {problems[0].message} ({problems[0].fix})")
