@@ -27,9 +27,11 @@ if TYPE_CHECKING:
 )
 @click.pass_context
 def top(ctx: click.Context, as_json: bool, once: bool, interval: float) -> None:
-    """What the night is doing now, read-only: the tasks waiting for a person first,
-    then each lane (task, tool, worker, elapsed, quiet, cost so far, parked until),
-    then the batch against its N and --for.
+    """What the night is doing now: who waits for a person, each lane's task, time and cost.
+
+    Read-only: the tasks waiting for a person first, then each lane (task, tool,
+    worker, elapsed, quiet, cost so far, parked until), then the batch against its N
+    and --for.
 
     On a terminal it refreshes in place (q quits); piped, or with --once or --json,
     it prints one snapshot.
