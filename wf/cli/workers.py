@@ -27,14 +27,19 @@ if TYPE_CHECKING:
 ADAPTER_CHOICE = click.Choice([*ADAPTERS, "auto"])
 
 
-def _prompt_text(prompt: str | None, prompt_file: str | None, positional: str | None) -> str:
+def _prompt_text(
+    prompt: str | None, prompt_file: str | None, positional: str | None, *, positional_is_text: bool = False
+) -> str:
     given = [x for x in (prompt, prompt_file, positional) if x is not None]
     if len(given) != 1:
         raise click.UsageError(
-            "give exactly one of --prompt TEXT, --prompt-file F, a prompt file or - (stdin)"
+            "give exactly one of --prompt TEXT, --prompt-file F, "
+            + ("a PROMPT" if positional_is_text else "a prompt file or - (stdin)")
         )
     if prompt is not None:
         return prompt
+    if positional_is_text and positional is not None:
+        return positional
     path = prompt_file if prompt_file is not None else positional
     if path == "-":
         return sys.stdin.read()
@@ -201,7 +206,7 @@ def dispatch(
 
 
 @cli.command("run")
-@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.argument("manifest", metavar="MANIFEST | PROMPT", required=False)
 @click.option(
     "--max-parallel", type=click.IntRange(min=1), help="Units at once (default: the manifest's, else 4)."
 )
@@ -219,20 +224,45 @@ def dispatch(
     help="On an existing run: attempts beyond the first.",
 )
 @click.option(
+    "--panel",
+    "panel_tools",
+    metavar="TOOLS",
+    help="Ask one question (PROMPT) of several tools: claude,codex or claude:sonnet,codex:gpt-5.5.",
+)
+@click.option("--prompt", help="With --panel: the question (instead of PROMPT).")
+@click.option("--prompt-file", metavar="F", help="With --panel: read the question from F (- for stdin).")
+@click.option("--clone", "panel_clone", is_flag=True, help="With --panel: each unit in a throwaway clone.")
+@click.option("--cwd", "panel_cwd", metavar="DIR", help="With --panel: every unit runs in DIR (mode cwd).")
+@click.option("--cmd", "panel_cmd", metavar="LINE", help="With --panel: the program of its cmd units.")
+@click.option(
+    "--timeout",
+    "panel_timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="With --panel: stop a unit after S seconds.",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="One JSON object at the end: run, code, units, skipped."
 )
 @click.pass_context
 def run_cmd(
     ctx: click.Context,
-    manifest: str,
+    manifest: str | None,
     max_parallel: int | None,
     run_id: str | None,
     max_retries: int,
+    panel_tools: str | None,
+    prompt: str | None,
+    prompt_file: str | None,
+    panel_clone: bool,
+    panel_cwd: str | None,
+    panel_cmd: str | None,
+    panel_timeout: float | None,
     as_json: bool,
 ) -> int:
     """Run the units of a JSON or TOML manifest in parallel; one line per unit as it
-    ends. Exit 0 all done, 4 a unit failed or was left undone (given up, corrupt),
-    130 on Ctrl-C.
+    ends. With --panel, ask one question of several tools instead (a panel: one unit
+    per tool, named by it; compare their answers with wf gather RUN --compare). Exit 0
+    all done, 4 a unit failed or was left undone (given up, corrupt), 130 on Ctrl-C.
 
     \b
     {"defaults": {"adapter": "cmd", "timeout": 600, "max_parallel": 5},
@@ -241,29 +271,55 @@ def run_cmd(
                 "model": "sonnet", "mode": "clone"}]}
     Unit keys: id, prompt | prompt_file, adapter (or "auto"), model, effort,
     timeout, stall, mode (scratch | clone | cwd), cwd, resume_from, session, cmd,
+    panel (units sharing one answer the same prompt, compared together),
     and tool access: permission_mode, allowed_tools, sandbox, network,
     isolate_mcp, extra_args (refused if the tool cannot honour them).
     "tasks" is another name for "units".
     \b
     wf run units.json --max-parallel 5
     wf run units.json --run r1      # again: skips what is done, retries the rest
+    wf run --panel claude,codex "Is the parser safe on empty input?" --clone --run q1
+    wf gather q1 --compare          # their answers section by section
     """
+    from wf import adapters
     from wf.fanout import fanout, report
     from wf.fanout import manifest as manifestmod
 
-    if not manifestmod.load_manifest(Path(manifest))[1]:
-        raise click.UsageError(f"{manifest} has no units: nothing to run (its 'units' list is empty)")
+    panel_only = {"--prompt": prompt, "--prompt-file": prompt_file, "--clone": panel_clone or None,
+                  "--cwd": panel_cwd, "--cmd": panel_cmd, "--timeout": panel_timeout}  # fmt: skip
+    if panel_tools is None:
+        wrong = [flag for flag, value in panel_only.items() if value is not None]
+        if wrong:
+            raise click.UsageError(f"{', '.join(wrong)}: only with --panel (a manifest gives its own)")
+        if manifest is None:
+            raise click.UsageError("give a MANIFEST, or --panel TOOLS with a PROMPT")
+        if not manifestmod.load_manifest(Path(manifest))[1]:
+            raise click.UsageError(f"{manifest} has no units: nothing to run (its 'units' list is empty)")
     live = Live(as_json)
     proj = _project(ctx)
-    outcome = fanout.run_manifest(
-        proj,
-        Path(manifest),
-        run=run_id,
-        max_parallel=max_parallel,
-        max_retries=max_retries,
-        on_end=lambda u: live.echo(report.unit_line(u.status)),
-        on_tick=live.tick_units,
-    )
+    common: dict[str, Any] = {
+        "max_retries": max_retries,
+        "on_end": lambda u: live.echo(report.unit_line(u.status)),
+        "on_tick": live.tick_units,
+    }
+    if panel_tools is not None:
+        if panel_clone and panel_cwd:
+            raise click.UsageError("--cwd and --clone exclude each other")
+        text = _prompt_text(prompt, prompt_file, manifest, positional_is_text=True)
+        reqs = manifestmod.panel_requests(
+            panel_tools,
+            text,
+            mode="clone" if panel_clone else "cwd" if panel_cwd else None,
+            cwd=str(Path(panel_cwd).resolve()) if panel_cwd else None,
+            timeout=panel_timeout,
+            cmd=adapters.split_cmd(panel_cmd) if panel_cmd else (),
+        )
+        run = run_id or manifestmod.default_run_id(Path("panel"))
+        outcome = fanout.run_requests(proj, reqs, run=run, max_parallel=max_parallel or len(reqs), **common)
+    else:
+        outcome = fanout.run_manifest(
+            proj, Path(str(manifest)), run=run_id, max_parallel=max_parallel, **common
+        )
     live.done()
     outcome_report(proj, outcome, as_json)
     return outcome.code

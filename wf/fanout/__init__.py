@@ -13,6 +13,7 @@ the supervisor (how to watch and stop it).
 | ``progress`` | the live status line on a terminal |
 | ``diff`` | what a clone unit changed |
 | ``contract`` | the return contract: the sections an answer gives, and its check |
+| ``compare`` | panels: the answers of units asked one question, section by section |
 
 May import: ``wf.base``, ``wf.tasks``, ``wf.cost``, ``wf.adapters``, ``wf.workers``, ``wf.trees``.
 """
