@@ -23,6 +23,7 @@ from wf.cli.base import _echo_json, _project, cli
 if TYPE_CHECKING:
     from wf.base.project import Project
     from wf.fanout.fanout import Outcome
+    from wf.fanout.units import UnitRequest
 
 ADAPTER_CHOICE = click.Choice([*ADAPTERS, "auto"])
 
@@ -281,13 +282,15 @@ def run_cmd(
     wf run --panel claude,codex "Is the parser safe on empty input?" --clone --run q1
     wf gather q1 --compare          # their answers section by section
     """
-    from wf import adapters
     from wf.fanout import fanout, report
     from wf.fanout import manifest as manifestmod
 
     panel_only = {"--prompt": prompt, "--prompt-file": prompt_file, "--clone": panel_clone or None,
                   "--cwd": panel_cwd, "--cmd": panel_cmd, "--timeout": panel_timeout}  # fmt: skip
-    if panel_tools is None:
+    if panel_tools is not None:
+        text = _prompt_text(prompt, prompt_file, manifest, positional_is_text=True)
+        reqs = _panel_requests(panel_tools, text, panel_clone, panel_cwd, panel_cmd, panel_timeout)
+    else:
         wrong = [flag for flag, value in panel_only.items() if value is not None]
         if wrong:
             raise click.UsageError(f"{', '.join(wrong)}: only with --panel (a manifest gives its own)")
@@ -303,17 +306,6 @@ def run_cmd(
         "on_tick": live.tick_units,
     }
     if panel_tools is not None:
-        if panel_clone and panel_cwd:
-            raise click.UsageError("--cwd and --clone exclude each other")
-        text = _prompt_text(prompt, prompt_file, manifest, positional_is_text=True)
-        reqs = manifestmod.panel_requests(
-            panel_tools,
-            text,
-            mode="clone" if panel_clone else "cwd" if panel_cwd else None,
-            cwd=str(Path(panel_cwd).resolve()) if panel_cwd else None,
-            timeout=panel_timeout,
-            cmd=adapters.split_cmd(panel_cmd) if panel_cmd else (),
-        )
         run = run_id or manifestmod.default_run_id(Path("panel"))
         outcome = fanout.run_requests(proj, reqs, run=run, max_parallel=max_parallel or len(reqs), **common)
     else:
@@ -323,6 +315,25 @@ def run_cmd(
     live.done()
     outcome_report(proj, outcome, as_json)
     return outcome.code
+
+
+def _panel_requests(
+    tools: str, text: str, clone: bool, cwd: str | None, cmd: str | None, timeout: float | None
+) -> list[UnitRequest]:
+    """The units of ``wf run --panel``, where they run given by --clone or --cwd."""
+    from wf import adapters
+    from wf.fanout import manifest
+
+    if clone and cwd:
+        raise click.UsageError("--cwd and --clone exclude each other")
+    return manifest.panel_requests(
+        tools,
+        text,
+        mode="clone" if clone else "cwd" if cwd else None,
+        cwd=str(Path(cwd).resolve()) if cwd else None,
+        timeout=timeout,
+        cmd=adapters.split_cmd(cmd) if cmd else (),
+    )
 
 
 def outcome_report(proj: Project, outcome: Outcome, as_json: bool) -> None:
