@@ -207,7 +207,7 @@ def dispatch(
 
 
 @cli.command("run")
-@click.argument("manifest", metavar="MANIFEST | PROMPT", required=False)
+@click.argument("manifest", metavar="[MANIFEST | PROMPT]", required=False)
 @click.option(
     "--max-parallel", type=click.IntRange(min=1), help="Units at once (default: the manifest's, else 4)."
 )
