@@ -273,7 +273,7 @@ def test_compare_agrees_across_wording_and_path_notation(w: Workers, tmp_path: P
     """The same files in other notations, the same verdict in other words: exit 0."""
     one = result("No issues: the parser is safe.", "- `./src/parse.py:12`\n- src/lex.py", "None.",
                  "Ran pytest: 12 passed")  # fmt: skip
-    two = result("Yes, it is safe; empty input returns an empty tree.", "src/lex.py, src/parse.py", "none",
+    two = result("Yes, it is safe; empty input returns an empty tree.", "I read src/lex.py and src/parse.py", "n/a",
                  "pytest tests/ -q: all pass")  # fmt: skip
     assert run_cmd_panel(w, tmp_path, "a1", {"cmd": one, "cmd-2": two}).returncode == 0
     code, data = compare(w, "a1")
@@ -315,6 +315,45 @@ def test_a_verdict_line_decides_and_other_sections_are_compared(w: Workers, tmp_
     assert (rows["Files"]["mark"], rows["Files"]["files"]) == ("agree", {"cmd": [], "cmd-2": []})
     assert (rows["Risks"]["mark"], rows["Risks"]["why"]) == ("missing", "section not given")
     assert rows["Risks"]["answers"] == {"cmd": "a crash on empty input", "cmd-2": None}
+
+
+def test_a_fallback_is_no_answer(w: Workers, tmp_path: Path) -> None:
+    """A unit that printed nothing is done with wf's FALLBACK salvage: not its answer."""
+    assert run_cmd_panel(w, tmp_path, "f1", {"cmd": SAFE, "cmd-2": ""}).returncode == 0
+    assert w.status("f1", "cmd-2")["fallback"] is True
+    code, data = compare(w, "f1")
+    [panel] = data["panels"]
+    assert code == 4 and {(s["mark"], s["why"]) for s in panel["sections"]} == {("missing", "no answer")}
+    assert "(done, no answer)" in w.run("gather", "f1", "--compare", "--quiet", "0").stdout
+
+
+def test_a_failed_unit_outside_the_panels_still_needs_attention(w: Workers, tmp_path: Path) -> None:
+    say = "import sys; print(sys.argv[1])"
+    m = manifest(
+        tmp_path / "m.json",
+        [
+            {"id": "one", "panel": "q", "cmd": [sys.executable, "-c", say, SAFE]},
+            {"id": "two", "panel": "q", "cmd": [sys.executable, "-c", say, SAFE]},
+            {"id": "lint", "prompt": "-", "cmd": ["false"]},
+        ],
+        adapter="cmd",
+        prompt=QUESTION,
+    )
+    assert w.run("run", str(m), "--run", "o1").returncode == 4
+    code, data = compare(w, "o1")
+    assert code == 4 and data["code"] == 4 and data["agree"] is True
+
+
+def test_an_edited_saved_request_with_a_bad_panel_is_refused(w: Workers, tmp_path: Path) -> None:
+    """wf runs retry --missing starts what the saved requests (manifest.json) name: a panel
+    id edited there is checked again before a unit is made."""
+    assert run_cmd_panel(w, tmp_path, "e1", {"cmd": SAFE, "cmd-2": SAFE}).returncode == 0
+    saved = w.root / ".wf" / "runs" / "e1" / "manifest.json"
+    reqs = json.loads(saved.read_text())
+    saved.write_text(json.dumps([*reqs, {**reqs[0], "id": "cmd-3", "panel": "bad panel/.."}]))
+    r = w.run("runs", "retry", "e1", "--missing")
+    assert r.returncode == 1 and "bad panel id 'bad panel/..'" in r.stderr, r.stdout + r.stderr
+    assert not w.unit("e1", "cmd-3").exists()
 
 
 def test_a_unit_with_no_answer_makes_every_section_missing(w: Workers, tmp_path: Path) -> None:
