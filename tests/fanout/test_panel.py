@@ -22,8 +22,9 @@ from tests.workers.test_workers import Workers, manifest
 QUESTION = "Is the parser safe on empty input?"
 
 # The answer program of the cmd units: its unit (the folder wf gives it, a retry's
-# suffix cut) picks its answer from $ANSWERS; an answer of null fails, and a unit named
-# in $FAIL_ONCE fails its first attempt only.
+# suffix cut) picks its answer from $ANSWERS; an answer of null fails, a unit named in
+# $FAIL_ONCE fails its first attempt only, one in $FAIL_AFTER writes its answer (to
+# $WF_OUTPUT_FILE) and then fails.
 ANSWER_PY = """
 import json, os, re, sys
 unit = re.sub(r"-r[0-9]+$", "", os.path.basename(os.environ["WF_RUN_DIR"]))
@@ -34,6 +35,9 @@ if unit in os.environ.get("FAIL_ONCE", "").split(",") and not os.path.exists(mar
 answer = json.loads(os.environ["ANSWERS"])[unit]
 if answer is None:
     sys.exit("no answer")
+if unit in os.environ.get("FAIL_AFTER", "").split(","):
+    open(os.environ["WF_OUTPUT_FILE"], "w").write(answer)
+    sys.exit("failed after its answer")
 print(answer)
 """
 
@@ -208,7 +212,7 @@ def test_manifest_units_sharing_a_panel_key_are_compared_together(w: Workers, tm
             [{"id": "a", "panel": "q1"}, {"id": "b", "panel": "q1", "prompt": "another question"}],
             "panel q1: b asked another question than a; every unit of a panel gets the same prompt",
         ),
-        ([{"id": "a", "panel": "../q1"}, {"id": "b", "panel": "../q1"}], "bad panel id '../q1'"),
+        ([{"id": "a", "panel": "../q1"}, {"id": "b", "panel": "../q1"}], "unit a: bad panel id '../q1'"),
         ([{"id": "a", "panel": ""}, {"id": "b", "panel": ""}], "unit a: panel must be a non-empty string"),
     ],
 )
@@ -315,6 +319,17 @@ def test_a_verdict_line_decides_and_other_sections_are_compared(w: Workers, tmp_
     assert (rows["Files"]["mark"], rows["Files"]["files"]) == ("agree", {"cmd": [], "cmd-2": []})
     assert (rows["Risks"]["mark"], rows["Risks"]["why"]) == ("missing", "section not given")
     assert rows["Risks"]["answers"] == {"cmd": "a crash on empty input", "cmd-2": None}
+
+
+def test_the_answer_of_a_unit_that_then_failed_is_not_read(w: Workers, tmp_path: Path) -> None:
+    """Only a done unit's answer counts: one that printed it and then failed may have
+    been cut short."""
+    assert run_cmd_panel(w, tmp_path, "x1", {"cmd": SAFE, "cmd-2": SAFE}, FAIL_AFTER="cmd-2").returncode == 4
+    st = w.status("x1", "cmd-2")
+    assert (st["state"], st.get("fallback")) == ("failed", False) and "# result" in w.output("x1", "cmd-2")
+    code, data = compare(w, "x1")
+    [panel] = data["panels"]
+    assert code == 4 and {(s["mark"], s["why"]) for s in panel["sections"]} == {("missing", "no answer")}
 
 
 def test_a_fallback_is_no_answer(w: Workers, tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from wf import adapters
 from wf.base import records as store
 from wf.base.errors import UsageError, WfError
+from wf.base.ids import ID_HELP, valid_id
 from wf.base.project import Project
 from wf.fanout.units import UnitRequest
 from wf.tasks.taskfile import check_id
@@ -116,7 +117,10 @@ PANEL = "panel"  # the panel id of ``wf run --panel``
 
 
 def _panel(v: Any, uid: str) -> str | None:
-    return None if v is None else check_id(str(_str(v, uid, "panel")), "panel id")
+    name = _str(v, uid, "panel")
+    if name is not None and not valid_id(name):
+        raise WfError(f"unit {uid}: bad panel id {name!r}: {ID_HELP}")
+    return name
 
 
 def check_panels(where: str, reqs: list[UnitRequest]) -> None:
