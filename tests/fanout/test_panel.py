@@ -277,7 +277,7 @@ def test_compare_agrees_across_wording_and_path_notation(w: Workers, tmp_path: P
     """The same files in other notations, the same verdict in other words: exit 0."""
     one = result("No issues: the parser is safe.", "- `./src/parse.py:12`\n- src/lex.py", "None.",
                  "Ran pytest: 12 passed")  # fmt: skip
-    two = result("Yes, it is safe; empty input returns an empty tree.", "I read src/lex.py and src/parse.py", "n/a",
+    two = result("Yes, it is safe; empty input returns an empty tree.", "I read src/lex.py and src/parse.py:40", "n/a",
                  "pytest tests/ -q: all pass")  # fmt: skip
     assert run_cmd_panel(w, tmp_path, "a1", {"cmd": one, "cmd-2": two}).returncode == 0
     code, data = compare(w, "a1")

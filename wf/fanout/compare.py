@@ -139,16 +139,10 @@ def files_named(text: str) -> frozenset[str]:
             continue
         ticked = _TICKED.findall(item)
         words = item.split()
-        if ticked:
-            candidates = ticked
-        elif len(words) == 1:
-            candidates = words
-        else:
-            candidates = [w for w in words if _PATHLIKE.match(w.strip("\"'()[]<>*").rstrip(":;.,"))]
-        for c in candidates:
-            p = _path(c)
-            if p is not None:
-                found.add(p)
+        paths = [_path(w) for w in (ticked or words)]
+        if not ticked and len(words) > 1:  # prose: only its path-like words
+            paths = [p for p in paths if p is not None and _PATHLIKE.match(p)]
+        found.update(p for p in paths if p is not None)
     return frozenset(found)
 
 
