@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -70,10 +71,12 @@ def answer_cmd(tmp_path: Path) -> str:
     return f"{sys.executable} {tmp_path / 'answer.py'}"
 
 
-def run_cmd_panel(w: Workers, tmp_path: Path, run: str, answers: dict[str, str | None], tools: str = "cmd,cmd",
-                  **env: str) -> Any:  # fmt: skip
-    return w.run("run", "--panel", tools, QUESTION, "--cmd", answer_cmd(tmp_path), "--run", run,
-                 ANSWERS=json.dumps(answers), **env)  # fmt: skip
+def run_cmd_panel(
+    w: Workers, tmp_path: Path, run: str, answers: dict[str, str | None], **env: str
+) -> subprocess.CompletedProcess[str]:
+    """wf run --panel cmd,cmd: units cmd and cmd-2 answer as ``answers`` says."""
+    return w.run("run", "--panel", "cmd,cmd", QUESTION, "--cmd", answer_cmd(tmp_path), "--run", run,
+                 timeout=60, ANSWERS=json.dumps(answers), **env)  # fmt: skip
 
 
 def compare(w: Workers, run: str, *more: str) -> tuple[int, dict[str, Any]]:
