@@ -150,7 +150,8 @@ def test_a_panel_prompt_comes_from_a_file_or_stdin_once(w: Workers, tmp_path: Pa
         (["--panel", "claude,codex"], "give exactly one of --prompt TEXT"),
         (["--prompt", QUESTION], "--prompt: only with --panel"),
         (["m.json", "--clone"], "--clone: only with --panel"),
-        ([], "give a MANIFEST, or --panel TOOLS with a PROMPT"),
+        ([], "Missing argument 'MANIFEST' (or --panel TOOLS with a PROMPT)"),
+        (["--templates", "--panel", "claude,codex"], "--templates and --panel exclude each other"),
     ],
 )
 def test_a_bad_panel_command_line_is_a_usage_error(w: Workers, args: list[str], words: str) -> None:

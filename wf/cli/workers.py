@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -244,6 +245,12 @@ def dispatch(
 @click.option(
     "--json", "as_json", is_flag=True, help="One JSON object at the end: run, code, units, skipped."
 )
+@click.option(
+    "--templates",
+    is_flag=True,
+    help="List the prompt templates (name, what for, placeholders); with a NAME instead of "
+    "MANIFEST, print that template.",
+)
 @click.pass_context
 def run_cmd(
     ctx: click.Context,
@@ -259,6 +266,7 @@ def run_cmd(
     panel_cmd: str | None,
     panel_timeout: float | None,
     as_json: bool,
+    templates: bool,
 ) -> int:
     """Run the units of a JSON or TOML manifest in parallel; one line per unit as it
     ends. With --panel, ask one question of several tools instead (a panel: one unit
@@ -275,29 +283,33 @@ def run_cmd(
     panel (units sharing one answer the same prompt, compared together),
     and tool access: permission_mode, allowed_tools, sandbox, network,
     isolate_mcp, extra_args (refused if the tool cannot honour them).
-    "tasks" is another name for "units".
+    "tasks" is another name for "units". A unit may instead take a prompt
+    template (research, code, review, verify, fix) with "template" and "vars";
+    a var {"unit": "ID"} is the answer of that unit of the run:
+    {"id": "v1", "template": "verify",
+     "vars": {"task": "...", "result": {"unit": "u1"}}}
     \b
     wf run units.json --max-parallel 5
     wf run units.json --run r1      # again: skips what is done, retries the rest
     wf run --panel claude,codex "Is the parser safe on empty input?" --clone --run q1
     wf gather q1 --compare          # their answers section by section
+    wf run --templates              # the templates; wf run --templates verify: one
     """
     from wf.fanout import fanout, report
     from wf.fanout import manifest as manifestmod
 
+    if templates:
+        if panel_tools is not None:
+            raise click.UsageError("--templates and --panel exclude each other")
+        _templates(manifest, as_json)
+        return 0
     panel_only = {"--prompt": prompt, "--prompt-file": prompt_file, "--clone": panel_clone or None,
                   "--cwd": panel_cwd, "--cmd": panel_cmd, "--timeout": panel_timeout}  # fmt: skip
     if panel_tools is not None:
         text = _prompt_text(prompt, prompt_file, manifest, positional_is_text=True)
         reqs = _panel_requests(panel_tools, text, panel_clone, panel_cwd, panel_cmd, panel_timeout)
     else:
-        wrong = [flag for flag, value in panel_only.items() if value is not None]
-        if wrong:
-            raise click.UsageError(f"{', '.join(wrong)}: only with --panel (a manifest gives its own)")
-        if manifest is None:
-            raise click.UsageError("give a MANIFEST, or --panel TOOLS with a PROMPT")
-        if not manifestmod.load_manifest(Path(manifest))[1]:
-            raise click.UsageError(f"{manifest} has no units: nothing to run (its 'units' list is empty)")
+        _check_manifest_form(manifest, panel_only)
     live = Live(as_json)
     proj = _project(ctx)
     common: dict[str, Any] = {
@@ -317,6 +329,19 @@ def run_cmd(
     return outcome.code
 
 
+def _check_manifest_form(manifest: str | None, panel_only: Mapping[str, object]) -> None:
+    """wf run without --panel: a manifest with units, and none of the panel's options."""
+    from wf.fanout import manifest as manifestmod
+
+    wrong = [flag for flag, value in panel_only.items() if value is not None]
+    if wrong:
+        raise click.UsageError(f"{', '.join(wrong)}: only with --panel (a manifest gives its own)")
+    if manifest is None:
+        raise click.UsageError("Missing argument 'MANIFEST' (or --panel TOOLS with a PROMPT).")
+    if not manifestmod.load_manifest(Path(manifest))[1]:
+        raise click.UsageError(f"{manifest} has no units: nothing to run (its 'units' list is empty)")
+
+
 def _panel_requests(
     tools: str, text: str, clone: bool, cwd: str | None, cmd: str | None, timeout: float | None
 ) -> list[UnitRequest]:
@@ -334,6 +359,31 @@ def _panel_requests(
         timeout=timeout,
         cmd=adapters.split_cmd(cmd) if cmd else (),
     )
+
+
+def _templates(name: str | None, as_json: bool) -> None:
+    """``wf run --templates [NAME]``: the list, or one template's text."""
+    from wf.base.text import table
+    from wf.fanout import prompts
+
+    if name is not None:
+        try:
+            template = prompts.get(name)
+        except prompts.TemplateError as e:
+            raise click.UsageError(str(e)) from None
+        if as_json:
+            _echo_json({**template.as_json(), "text": template.text()})
+        else:
+            click.echo(template.text(), nl=False)
+        return
+    found = prompts.all_templates()
+    if as_json:
+        _echo_json([t.as_json() for t in found])
+        return
+    rows = [[t.name, ", ".join(f"{{{p}}}" for p in t.placeholders), t.summary] for t in found]
+    for line in table(rows):
+        click.echo(line)
+    click.echo('wf run --templates NAME shows one; a unit uses it with "template": NAME, "vars": {...}')
 
 
 def outcome_report(proj: Project, outcome: Outcome, as_json: bool) -> None:

@@ -12,6 +12,7 @@ from wf.base.errors import WfError
 from wf.base.project import Project
 from wf.fanout import retry as retrymod
 from wf.fanout.manifest import default_run_id, load_manifest, requests_from, save_requests
+from wf.fanout.prompts import answer_of
 from wf.fanout.units import UnitRequest, build_unit, left_changes
 from wf.fanout.watch import repair_lost
 from wf.tasks.taskfile import check_id
@@ -134,11 +135,13 @@ def run_manifest(
     """Run a manifest's units; on a run that exists, skip what is done and retry what
     did not land (as new attempts, within ``max_retries``)."""
     defaults, entries = load_manifest(path)
-    reqs = requests_from(path, defaults, entries)
+    run = check_id(run or default_run_id(path), "run id")
+    listed = {str(e.get("id")) for e in entries if isinstance(e, dict)}
+    reqs = requests_from(path, defaults, entries, lambda u: answer_of(project, str(run), u, listed))
     return run_requests(
         project,
         reqs,
-        run=check_id(run or default_run_id(path), "run id"),
+        run=run,
         max_parallel=max_parallel or int(defaults.get("max_parallel") or 4),
         max_retries=max_retries,
         on_end=on_end,

@@ -9,6 +9,7 @@ import os
 import re
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from wf.base import records as store
 from wf.base.errors import UsageError, WfError
 from wf.base.ids import ID_HELP, valid_id
 from wf.base.project import Project
+from wf.fanout import prompts
 from wf.fanout.units import UnitRequest
 from wf.tasks.taskfile import check_id
 from wf.workers import runs
@@ -24,6 +26,8 @@ from wf.workers import runs
 _UNIT_KEYS = (set(UnitRequest._fields) - {"retry_of", "retry", "access"}) | {
     "prompt_file",
     "clone",
+    "template",
+    "vars",
     *adapters.ACCESS_KEYS,
 }
 
@@ -51,7 +55,14 @@ def load_manifest(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return defaults, entries
 
 
-def requests_from(path: Path, defaults: dict[str, Any], entries: list[dict[str, Any]]) -> list[UnitRequest]:
+def requests_from(
+    path: Path,
+    defaults: dict[str, Any],
+    entries: list[dict[str, Any]],
+    answer: Callable[[str], str] | None = None,
+) -> list[UnitRequest]:
+    """The requests of a manifest's units; ``answer(unit)`` reads the answer of a unit of
+    the run, for a template's var given as ``{"unit": "ID"}``."""
     out = []
     seen: set[str] = set()
     base = path.parent
@@ -68,6 +79,13 @@ def requests_from(path: Path, defaults: dict[str, Any], entries: list[dict[str, 
             raise WfError(f"{path.name}: unit id {uid} twice")
         seen.add(uid)
         prompt = merged.get("prompt")
+        if "vars" in merged and "template" not in merged:
+            raise WfError(f"{path.name}: unit {uid}: vars are for a template (template = NAME)")
+        if "template" in merged:
+            if "prompt" in merged or "prompt_file" in merged:
+                raise WfError(f"{path.name}: unit {uid}: give one of prompt, prompt_file and template")
+            given = merged.pop("vars", None)
+            prompt = prompts.for_unit(uid, merged.pop("template"), given, answer or _no_run)
         if "prompt_file" in merged:
             pf = Path(str(merged.pop("prompt_file")))
             pf = pf if pf.is_absolute() else base / pf
@@ -183,6 +201,10 @@ def panel_requests(
     if len(out) < 2:
         raise UsageError(f"--panel {tools}: a panel needs two tools or more (claude,codex; claude,claude)")
     return out
+
+
+def _no_run(unit: str) -> str:
+    raise WfError(f"a var reads the answer of unit {unit}, but there is no run to read it from")
 
 
 def _str(v: Any, uid: str, what: str) -> str | None:

@@ -6,6 +6,7 @@
 - ``res``: ``wf res``, a command under limits; ``resjobs``: its job records;
   ``resbackend``: the watchdog and cgroup backends;
 - ``prep``: ``wf batch --prep``; ``pilot``: ``wf pilot``, batches back to back;
+- ``top``: what ``wf top`` shows, a snapshot of the night read from wf's state;
 - ``demo``: ``wf demo``.
 
 May import: every part below it (base, tasks, cost, adapters, workers, trees, fanout, orch,

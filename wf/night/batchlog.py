@@ -37,6 +37,7 @@ from wf.cost.usage import CostSource
 if TYPE_CHECKING:
     from wf.night.batchplan import Plan, Record
     from wf.orch.events import StopEvent
+    from wf.tasks.backlog import Backlog
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,27 @@ class TaskRow:
     source: str  # CostSource of the dollars: table, tool, unpriced
     estimated: bool  # includes estimated output
     dur_s: float | None
+
+
+def rows_file(project: Project, stamp: str) -> Path:
+    """The batch's posted tasks, one JSON row each."""
+    return project.wf_dir / "batch" / f"{stamp}.tasks.jsonl"
+
+
+def read_task_rows(path: Path) -> list[TaskRow] | None:
+    """The rows of a batch's rows file; None when there is none. CorruptRecord for a
+    row that cannot be trusted."""
+    lines = store.read_lines(path)
+    if lines is None:
+        return None
+    out = []
+    for n, line in enumerate(lines, 1):
+        try:
+            data = json.loads(line, parse_constant=store.no_constant)
+        except ValueError as e:
+            raise CorruptRecord(path, f"line {n} is not a JSON row: {e}") from None
+        out.append(store.from_dict(TaskRow, data, path))
+    return out
 
 
 def _row_line(row: TaskRow) -> str:
@@ -147,7 +169,7 @@ class Follower:
         }
         self.offsets = dict(rec.offsets) or {k: _size(v) for k, v in self.files.items()}
         self.offsets.setdefault("stops", 0)
-        self.rows = project.wf_dir / "batch" / f"{rec.stamp}.tasks.jsonl"
+        self.rows = rows_file(project, rec.stamp)
         self.corrupt: str | None = None  # the events file's fault, once said
         self.known_ids = rec.known_ids or tuple(sorted(task_ids(project)))
         self.costs: dict[str, float] = {}
@@ -230,17 +252,7 @@ class Follower:
     def task_rows(self) -> list[TaskRow] | None:
         """The batch's posted tasks; None for a batch begun by a wf that kept no rows.
         CorruptRecord for a row that cannot be trusted."""
-        lines = store.read_lines(self.rows)
-        if lines is None:
-            return None
-        out = []
-        for n, line in enumerate(lines, 1):
-            try:
-                data = json.loads(line, parse_constant=store.no_constant)
-            except ValueError as e:
-                raise CorruptRecord(self.rows, f"line {n} is not a JSON row: {e}") from None
-            out.append(store.from_dict(TaskRow, data, self.rows))
-        return out
+        return read_task_rows(self.rows)
 
     def footer(self, reason: str, note: str = "", *, counted: bool = True) -> None:
         """The footer; ``counted=False`` (a prep batch) leaves out the task counts and dollars."""
@@ -287,18 +299,19 @@ class Follower:
             self._add(line)
 
 
-def needs_person(project: Project, rec: Record) -> list[dict[str, Any]]:
-    """Awaiting questions, blocked and wip tasks, and the batch's handbacks still open."""
+def needs_person(project: Project, rec: Record | None, bl: Backlog | None = None) -> list[dict[str, Any]]:
+    """Awaiting questions, blocked and wip tasks, and the batch's handbacks still open
+    (``rec``: the batch; None: no batch yet). ``bl``: the backlog, if loaded already."""
     from wf.tasks import backlog
 
-    bl = backlog.load(project)
+    bl = bl or backlog.load(project)
     out: list[dict[str, Any]] = []
     open_tasks = {t.id: t for t in bl.doc.tasks}
     for t in bl.doc.tasks:
         st = t.status
         if st.state in ("awaiting", "blocked", "wip"):
             out.append({"id": t.id, "kind": st.state, "text": st.text})
-    for row in Follower(project, rec).task_rows() or []:
+    for row in (read_task_rows(rows_file(project, rec.stamp)) if rec is not None else None) or []:
         task = open_tasks.get(row.id)
         if row.outcome == "handback" and task is not None and task.status.state == "pending":
             note = task.notes[-1] if task.notes else ""
