@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests import wfproc
 from tests.conftest import WfRunner, git
 from tests.model_api import ModelApi, Request, Step, Text
 from tests.workers.test_workers import Workers, manifest
@@ -125,6 +126,12 @@ def test_a_panel_prompt_comes_from_a_file_or_stdin_once(w: Workers, tmp_path: Pa
               "--run", "p3", ANSWERS=answers)  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert (w.unit("p3", "cmd-2") / "prompt.txt").read_text().startswith(QUESTION + "\n")
+    argv = [sys.executable, "-m", "wf", "run", "--panel", "cmd,cmd", "--prompt-file", "-", "--cmd", "true"]
+    piped = wfproc.run([*argv, "--run", "p3s", "--json"], cwd=w.root, env=w.env, input=QUESTION,
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    assert [u["unit"] for u in json.loads(piped.stdout)["units"]] == ["cmd", "cmd-2"]
+    assert (w.unit("p3s", "cmd") / "prompt.txt").read_text().startswith(QUESTION)
     both = w.run("run", "--panel", "cmd,cmd", QUESTION, "--prompt", QUESTION, "--cmd", "true")
     assert (
         both.returncode == 2 and "give exactly one of --prompt TEXT, --prompt-file F, a PROMPT" in both.stderr
