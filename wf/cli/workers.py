@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +25,7 @@ from wf.cli.base import _echo_json, _project, cli
 if TYPE_CHECKING:
     from wf.base.project import Project
     from wf.fanout.fanout import Outcome
+    from wf.fanout.units import UnitRequest
 
 ADAPTER_CHOICE = click.Choice([*ADAPTERS, "auto"])
 
@@ -120,14 +121,19 @@ def access_given(
     return {k: v for k, v in given.items() if v is not None}
 
 
-def _prompt_text(prompt: str | None, prompt_file: str | None, positional: str | None) -> str:
+def _prompt_text(
+    prompt: str | None, prompt_file: str | None, positional: str | None, *, positional_is_text: bool = False
+) -> str:
     given = [x for x in (prompt, prompt_file, positional) if x is not None]
     if len(given) != 1:
         raise click.UsageError(
-            "give exactly one of --prompt TEXT, --prompt-file F, a prompt file or - (stdin)"
+            "give exactly one of --prompt TEXT, --prompt-file F, "
+            + ("a PROMPT" if positional_is_text else "a prompt file or - (stdin)")
         )
     if prompt is not None:
         return prompt
+    if positional_is_text and positional is not None:
+        return positional
     path = prompt_file if prompt_file is not None else positional
     if path == "-":
         return sys.stdin.read()
@@ -300,7 +306,7 @@ def dispatch(
 
 
 @cli.command("run")
-@click.argument("manifest", type=click.Path(dir_okay=False), required=False)
+@click.argument("manifest", metavar="[MANIFEST | PROMPT]", required=False)
 @click.option(
     "--max-parallel", type=click.IntRange(min=1), help="Units at once (default: the manifest's, else 4)."
 )
@@ -321,6 +327,17 @@ def dispatch(
 @TIMEOUT_OPTION
 @STALL_OPTION
 @access_options
+@click.option(
+    "--panel",
+    "panel_tools",
+    metavar="TOOLS",
+    help="Ask one question (PROMPT) of several tools: claude,codex or claude:sonnet,codex:gpt-5.5.",
+)
+@click.option("--prompt", help="With --panel: the question (instead of PROMPT).")
+@click.option("--prompt-file", metavar="F", help="With --panel: read the question from F (- for stdin).")
+@click.option("--clone", "panel_clone", is_flag=True, help="With --panel: each unit in a throwaway clone.")
+@click.option("--cwd", "panel_cwd", metavar="DIR", help="With --panel: every unit runs in DIR (mode cwd).")
+@click.option("--cmd", "panel_cmd", metavar="LINE", help="With --panel: the program of its cmd units.")
 @click.option(
     "--json", "as_json", is_flag=True, help="One JSON object at the end: run, code, units, skipped."
 )
@@ -344,12 +361,19 @@ def run_cmd(
     network: bool | None,
     permission_mode: str | None,
     allowed_tools: tuple[str, ...],
+    panel_tools: str | None,
+    prompt: str | None,
+    prompt_file: str | None,
+    panel_clone: bool,
+    panel_cwd: str | None,
+    panel_cmd: str | None,
     as_json: bool,
     templates: bool,
 ) -> int:
     """Run the units of a JSON or TOML manifest in parallel; one line per unit as it
-    ends. Exit 0 all done, 4 a unit failed or was left undone (given up, corrupt),
-    130 on Ctrl-C.
+    ends. With --panel, ask one question of several tools instead (a panel: one unit
+    per tool, named by it; compare their answers with wf gather RUN --compare). Exit 0
+    all done, 4 a unit failed or was left undone (given up, corrupt), 130 on Ctrl-C.
 
     \b
     {"defaults": {"adapter": "cmd", "timeout": 600, "max_parallel": 5},
@@ -358,6 +382,7 @@ def run_cmd(
                 "model": "sonnet", "mode": "clone"}]}
     Unit keys: id, prompt | prompt_file, adapter (or "auto"), model, effort,
     timeout, stall, mode (scratch | clone | cwd), cwd, resume_from, session, cmd,
+    panel (units sharing one answer the same prompt, compared together),
     and tool access: permission_mode, allowed_tools, sandbox, network,
     isolate_mcp, extra_args (refused if the tool cannot honour them).
     "tasks" is another name for "units". A unit may instead take a prompt
@@ -373,37 +398,79 @@ def run_cmd(
     wf run units.json --max-parallel 5
     wf run units.json --run r1      # again: skips what is done, retries the rest
     wf run units.json --timeout 0 --sandbox workspace-write --permission-mode acceptEdits
+    wf run --panel claude,codex "Is the parser safe on empty input?" --clone --run q1
+    wf gather q1 --compare          # their answers section by section
     wf run --templates              # the templates; wf run --templates verify: one
     """
     from wf.fanout import fanout, report
     from wf.fanout import manifest as manifestmod
 
     if templates:
+        if panel_tools is not None:
+            raise click.UsageError("--templates and --panel exclude each other")
         _templates(manifest, as_json)
         return 0
-    if manifest is None:
-        raise click.UsageError("Missing argument 'MANIFEST'.")
-    if not manifestmod.load_manifest(Path(manifest))[1]:
-        raise click.UsageError(f"{manifest} has no units: nothing to run (its 'units' list is empty)")
     given = access_given(sandbox, network, permission_mode, allowed_tools)
     given.update(
         {k: v for k, v in (("model", model), ("timeout", timeout), ("stall", stall)) if v is not None}
     )
+    panel_only = {"--prompt": prompt, "--prompt-file": prompt_file, "--clone": panel_clone or None,
+                  "--cwd": panel_cwd, "--cmd": panel_cmd}  # fmt: skip
+    if panel_tools is not None:
+        text = _prompt_text(prompt, prompt_file, manifest, positional_is_text=True)
+        reqs = _panel_requests(panel_tools, text, panel_clone, panel_cwd, panel_cmd, given)
+    else:
+        _check_manifest_form(manifest, panel_only)
     live = Live(as_json)
     proj = _project(ctx)
-    outcome = fanout.run_manifest(
-        proj,
-        Path(manifest),
-        run=run_id,
-        max_parallel=max_parallel,
-        max_retries=max_retries,
-        given=given,
-        on_end=lambda u: live.echo(report.unit_line(u.status)),
-        on_tick=live.tick_units,
-    )
+    common: dict[str, Any] = {
+        "max_retries": max_retries,
+        "on_end": lambda u: live.echo(report.unit_line(u.status)),
+        "on_tick": live.tick_units,
+    }
+    if panel_tools is not None:
+        run = run_id or manifestmod.default_run_id(Path("panel"))
+        outcome = fanout.run_requests(proj, reqs, run=run, max_parallel=max_parallel or len(reqs), **common)
+    else:
+        outcome = fanout.run_manifest(
+            proj, Path(str(manifest)), run=run_id, max_parallel=max_parallel, given=given, **common
+        )
     live.done()
     outcome_report(proj, outcome, as_json)
     return outcome.code
+
+
+def _check_manifest_form(manifest: str | None, panel_only: Mapping[str, object]) -> None:
+    """wf run without --panel: a manifest with units, and none of the panel's options."""
+    from wf.fanout import manifest as manifestmod
+
+    wrong = [flag for flag, value in panel_only.items() if value is not None]
+    if wrong:
+        raise click.UsageError(f"{', '.join(wrong)}: only with --panel (a manifest gives its own)")
+    if manifest is None:
+        raise click.UsageError("Missing argument 'MANIFEST' (or --panel TOOLS with a PROMPT).")
+    if not manifestmod.load_manifest(Path(manifest))[1]:
+        raise click.UsageError(f"{manifest} has no units: nothing to run (its 'units' list is empty)")
+
+
+def _panel_requests(
+    tools: str, text: str, clone: bool, cwd: str | None, cmd: str | None, given: dict[str, Any]
+) -> list[UnitRequest]:
+    """The units of ``wf run --panel``, where they run given by --clone or --cwd; the
+    options every unit takes (--model, --timeout, --stall, tool access) in ``given``."""
+    from wf import adapters
+    from wf.fanout import manifest
+
+    if clone and cwd:
+        raise click.UsageError("--cwd and --clone exclude each other")
+    return manifest.panel_requests(
+        tools,
+        text,
+        mode="clone" if clone else "cwd" if cwd else None,
+        cwd=str(Path(cwd).resolve()) if cwd else None,
+        cmd=adapters.split_cmd(cmd) if cmd else (),
+        given=given,
+    )
 
 
 def _templates(name: str | None, as_json: bool) -> None:

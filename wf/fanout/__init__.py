@@ -16,6 +16,7 @@ the supervisor (how to watch and stop it).
 | ``contract`` | the return contract: the sections an answer gives, and its check |
 | ``prompts`` | the prompt templates (``templates/*.md``): ``wf run --templates``, a unit's ``template`` |
 | ``apply`` | ``wf apply``: a clone unit's changes into the main checkout, unstaged |
+| ``compare`` | panels: the answers of units asked one question, section by section |
 
 May import: ``wf.base``, ``wf.tasks``, ``wf.cost``, ``wf.adapters``, ``wf.workers``, ``wf.trees``.
 """

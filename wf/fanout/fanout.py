@@ -140,7 +140,30 @@ def run_manifest(
     run = check_id(run or default_run_id(path), "run id")
     listed = {str(e.get("id")) for e in entries if isinstance(e, dict)}
     reqs = requests_from(path, defaults, entries, lambda u: answer_of(project, str(run), u, listed), given)
-    limit = max_parallel or int(defaults.get("max_parallel") or 4)
+    return run_requests(
+        project,
+        reqs,
+        run=run,
+        max_parallel=max_parallel or int(defaults.get("max_parallel") or 4),
+        max_retries=max_retries,
+        on_end=on_end,
+        on_tick=on_tick,
+    )
+
+
+def run_requests(
+    project: Project,
+    reqs: list[UnitRequest],
+    *,
+    run: str,
+    max_parallel: int,
+    max_retries: int = retrymod.DEFAULT_MAX_RETRIES,
+    on_end: Callable[[Unit], None] | None = None,
+    on_tick: Callable[[list[Unit]], None] | None = None,
+) -> Outcome:
+    """Run these requests (a manifest's, a panel's) as the units of ``run``, as
+    :func:`run_manifest` does."""
+    check_id(run, "run id")
     ids = {r.id for r in reqs}
     for r in reqs:
         if r.resume_from and r.resume_from in ids:
@@ -155,7 +178,7 @@ def run_manifest(
         todo = reqs
     units = build_all(project, run, todo)
     save_requests(project, run, reqs)
-    completed = _run(project, units, limit, on_end, on_tick)
+    completed = _run(project, units, max_parallel, on_end, on_tick)
     return Outcome(run, units, skipped, completed)
 
 

@@ -1,5 +1,6 @@
 """Manifests: a JSON or TOML file of unit requests (``units``, or ``tasks`` as the
-orchestrate design spells it) with optional ``defaults``."""
+orchestrate design spells it) with optional ``defaults``; the requests of a panel (one
+question to several tools, ``wf run --panel`` or units sharing a ``panel`` key)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from typing import Any
 
 from wf import adapters
 from wf.base import records as store
-from wf.base.errors import WfError
+from wf.base.errors import UsageError, WfError
+from wf.base.ids import ID_HELP, valid_id
 from wf.base.project import Project
 from wf.fanout import prompts
 from wf.fanout.units import UnitRequest
@@ -127,8 +129,87 @@ def requests_from(
                 cmd=tuple(cmd),
                 permission_mode=_str(merged.get("permission_mode"), uid, "permission_mode"),
                 access={k: merged[k] for k in adapters.ACCESS_KEYS if k in merged},
+                panel=_panel(merged.get("panel"), uid),
             )
         )
+    check_panels(path.name, out)
+    return out
+
+
+PANEL = "panel"  # the panel id of ``wf run --panel``
+
+
+def _panel(v: Any, uid: str) -> str | None:
+    name = _str(v, uid, "panel")
+    if name is not None and not valid_id(name):
+        raise WfError(f"unit {uid}: bad panel id {name!r}: {ID_HELP}")
+    return name
+
+
+def check_panels(where: str, reqs: list[UnitRequest]) -> None:
+    """Every panel has two units or more, all asked the same question (the same prompt):
+    only then do their answers line up (``wf gather --compare``)."""
+    panels: dict[str, list[UnitRequest]] = {}
+    for r in reqs:
+        if r.panel:
+            panels.setdefault(r.panel, []).append(r)
+    for name, members in panels.items():
+        if len(members) < 2:
+            raise WfError(f"{where}: panel {name} has one unit ({members[0].id}); a panel needs two or more")
+        odd = [r.id for r in members if r.prompt != members[0].prompt]
+        if odd:
+            raise WfError(
+                f"{where}: panel {name}: {', '.join(odd)} asked another question than {members[0].id};"
+                " every unit of a panel gets the same prompt"
+            )
+
+
+def panel_requests(
+    tools: str,
+    prompt: str,
+    *,
+    mode: str | None = None,
+    cwd: str | None = None,
+    cmd: tuple[str, ...] = (),
+    given: dict[str, Any] | None = None,
+) -> list[UnitRequest]:
+    """The units of ``wf run --panel claude,codex:gpt-5.5``: one per tool, named by the
+    tool (a repeated tool: ``claude-2``, ...), each with the same prompt; ``tool:model``
+    asks that tool for a model. ``given``: the options every unit takes (``model``,
+    ``timeout``, ``stall``, ``permission_mode`` and the tool access keys), as manifest keys."""
+    given = given or {}
+    if not prompt.strip():
+        raise UsageError("--panel: the prompt is empty")
+    out: list[UnitRequest] = []
+    seen: dict[str, int] = {}
+    for item in tools.split(","):
+        tool, sep, model = item.strip().partition(":")
+        if tool not in adapters.ADAPTERS:
+            raise UsageError(
+                f"--panel: unknown tool {tool!r} (in {tools!r}); give tools of {', '.join(adapters.ADAPTERS)}"
+            )
+        if sep and not model.strip():
+            raise UsageError(f"--panel: {item.strip()!r} names no model after the colon")
+        seen[tool] = seen.get(tool, 0) + 1
+        uid = tool if seen[tool] == 1 else f"{tool}-{seen[tool]}"
+        out.append(
+            UnitRequest(
+                id=uid,
+                prompt=prompt,
+                adapter=tool,
+                model=model.strip() or _str(given.get("model"), uid, "model"),
+                timeout=_num(given.get("timeout"), uid, "timeout", zero="no timeout"),
+                stall=_num(given.get("stall"), uid, "stall"),
+                cwd=cwd,
+                mode=mode,
+                cmd=cmd if tool == "cmd" else (),
+                permission_mode=_str(given.get("permission_mode"), uid, "permission_mode"),
+                access={k: given[k] for k in adapters.ACCESS_KEYS if k in given},
+                panel=PANEL,
+            )
+        )
+    if len(out) < 2:
+        raise UsageError(f"--panel {tools}: a panel needs two tools or more (claude,codex; claude,claude)")
     return out
 
 

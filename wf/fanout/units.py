@@ -45,6 +45,7 @@ class UnitRequest(NamedTuple):
     retry_of: str | None = None
     retry: int = 0
     access: dict[str, Any] = {}  # noqa: RUF012 - never mutated; allowed_tools, sandbox, network, isolate_mcp, extra_args
+    panel: str | None = None  # the panel (one question to several tools) this unit answers in
 
 
 def adapter_named(name: str | None) -> adapters.Adapter:
@@ -208,6 +209,8 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
         meta.update(retry_of=req.retry_of, retry=req.retry)
     if req.permission_mode:
         meta["permission_mode"] = req.permission_mode
+    if req.panel:
+        meta["panel"] = check_id(req.panel, "panel id")
     if mode == "cwd":
         cwd = Path(req.cwd).resolve() if req.cwd else project.root
         if not cwd.is_dir():
