@@ -33,6 +33,7 @@ from wf.base.records import CorruptRecord
 from wf.base.text import fields
 from wf.cost import costlog
 from wf.cost.usage import CostSource
+from wf.night import batchcost
 
 if TYPE_CHECKING:
     from wf.night.batchplan import Plan, Record
@@ -52,6 +53,7 @@ class TaskRow:
     source: str  # CostSource of the dollars: table, tool, unpriced
     estimated: bool  # includes estimated output
     dur_s: float | None
+    forecast: float | None = None  # the median the batch's forecast gave it (None: none)
 
 
 def _row_line(row: TaskRow) -> str:
@@ -62,7 +64,8 @@ def _row_line(row: TaskRow) -> str:
         else costlog.money(row.usd, CostSource(row.source), est=row.estimated, digits=2)
     )
     dur = fmt_duration(row.dur_s) if row.dur_s is not None else "-"
-    return f"- {row.ts[11:16] or '--:--'} {row.lane} {row.id} {row.outcome} commit={row.commit} {shown} {dur}"
+    line = f"- {row.ts[11:16] or '--:--'} {row.lane} {row.id} {row.outcome} commit={row.commit} {shown} {dur}"
+    return line + (f" (forecast ${row.forecast:.2f})" if row.forecast is not None else "")
 
 
 def _done(outcome: str) -> bool:
@@ -117,6 +120,13 @@ def task_ids(project: Project) -> set[str]:
     return {t.id for t in bl.doc.tasks} | bl.archive.ids()
 
 
+def _plan_forecast(plan: dict[str, Any]) -> dict[str, Any] | None:
+    """The forecast a batch's plan started with (None: a plan made without one)."""
+    outlook = plan.get("forecast")
+    found = outlook.get("forecast") if isinstance(outlook, dict) else None
+    return found if isinstance(found, dict) else None
+
+
 def summary_header(project: Project, rec: Record, p: Plan) -> None:
     skipped = "; ".join(f"{k}: {v}" for k, v in p.skipped.items())
     text = (
@@ -125,7 +135,11 @@ def summary_header(project: Project, rec: Record, p: Plan) -> None:
         f"- lanes: {', '.join(p.lanes)}  N: {p.n}\n"
         f"- limits: mem {fmt_size(p.limits.mem)} ({p.sources['mem']}); for {fmt_duration(p.for_s)} "
         f"({p.sources['for']}); wall {fmt_duration(p.limits.for_s)}\n"
-        f"- backend: {p.backend}" + (f" (skipped {skipped})" if skipped else "") + "\n\n"
+        f"- backend: {p.backend}"
+        + (f" (skipped {skipped})" if skipped else "")
+        + "\n"
+        + "".join(f"{x}\n" for x in batchcost.header_lines(_plan_forecast(rec.plan), p.budget))
+        + "\n"
     )
     atomic_write_text(project.root / rec.summary, text)
 
@@ -150,6 +164,7 @@ class Follower:
         self.rows = project.wf_dir / "batch" / f"{rec.stamp}.tasks.jsonl"
         self.corrupt: str | None = None  # the events file's fault, once said
         self.known_ids = rec.known_ids or tuple(sorted(task_ids(project)))
+        self.forecast = _plan_forecast(rec.plan)
         self.costs: dict[str, float] = {}
         self.sources: dict[str, list[CostSource]] = {}  # where each task's dollars came from
         self.estimated: set[str] = set()
@@ -197,6 +212,7 @@ class Follower:
                 source=costlog.worst(self.sources.get(kv["id"], [])).value,
                 estimated=kv["id"] in self.estimated,
                 dur_s=float(dur) if dur.replace(".", "", 1).isdigit() else None,
+                forecast=batchcost.row_forecast(self.forecast, kv["id"]),
             )
             append_line(self.rows, json.dumps(store.as_dict(row), separators=(",", ":")))
             self._add(_row_line(row))
@@ -278,6 +294,11 @@ class Follower:
                     (s for s in CostSource if costlog.MARKS[s] and costlog.MARKS[s] in marks), est
                 )
                 if counted
+                else []
+            ),
+            *(
+                [x]
+                if counted and (x := batchcost.footer_line(self.forecast, [(r.id, r.usd) for r in tasks]))
                 else []
             ),
             f"ended: {reason} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"

@@ -55,6 +55,8 @@ class End(enum.StrEnum):
     FAILED = "failed to start"
     PREP_DONE = "prep done"
     AGENT_FAILED = "orchestrator failed"  # an --agent batch whose claude ended in an error
+    BUDGET = "budget"  # its loop started no task past --budget (a stop event says so)
+    RESERVE = "weekly reserve"  # its loop kept the plan's weekly reserve
 
 
 def agent_tools(project: Project, lanes: list[str]) -> str:
@@ -106,6 +108,9 @@ class Plan:
     stdin: str | None = None  # the packaged prompt the job gets on stdin
     title: str = TITLE  # of the res job (its history suggests the limits)
     notes: tuple[str, ...] = ()  # more for --dry-run (a prep batch's targets and workers)
+    budget: float | None = None  # --budget (or wf.toml's budget): its loop keeps it
+    forecast: dict[str, Any] | None = None  # the outlook it started with (wf.night.batchcost)
+    forecast_lines: tuple[str, ...] = ()  # the same, in words, for --dry-run
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -120,6 +125,7 @@ class Plan:
                 "lanes": tuple(d["lanes"]),
                 "argv": tuple(d["argv"]),
                 "notes": tuple(d.get("notes") or ()),
+                "forecast_lines": tuple(d.get("forecast_lines") or ()),
                 "limits": Limits.from_dict(d["limits"]),
             }
         )
@@ -202,9 +208,11 @@ def plan(
     agent: bool = False,
     model: str | None = None,
     prep: bool = False,
+    budget: float | None = None,
 ) -> Plan:
     """What ``wf batch N`` (or ``wf batch K --prep``) would run, and where each limit
-    came from. A prep plan with no target has no lanes."""
+    came from, with the forecast of the tasks a loop batch would run (and ``budget``,
+    else wf.toml's, which its loop keeps). A prep plan with no target has no lanes."""
     from wf.tasks.taskfile import check_id
 
     if n < 1:
@@ -252,7 +260,19 @@ def plan(
         model = model or AGENT_MODEL
         env[BG_WAIT_VAR] = str(round(for_s * 1000))
         stdin = BATCH_PROMPT
+    if kind == "loop":
+        budget = budget or project.config.budget or None
+    elif budget is not None:
+        raise UsageError("--budget is kept by wf's own loop: it takes no --agent or --prep")
     argv = _command(project, kind, names, n, for_s, model)
+    if budget is not None:
+        argv = (*argv, "--budget", f"{budget:.4f}")
+    extra: dict[str, Any] = {}
+    if kind == "loop":
+        from wf.night import batchcost
+
+        seen = batchcost.outlook(project, names, n, budget)
+        extra = {"budget": budget, "forecast": seen.as_dict(), "forecast_lines": tuple(seen.lines())}
     limits = Limits(mem=mem_b, cpus=None, for_s=float(wall))
     backend = resbackend.plan(list(argv), limits, "<job>")
     return Plan(
@@ -271,6 +291,7 @@ def plan(
         stdin,
         title,
         notes,
+        **extra,
     )
 
 
@@ -299,7 +320,9 @@ def _command(
 # ------------------------------------------------------------------ limits from this project's batches
 
 
-COUNTS = frozenset({End.N_REACHED, End.ALL_STOPPED, End.FOR, End.STOP_FILE, End.PREP_DONE})
+COUNTS = frozenset(
+    {End.N_REACHED, End.ALL_STOPPED, End.FOR, End.STOP_FILE, End.PREP_DONE, End.BUDGET, End.RESERVE}
+)
 
 
 @dataclass(frozen=True)
@@ -407,6 +430,7 @@ def dry_run_lines(p: Plan) -> list[str]:
         f"for: {fmt_duration(p.for_s)}, nothing new starts after it ({p.sources['for']})",
         f"wall limit: {fmt_duration(p.limits.for_s)} ({p.sources['wall']})",
         "summary: out/wf-batch-<UTC stamp>.md; stop file: out/wf-batch.stop",
+        *p.forecast_lines,
         *prompt,
     ]
 
