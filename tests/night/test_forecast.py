@@ -44,7 +44,7 @@ HISTORY = [
 ]
 
 
-def three_tasks(b: Batch) -> None:  # noqa: F811
+def three_tasks(b: Batch) -> None:
     b.setup(
         lanes_toml("a", "b"),
         task("a1", "a", "write a1.txt x", extra="Effort: 1")
@@ -54,14 +54,20 @@ def three_tasks(b: Batch) -> None:  # noqa: F811
     write_history(b.root, HISTORY)
 
 
-def test_batch_dry_run_forecasts_each_task_and_the_total_and_names_the_unknown(b: Batch) -> None:  # noqa: F811
+def test_batch_dry_run_forecasts_each_task_and_the_total_and_names_the_unknown(b: Batch) -> None:
     three_tasks(b)
     r = b.batch("3", "--dry-run")
     assert r.returncode == 0, r.stderr
     out = r.stdout.splitlines()
     assert "forecast (from 5 task(s) of out/wf-cost.log):" in out
-    assert "  a1 (a, ma, effort 1): $2.00 (high $3.00), 2m00s (high 3m00s), from 3 task(s) by lane+model+effort" in out
-    assert "  a2 (a, ma, effort 2): $5.00 (high $5.00), 10m00s (high 10m00s), from 1 task(s) by lane+model+effort" in out
+    assert (
+        "  a1 (a, ma, effort 1): $2.00 (high $3.00), 2m00s (high 3m00s), from 3 task(s) by lane+model+effort"
+        in out
+    )
+    assert (
+        "  a2 (a, ma, effort 2): $5.00 (high $5.00), 10m00s (high 10m00s), from 1 task(s) by lane+model+effort"
+        in out
+    )
     assert any(x.startswith("  b1 (b, mb, effort 1): no history") for x in out)
     assert "  total: $7.00 (high $8.00), 12m00s of work (high 13m00s), for 2 task(s) with history" in out
     assert "  no history: b1 (not in the total)" in out
@@ -80,7 +86,7 @@ def test_batch_dry_run_forecasts_each_task_and_the_total_and_names_the_unknown(b
     assert fore["no_history"] == ["b1"]
 
 
-def test_forecast_falls_back_from_lane_to_model_and_effort_to_model(b: Batch) -> None:  # noqa: F811
+def test_forecast_falls_back_from_lane_to_model_and_effort_to_model(b: Batch) -> None:
     b.setup(
         lanes_toml("a"),
         task("a1", "a", "write a1.txt x", extra="Effort: 3")  # only lane x has effort 3
