@@ -228,16 +228,7 @@ def plan(
         names = [] if prep else ready_lanes(project)
     notes: tuple[str, ...] = ()
     if prep:
-        from wf.night import prep as prepmod
-
-        chosen = prepmod.targets(project, n, names or None)
-        names = [ln.name for ln in project.config.lanes if any(t.lane == ln.name for t in chosen)]
-        notes = (
-            "targets: " + ", ".join(t.describe() for t in chosen),
-            f"workers: {len(prepmod.workers(chosen))} ("
-            + "; ".join(f"lane {lane}: {', '.join(ids)}" for lane, ids in prepmod.workers(chosen))
-            + ")",
-        )
+        names, notes = _prep_targets(project, n, names)
     title = PREP_TITLE if prep else TITLE
     sugg = suggest(project, title, n, len(names))
     sources: dict[str, str] = {}
@@ -260,19 +251,10 @@ def plan(
         model = model or AGENT_MODEL
         env[BG_WAIT_VAR] = str(round(for_s * 1000))
         stdin = BATCH_PROMPT
-    if kind == "loop":
-        budget = budget or project.config.budget or None
-    elif budget is not None:
-        raise UsageError("--budget is kept by wf's own loop: it takes no --agent or --prep")
+    extra = _outlook(project, kind, names, n, budget)
     argv = _command(project, kind, names, n, for_s, model)
-    if budget is not None:
-        argv = (*argv, "--budget", f"{budget:.4f}")
-    extra: dict[str, Any] = {}
-    if kind == "loop":
-        from wf.night import batchcost
-
-        seen = batchcost.outlook(project, names, n, budget)
-        extra = {"budget": budget, "forecast": seen.as_dict(), "forecast_lines": tuple(seen.lines())}
+    if extra.get("budget") is not None:
+        argv = (*argv, "--budget", f"{extra['budget']:.4f}")
     limits = Limits(mem=mem_b, cpus=None, for_s=float(wall))
     backend = resbackend.plan(list(argv), limits, "<job>")
     return Plan(
@@ -293,6 +275,35 @@ def plan(
         notes,
         **extra,
     )
+
+
+def _prep_targets(project: Project, n: int, names: list[str]) -> tuple[list[str], tuple[str, ...]]:
+    """A prep batch's lanes (those of its targets) and the --dry-run lines naming them."""
+    from wf.night import prep as prepmod
+
+    chosen = prepmod.targets(project, n, names or None)
+    names = [ln.name for ln in project.config.lanes if any(t.lane == ln.name for t in chosen)]
+    notes = (
+        "targets: " + ", ".join(t.describe() for t in chosen),
+        f"workers: {len(prepmod.workers(chosen))} ("
+        + "; ".join(f"lane {lane}: {', '.join(ids)}" for lane, ids in prepmod.workers(chosen))
+        + ")",
+    )
+    return names, notes
+
+
+def _outlook(project: Project, kind: str, names: list[str], n: int, budget: float | None) -> dict[str, Any]:
+    """A loop batch's budget (``budget``, else wf.toml's) and forecast, as Plan fields;
+    none for the others (a budget given to them is a usage error: only wf's loop keeps it)."""
+    if kind != "loop":
+        if budget is not None:
+            raise UsageError("--budget is kept by wf's own loop: it takes no --agent or --prep")
+        return {}
+    from wf.night import batchcost
+
+    budget = budget or project.config.budget or None
+    seen = batchcost.outlook(project, names, n, budget)
+    return {"budget": budget, "forecast": seen.as_dict(), "forecast_lines": tuple(seen.lines())}
 
 
 def _command(

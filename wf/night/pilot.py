@@ -202,13 +202,11 @@ def run(
     """Drive batches until the end. A batch that ran on lanes and changed nothing there
     (the same tasks ready, nothing archived: a tool that cannot run, a task that fails
     before its worker starts) is not started again on those lanes: the pilot leaves
-    them and says so, instead of starting the same batch again every poll. ``budget``:
-    what all its batches may spend; each gets what is left of it (``_left``)."""
-    from wf.cost import forecast as fc
+    them and says so, instead of starting the same batch again every poll (``_Purse``: ``budget``)."""
     from wf.night import res
 
     began = res.now_iso()
-    offset = fc.log_size(project.root)  # its batches' cost lines come after
+    purse = _Purse(project, budget, emit)
     deadline = time.monotonic() + for_s
     watched: str | None = None
     marks: dict[str, tuple[list[str], _Mark]] = {}  # a started batch: its lanes, what they held
@@ -237,16 +235,12 @@ def run(
         if left <= 0:
             end = PilotEnd.FOR
             break
-        for_ = f"{max(1, round(left))}s"
-        usable = lanes
-        if stuck:
-            usable = [ln for ln in (lanes or [x.name for x in project.config.lanes]) if ln not in stuck]
-        left_usd = _left(project, budget, offset)
-        if budget is not None and left_usd is not None and left_usd <= 0:
-            emit(f"budget ${budget:.2f}: spent ${budget - left_usd:.2f}, nothing left to start a batch with")
+        left_usd = purse.left()
+        if left_usd is not None and left_usd <= 0:
             end = PilotEnd.BUDGET
             break
-        nxt = _next(project, k, usable, for_, prep and not prepped, left_usd)
+        usable = _usable(project, lanes, stuck)
+        nxt = _next(project, k, usable, f"{max(1, round(left))}s", prep and not prepped, left_usd)
         if nxt.plan is None:
             if nxt.held:  # ready work waits behind a lane someone holds: wait, start nothing
                 if nxt.held != waits:
@@ -276,17 +270,35 @@ def run(
     return Ended(end, began, waiting)
 
 
-def _left(project: Project, budget: float | None, offset: int) -> float | None:
-    """What is left of the pilot's budget: less every cost line its batches wrote (a line
-    whose cost is not known leaves nothing: an unknown cost is never $0). None: no budget."""
-    from wf.cost import forecast as fc
+def _usable(project: Project, lanes: list[str] | None, stuck: set[str]) -> list[str] | None:
+    """The lanes the next batch may take: ``lanes`` (None: all) but the stuck ones."""
+    if not stuck:
+        return lanes
+    return [ln for ln in (lanes or [x.name for x in project.config.lanes]) if ln not in stuck]
 
-    if budget is None:
-        return None
-    spent = fc.spent_since(project.root, offset).values()
-    if any(x is None for x in spent):
-        return 0.0
-    return budget - sum(x or 0.0 for x in spent)
+
+class _Purse:
+    """The pilot's budget: what is left of it is the budget less every cost line written
+    since the pilot began (a line whose cost is not known leaves nothing: an unknown cost
+    is never $0). Each batch gets what is left as its own --budget."""
+
+    def __init__(self, project: Project, budget: float | None, emit: Callable[[str], None]) -> None:
+        from wf.cost import forecast as fc
+
+        self.project, self.budget, self.emit = project, budget, emit
+        self.offset = fc.log_size(project.root)  # its batches' cost lines come after
+
+    def left(self) -> float | None:
+        """None: no budget. Nothing left is said."""
+        from wf.cost import forecast as fc
+
+        if self.budget is None:
+            return None
+        spent = fc.spent_since(self.project.root, self.offset).values()
+        left = 0.0 if any(x is None for x in spent) else self.budget - sum(x or 0.0 for x in spent)
+        if left <= 0:
+            self.emit(f"budget ${self.budget:.2f}: nothing left to start a batch with")
+        return left
 
 
 def cost_lines(project: Project, since: str) -> list[str]:
