@@ -31,11 +31,11 @@ def costs(root: Path, tid: str, usd: float) -> str:
     return f"`{sys.executable} -c {json.dumps(code)}`"
 
 
-def ready(o: Orch, n: int = 3, *, toml: str = "") -> None:
+def ready(o: Orch, n: int = 3, *, toml: str = "", usd: float = 2.5) -> None:
     o.setup(
         lanes_toml("a") + toml,
         "".join(
-            task(f"a{i}", "a", f"write a{i}.txt x", done=costs(o.root, f"a{i}", 2.5), extra="Effort: 1")
+            task(f"a{i}", "a", f"write a{i}.txt x", done=costs(o.root, f"a{i}", usd), extra="Effort: 1")
             for i in range(1, n + 1)
         ),
     )
@@ -225,3 +225,28 @@ def test_the_pilot_ends_when_a_batch_stopped_for_its_budget(wf: WfRunner) -> Non
     assert "stop lane a: budget $3.00: spent $2.50, next task a2 forecast $2.00" in r.stdout
     assert "pilot ended: budget" in r.stdout
     assert o.archived() == ["a1"]
+
+
+@pytest.mark.timeout(240)
+def test_the_pilot_starts_no_batch_once_its_budget_is_spent(wf: WfRunner) -> None:
+    """a1 fits $2.00 (its forecast) but costs $2.50: the next batch would start with less
+    than nothing; the pilot ends instead."""
+    o = Orch(wf)
+    ready(o, 2)
+    r = o.proc("pilot", "--batch", "1", "--budget", "2.00", "--poll", "0.2", "--no-prep", timeout=200)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "budget $2.00: nothing left to start a batch with" in r.stdout
+    assert "pilot ended: budget" in r.stdout
+    assert o.archived() == ["a1"] and o.status("a2") == "pending"
+
+
+@pytest.mark.timeout(240)
+def test_a_pilot_whose_batch_left_an_unknown_cost_starts_no_more(wf: WfRunner) -> None:
+    """A cost line whose usd= is not a number: what is left of the budget is not known,
+    and an unknown cost is never $0."""
+    o = Orch(wf)
+    ready(o, 2, usd=float("nan"))
+    r = o.proc("pilot", "--batch", "1", "--budget", "50", "--poll", "0.2", "--no-prep", timeout=200)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "budget $50.00: nothing left to start a batch with" in r.stdout
+    assert o.archived() == ["a1"] and o.status("a2") == "pending"

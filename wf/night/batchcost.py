@@ -29,7 +29,7 @@ def parse_budget(text: str, what: str = "--budget") -> float:
         v = float(raw)
     except ValueError:
         v = math.nan
-    if not math.isfinite(v) or not 0 < v <= MAX_BUDGET:
+    if not 0 < v <= MAX_BUDGET:  # nan and inf fail this too
         raise UsageError(f"{what} {text!r}: expected dollars, a number above 0 and at most {MAX_BUDGET:g}")
     return v
 
@@ -143,7 +143,7 @@ def footer_line(plan_forecast: dict[str, Any] | None, rows: list[tuple[str, floa
     if plan_forecast is None:
         return None
     both = [(tid, row_forecast(plan_forecast, tid), usd) for tid, usd in rows]
-    known = [(f, a) for _, f, a in both if f is not None and a is not None]
+    known = [(f, a) for _, f, a in both if f is not None and a is not None and math.isfinite(a)]
     if not known:
         return "forecast vs actual: no posted task has both a forecast and a cost"
     f_sum = sum(f for f, _ in known)
