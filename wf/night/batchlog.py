@@ -189,10 +189,10 @@ class Follower:
         lines, self.offsets["cost"] = _read_from(self.files["cost"], self.offsets["cost"])
         for line in lines:
             kv = fields(line)
-            try:
-                self.costs[kv["id"]] = self.costs.get(kv["id"], 0.0) + float(kv["usd"])
-            except (KeyError, ValueError):
+            usd = costlog.num(kv.get("usd"))  # nan, inf: not known (never a NaN in a row)
+            if "id" not in kv or usd is None:
                 continue
+            self.costs[kv["id"]] = self.costs.get(kv["id"], 0.0) + usd
             self.sources.setdefault(kv["id"], []).append(costlog.source_of(kv))
             if (costlog.num(kv.get("est")) or 0) > 0:
                 self.estimated.add(kv["id"])
