@@ -119,7 +119,7 @@ cloud = false             # use the cloud lane (Claude Code cloud sessions; see 
 # cloud_max_parallel = 1  # cloud sessions running at once
 # cloud_models = []       # models sent to the cloud; empty = opus-class models only
 # cloud_pull_every = 600  # seconds between a batch's pulls of its cloud sessions
-# budget = 5.0           # USD a batch or the pilot may spend (like --budget); unset: none
+# budget = 5.0            # USD a batch or the pilot may spend (like --budget); unset: none
 # weekly_reserve = 0.2    # share of the plan's weekly usage window kept for the day
 lock_timeout = 10         # seconds to wait for the project lock before giving up
 backup_days = 14          # wf merge, doctor --fix and wt prune delete older backup refs main holds
