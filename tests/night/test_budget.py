@@ -250,3 +250,17 @@ def test_a_pilot_whose_batch_left_an_unknown_cost_starts_no_more(wf: WfRunner) -
     assert r.returncode == 0, r.stdout + r.stderr
     assert "budget $50.00: nothing left to start a batch with" in r.stdout
     assert o.archived() == ["a1"] and o.status("a2") == "pending"
+
+
+def test_dry_run_says_which_tasks_fit_a_lane_stopping_alone(wf: WfRunner) -> None:
+    """A task past the budget stops its own lane (a cheaper task after it waits too); a
+    task on another lane still fits."""
+    o = Orch(wf)
+    o.setup(
+        lanes_toml("a", "c"),
+        task("a1", "a", extra="Effort: 1") + task("a2", "a", extra="Effort: 1") + task("a3", "a", extra="Effort: 9")
+        + task("c1", "c", extra="Effort: 1") + task("c2", "c", extra="Effort: 1"),
+    )  # fmt: skip
+    write_history(o.root, [*HIST, cost_line("hc", "c", "mc", "1", 0.5), cost_line("h9", "a", "ma", "9", 0.1)])
+    out = o.proc("batch", "5", "--dry-run", "--budget", "3.10").stdout
+    assert "budget: $3.10: 3 of 5 task(s) fit (a1, c1, c2)" in out  # a2 would pass it: lane a stops

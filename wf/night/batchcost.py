@@ -60,14 +60,16 @@ class Outlook:
     reserve: float | None
 
     def within(self) -> list[str]:
-        """The tasks that would start under the budget, in order (the gate's own rule)."""
+        """The tasks that would start under the budget, in order: the gate's own rule (a
+        task whose figure would pass what is left stops its lane; the others go on)."""
         if self.budget is None:
             return [t.id for t in self.forecast.tasks]
-        total, out = 0.0, []
+        total, out, stopped = 0.0, [], set()
         for t in self.forecast.tasks:
             figure = t.budget_usd()
-            if figure is None or total + figure > self.budget:
-                break
+            if t.lane in stopped or figure is None or total + figure > self.budget:
+                stopped.add(t.lane)
+                continue
             total += figure
             out.append(t.id)
         return out
@@ -143,7 +145,7 @@ def footer_line(plan_forecast: dict[str, Any] | None, rows: list[tuple[str, floa
     if plan_forecast is None:
         return None
     both = [(tid, row_forecast(plan_forecast, tid), usd) for tid, usd in rows]
-    known = [(f, a) for _, f, a in both if f is not None and a is not None and math.isfinite(a)]
+    known = [(f, a) for _, f, a in both if f is not None and a is not None]
     if not known:
         return "forecast vs actual: no posted task has both a forecast and a cost"
     f_sum = sum(f for f, _ in known)
