@@ -175,3 +175,11 @@ def test_replayed_history_forecasts_a_night_within_30_percent() -> None:
     within = sum(1 for e in errors if e <= 0.30)
     assert within >= 85, sorted(errors)
     assert statistics.median(errors) < 0.15
+
+
+def test_orch_run_json_without_dry_run_is_a_usage_error(wf: WfRunner) -> None:
+    (wf.root / "wf.toml").write_text(lanes_toml("a"))
+    (wf.root / "TASKS.md").write_text("# Tasks\n" + task("a1", "a"))
+    r = wf("orch", "run", "a", "--json")
+    assert r.code == 2 and "--json goes with --dry-run" in r.err
+    assert not (wf.root / ".wf" / "orch" / "a.json").exists()  # nothing ran

@@ -344,6 +344,8 @@ def orch_run(
     for name in names:
         if proj.config.lane(name) is None:
             raise WfError(f"no lane {name!r} (wf lanes)")
+    if as_json and not dry_run:
+        raise click.UsageError("--json goes with --dry-run (the loop itself prints event lines)")
     if dry_run:
         from wf.night import batchcost
 
