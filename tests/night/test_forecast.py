@@ -183,3 +183,15 @@ def test_orch_run_json_without_dry_run_is_a_usage_error(wf: WfRunner) -> None:
     r = wf("orch", "run", "a", "--json")
     assert r.code == 2 and "--json goes with --dry-run" in r.err
     assert not (wf.root / ".wf" / "orch" / "a.json").exists()  # nothing ran
+
+
+def test_a_cost_log_that_cannot_be_read_is_said_and_refuses_only_a_budget(wf: WfRunner) -> None:
+    (wf.root / "wf.toml").write_text(lanes_toml("a"))
+    (wf.root / "TASKS.md").write_text("# Tasks\n" + task("a1", "a", extra="Effort: 1"))
+    (wf.root / "out" / "wf-cost.log").mkdir(parents=True)  # a folder, not a log
+    r = wf("batch", "1", "--dry-run")
+    assert r.code == 0, r.err
+    assert "  the history is left out: " in r.out and "wf-cost.log" in r.out
+    assert "a1 (a, ma, effort 1): no history" in r.out
+    r = wf("batch", "1", "--dry-run", "--budget", "5")
+    assert r.code == 1 and "wf-cost.log" in r.err and "Traceback" not in r.err

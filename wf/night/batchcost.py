@@ -58,6 +58,7 @@ class Outlook:
     used: dict[str, float]
     used_source: str | None
     reserve: float | None
+    problem: str | None = None  # why the cost log could not be read (no budget: a forecast of none)
 
     def within(self) -> list[str]:
         """The tasks that would start under the budget, in order: the gate's own rule (a
@@ -78,6 +79,8 @@ class Outlook:
         from wf.orch.budget import Windows
 
         out = fc.lines(self.forecast)
+        if self.problem:
+            out.append(f"  the history is left out: {self.problem}")
         if self.budget is not None:
             ok = self.within()
             out.append(
@@ -98,15 +101,24 @@ class Outlook:
             "budget_starts": self.within() if self.budget is not None else None,
             "usage_windows": self.used,
             "weekly_reserve": self.reserve,
+            "problem": self.problem,
         }
 
 
 def outlook(project: Project, lanes: list[str], n: int | None, budget: float | None) -> Outlook:
+    from wf.base.records import CorruptRecord
     from wf.orch.budget import windows
 
-    fcast = fc.forecast(next_tasks(project, lanes, n), fc.history(project.root))
+    problem = None
+    try:
+        hist = fc.history(project.root)
+    except CorruptRecord as e:
+        if budget is not None:  # a budget cannot be kept without the log: refused, by name
+            raise
+        hist, problem = [], str(e)
+    fcast = fc.forecast(next_tasks(project, lanes, n), hist)
     w = windows(project)
-    return Outlook(fcast, budget, w.used, w.source, project.config.weekly_reserve or None)
+    return Outlook(fcast, budget, w.used, w.source, project.config.weekly_reserve or None, problem)
 
 
 dry_run = outlook  # ``wf orch run --dry-run``
