@@ -82,6 +82,8 @@ class Config(NamedTuple):
     cloud_max_parallel: int = 1  # cloud sessions running at once
     cloud_models: tuple[str, ...] = ()  # models the cloud lane takes; () = opus-class only
     cloud_pull_every: float = 600.0  # seconds between a batch's pulls of its cloud sessions
+    budget: float = 0.0  # USD a batch (and the pilot) may spend; 0: no budget
+    weekly_reserve: float = 0.0  # share of the plan's weekly window no batch task uses; 0: none
     lock_timeout: float = 10.0
     backup_days: float = 14.0
     lanes: tuple[Lane, ...] = (Lane("haiku", "haiku"), Lane("sonnet", "sonnet"), Lane("opus", "opus"))
@@ -121,6 +123,8 @@ cloud = false             # use the cloud lane (Claude Code cloud sessions; see 
 # cloud_max_parallel = 1  # cloud sessions running at once
 # cloud_models = []       # models sent to the cloud; empty = opus-class models only
 # cloud_pull_every = 600  # seconds between a batch's pulls of its cloud sessions
+# budget = 5.0            # USD a batch or the pilot may spend (like --budget); unset: none
+# weekly_reserve = 0.2    # share of the plan's weekly usage window kept for the day
 lock_timeout = 10         # seconds to wait for the project lock before giving up
 backup_days = 14          # wf merge, doctor --fix and wt prune delete older backup refs main holds
 
@@ -157,6 +161,8 @@ _TOP_KEYS = {
     "cloud_pull_every",
     "lock_timeout",
     "backup_days",
+    "budget",
+    "weekly_reserve",
     "lanes",
     "fanout",
 }
@@ -279,6 +285,8 @@ LIMITS: dict[str, float] = {
     "backup_days": 36_500,
     "cloud_budget": 1_000_000,
     "cloud_reserve": 1_000_000,
+    "budget": 1_000_000,
+    "weekly_reserve": 1,
     "cloud_max_parallel": 64,
     "cloud_pull_every": DAY,
     "max_parallel": 64,
@@ -352,6 +360,14 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
         kw["cloud_models"] = tuple(models)
     if "fanout" in data:
         kw.update(_fanout(_typed(data, "fanout", dict, where), where, warnings))
+    if "budget" in data:
+        kw["budget"] = _number(data, "budget", where)
+        if kw["budget"] <= 0:
+            raise ConfigError(where, "budget must be dollars above 0 (leave it out for no budget)")
+    if "weekly_reserve" in data:
+        kw["weekly_reserve"] = _number(data, "weekly_reserve", where)
+        if kw["weekly_reserve"] >= 1:
+            raise ConfigError(where, "weekly_reserve must be a share of the week, 0 to below 1 (0.2: 20%)")
     if "lanes" in data:
         kw["lanes"] = _lanes(_typed(data, "lanes", dict, where), where, warnings)
     kw["warnings"] = tuple(warnings)

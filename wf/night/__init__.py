@@ -1,6 +1,7 @@
 """The night: what runs while nobody watches.
 
 - ``batch``: ``wf batch``, the detached nightly run; ``batchplan``: its plan and record;
+  ``batchcost``: its forecast, its budget, the summary's forecast vs actual;
   ``batchstatus``: ``--status`` and ``--stop``; ``batchlog``: the morning summary, from
   the orch log, the cost log and the loop's stop events;
 - ``res``: ``wf res``, a command under limits; ``resjobs``: its job records;

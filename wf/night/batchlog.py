@@ -33,6 +33,7 @@ from wf.base.records import CorruptRecord
 from wf.base.text import fields
 from wf.cost import costlog
 from wf.cost.usage import CostSource
+from wf.night import batchcost
 
 if TYPE_CHECKING:
     from wf.night.batchplan import Plan, Record
@@ -53,6 +54,7 @@ class TaskRow:
     source: str  # CostSource of the dollars: table, tool, unpriced
     estimated: bool  # includes estimated output
     dur_s: float | None
+    forecast: float | None = None  # the median the batch's forecast gave it (None: none)
 
 
 def rows_file(project: Project, stamp: str) -> Path:
@@ -84,7 +86,8 @@ def _row_line(row: TaskRow) -> str:
         else costlog.money(row.usd, CostSource(row.source), est=row.estimated, digits=2)
     )
     dur = fmt_duration(row.dur_s) if row.dur_s is not None else "-"
-    return f"- {row.ts[11:16] or '--:--'} {row.lane} {row.id} {row.outcome} commit={row.commit} {shown} {dur}"
+    line = f"- {row.ts[11:16] or '--:--'} {row.lane} {row.id} {row.outcome} commit={row.commit} {shown} {dur}"
+    return line + (f" (forecast ${row.forecast:.2f})" if row.forecast is not None else "")
 
 
 def _done(outcome: str) -> bool:
@@ -139,6 +142,13 @@ def task_ids(project: Project) -> set[str]:
     return {t.id for t in bl.doc.tasks} | bl.archive.ids()
 
 
+def _plan_forecast(plan: dict[str, Any]) -> dict[str, Any] | None:
+    """The forecast a batch's plan started with (None: a plan made without one)."""
+    outlook = plan.get("forecast")
+    found = outlook.get("forecast") if isinstance(outlook, dict) else None
+    return found if isinstance(found, dict) else None
+
+
 def summary_header(project: Project, rec: Record, p: Plan) -> None:
     skipped = "; ".join(f"{k}: {v}" for k, v in p.skipped.items())
     text = (
@@ -147,7 +157,11 @@ def summary_header(project: Project, rec: Record, p: Plan) -> None:
         f"- lanes: {', '.join(p.lanes)}  N: {p.n}\n"
         f"- limits: mem {fmt_size(p.limits.mem)} ({p.sources['mem']}); for {fmt_duration(p.for_s)} "
         f"({p.sources['for']}); wall {fmt_duration(p.limits.for_s)}\n"
-        f"- backend: {p.backend}" + (f" (skipped {skipped})" if skipped else "") + "\n\n"
+        f"- backend: {p.backend}"
+        + (f" (skipped {skipped})" if skipped else "")
+        + "\n"
+        + "".join(f"{x}\n" for x in batchcost.header_lines(_plan_forecast(rec.plan), p.budget))
+        + "\n"
     )
     atomic_write_text(project.root / rec.summary, text)
 
@@ -172,6 +186,7 @@ class Follower:
         self.rows = rows_file(project, rec.stamp)
         self.corrupt: str | None = None  # the events file's fault, once said
         self.known_ids = rec.known_ids or tuple(sorted(task_ids(project)))
+        self.forecast = _plan_forecast(rec.plan)
         self.costs: dict[str, float] = {}
         self.sources: dict[str, list[CostSource]] = {}  # where each task's dollars came from
         self.estimated: set[str] = set()
@@ -196,10 +211,10 @@ class Follower:
         lines, self.offsets["cost"] = _read_from(self.files["cost"], self.offsets["cost"])
         for line in lines:
             kv = fields(line)
-            try:
-                self.costs[kv["id"]] = self.costs.get(kv["id"], 0.0) + float(kv["usd"])
-            except (KeyError, ValueError):
+            usd = costlog.num(kv.get("usd"))  # nan, inf: not known (never a NaN in a row)
+            if "id" not in kv or usd is None:
                 continue
+            self.costs[kv["id"]] = self.costs.get(kv["id"], 0.0) + usd
             self.sources.setdefault(kv["id"], []).append(costlog.source_of(kv))
             if (costlog.num(kv.get("est")) or 0) > 0:
                 self.estimated.add(kv["id"])
@@ -219,6 +234,7 @@ class Follower:
                 source=costlog.worst(self.sources.get(kv["id"], [])).value,
                 estimated=kv["id"] in self.estimated,
                 dur_s=float(dur) if dur.replace(".", "", 1).isdigit() else None,
+                forecast=batchcost.row_forecast(self.forecast, kv["id"]),
             )
             append_line(self.rows, json.dumps(store.as_dict(row), separators=(",", ":")))
             self._add(_row_line(row))
@@ -290,6 +306,11 @@ class Follower:
                     (s for s in CostSource if costlog.MARKS[s] and costlog.MARKS[s] in marks), est
                 )
                 if counted
+                else []
+            ),
+            *(
+                [x]
+                if counted and (x := batchcost.footer_line(self.forecast, [(r.id, r.usd) for r in tasks]))
                 else []
             ),
             f"ended: {reason} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
