@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
-from wf.base.errors import ConfigError, WfError
+from wf.base.errors import ConfigError
 from wf.base.ids import ID_HELP, MODEL_RE, valid_id
 
 # The tools wf can drive, one module each in wf/adapters. Named here, not imported from
@@ -507,93 +507,3 @@ def _access(spec: dict[str, Any], name: str, where: str) -> dict[str, Any]:
         raise ConfigError(where, f"lanes.{name}.extra_args must be a list of strings (an argv)")
     kw["extra_args"] = tuple(extra)
     return kw
-
-
-def check_key(dotted: str) -> None:
-    """Refuse a key wf does not know (a typo would be written and then ignored)."""
-    parts = dotted.split(".")
-    if len(parts) == 1 and parts[0] in _TOP_KEYS - {"lanes", "fanout"}:
-        return
-    if len(parts) == 2 and parts[0] == "fanout" and parts[1] in FANOUT_KEYS:
-        return
-    if len(parts) == 3 and parts[0] == "lanes" and valid_id(parts[1]) and parts[2] in LANE_KEYS:
-        return
-    raise WfError(
-        f"unknown setting {dotted!r}: expected one of {', '.join(sorted(_TOP_KEYS - {'lanes', 'fanout'}))}, "
-        f"fanout.{{{','.join(FANOUT_KEYS)}}} or lanes.<name>.{{{','.join(LANE_KEYS)}}}"
-    )
-
-
-def _editable(path: Path) -> str:
-    """wf.toml's text for tomlkit to edit (the project's load, before any edit, has
-    refused a file that is no file, too large, not UTF-8 or not TOML)."""
-    data = read(path) or b""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError(path.name, _not_utf8(e)) from None
-
-
-def set_value(path: Path, dotted: str, raw: str) -> Config:
-    """Set one key (``lanes.sonnet.max_parallel``) in wf.toml, keeping comments and
-    layout; the value is parsed as TOML if it can be (``2``, ``true``), else a string.
-    The result is validated before it is written."""
-    import tomlkit
-
-    from wf.base.fsutil import atomic_write
-
-    parts = dotted.split(".")
-    if not all(parts):
-        raise WfError(f"bad key {dotted!r}")
-    doc = tomlkit.parse(_editable(path))
-    if raw.strip().lower() in ("null", "none", "nil"):
-        raise WfError(f"TOML has no {raw.strip()}: to remove {dotted}, run wf config --unset {dotted}")
-    try:
-        value: Any = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw
-    table: Any = doc
-    for part in parts[:-1]:
-        if part not in table:
-            table[part] = tomlkit.table()
-        table = table[part]
-        if not isinstance(table, dict):
-            raise WfError(f"{dotted}: {part} is not a table")
-    table[parts[-1]] = value
-    text = tomlkit.dumps(doc)
-    config = from_dict(tomllib.loads(text), path.name)
-    atomic_write(path, text.encode("utf-8"))
-    return config
-
-
-def unset_value(path: Path, dotted: str) -> Config:
-    """Remove one key (``gate``, ``lanes.sonnet.effort``) or a whole lane (``lanes.x``)
-    from wf.toml, keeping comments and layout. With no [lanes] table in the file, the
-    default lanes are written out first, so removing one keeps the others."""
-    import tomlkit
-
-    from wf.base.fsutil import atomic_write
-
-    parts = dotted.split(".")
-    lane_table = len(parts) == 2 and parts[0] == "lanes" and valid_id(parts[1])
-    if not lane_table:
-        check_key(dotted)
-    doc = tomlkit.parse(_editable(path))
-    if parts[0] == "lanes" and "lanes" not in doc:
-        lanes = tomlkit.table(is_super_table=True)
-        for ln in Config().lanes:
-            lanes[ln.name] = {"model": ln.model, "adapter": ln.adapter, "max_parallel": ln.max_parallel}
-        doc["lanes"] = lanes
-    table: Any = doc
-    for part in parts[:-1]:
-        table = table.get(part) if isinstance(table, dict) else None
-    if not isinstance(table, dict) or parts[-1] not in table:
-        what = f"no lane {parts[1]!r}" if lane_table else f"{dotted} is not set"
-        raise WfError(f"{what} in {path.name} (wf config lists the settings)")
-    if lane_table and len(table) == 1:
-        raise WfError(f"lanes.{parts[1]} is the last lane; a project needs one (add another first)")
-    del table[parts[-1]]
-    text = tomlkit.dumps(doc)
-    config = from_dict(tomllib.loads(text), path.name)
-    atomic_write(path, text.encode("utf-8"))
-    return config
