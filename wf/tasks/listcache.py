@@ -19,7 +19,6 @@ from typing import Any
 from wf import __version__
 from wf.base.fsutil import atomic_write, read_bytes
 from wf.base.project import Project
-from wf.tasks import holds
 
 KEEP = 8
 
@@ -37,8 +36,28 @@ def key(
         else:
             h.update(len(data).to_bytes(8, "little"))
             h.update(data)
-    h.update(holds.state_digest(project.wf_dir))
+    h.update(holds_digest(project.wf_dir))
     return h.digest()[:20]
+
+
+def holds_digest(wf_dir: Path) -> bytes:
+    """The bytes the holds of every task depend on beyond TASKS.md: the handback records
+    (``holds.held_dir``, ``.wf/orch/held/``) and the lane records (``.wf/orch/``). Here,
+    not in ``wf.tasks.holds``: a cached answer needs no import of the holds' classes."""
+    h = hashlib.blake2b(digest_size=16)
+    for folder in (wf_dir / "orch" / "held", wf_dir / "orch"):
+        try:
+            names = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".json") and e.is_file())
+        except OSError:
+            h.update(b"\1")
+            continue
+        for name in names:
+            try:
+                data = (folder / name).read_bytes()
+            except OSError:
+                data = b"\2"
+            h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    return h.digest()
 
 
 def _file(project: Project, k: bytes) -> Path:
