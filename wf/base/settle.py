@@ -169,13 +169,14 @@ def being_written(fd: int) -> bool:
 # ------------------------------------------------------------------ settled read
 
 
-def _read_fd(fd: int, size: int = -1) -> bytes:
-    """All of the file, to its end as it is now. ``size``: its size as fstat gave it; the
-    first read asks for one byte more, so that a file that did not grow is read whole in
-    one piece (a 3.6 MB TASKS.md in 1 MB pieces, joined, cost ~2 ms more)."""
+def _read_fd(fd: int, size: int | None = None) -> bytes:
+    """All of the file, to its end as it is now. ``size``: its size as fstat gives it (asked
+    here if not given); the first read asks for one byte more, so that a file that did not
+    grow is read whole in one piece (a 3.6 MB TASKS.md in 1 MB pieces, joined, cost ~2 ms
+    more)."""
     chunks: list[bytes] = []
     offset = 0
-    want = max(size + 1, 1 << 20)
+    want = max((os.fstat(fd).st_size if size is None else size) + 1, 1 << 20)
     while True:
         chunk = os.pread(fd, want, offset)
         want = 1 << 20
@@ -215,8 +216,9 @@ def _unsettled_why(
 ) -> tuple[Wait | None, bytes | None, Stamp | None]:
     """(why the file is not settled or None, its bytes, its stamp). ``reading``: the caller
     keeps only the bytes, so the tasks are counted only where a rule below needs the count
-    (a file wf last saw, a deferred wait); elsewhere the stamp's ``units`` is -1. Counting
-    the headings of 10,000 tasks costs ~3 ms."""
+    (a file wf last saw, a deferred wait); elsewhere the stamp's ``units`` is -1. wf's own
+    write is not counted again: its stamp is ``seen``. Counting the headings of 10,000
+    tasks costs ~3 ms."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -232,7 +234,10 @@ def _unsettled_why(
         os.close(fd)
     looks = (st2.st_ino, st2.st_size, st2.st_mtime_ns)
     own = seen is not None and seen[:3] == looks
-    stamp = Stamp(*looks, -1 if reading else units(data, marker))
+    if seen is not None and own:
+        stamp = seen  # wf's own write, as the rules below take it: its count is the one wf made
+    else:
+        stamp = Stamp(*looks, -1 if reading else units(data, marker))
     try:
         now_ino = os.stat(path).st_ino
     except FileNotFoundError:
