@@ -84,6 +84,7 @@ class Config(NamedTuple):
     cloud_pull_every: float = 600.0  # seconds between a batch's pulls of its cloud sessions
     lock_timeout: float = 10.0
     backup_days: float = 14.0
+    notify: tuple[str, ...] = ()  # a program run on the events a person cares about (an argv)
     lanes: tuple[Lane, ...] = (Lane("haiku", "haiku"), Lane("sonnet", "sonnet"), Lane("opus", "opus"))
     warnings: tuple[ConfigWarning, ...] = ()
 
@@ -119,6 +120,8 @@ cloud = false             # use the cloud lane (Claude Code cloud sessions; see 
 # cloud_pull_every = 600  # seconds between a batch's pulls of its cloud sessions
 lock_timeout = 10         # seconds to wait for the project lock before giving up
 backup_days = 14          # wf merge, doctor --fix and wt prune delete older backup refs main holds
+# notify = ["notify-send", "wf"]  # run (no shell) with each event as JSON on stdin: a task
+#                         # needs a person, a lane parked or stopped, a batch ended
 
 # One lane per model by default; a lane runs at most max_parallel workers.
 [lanes.haiku]
@@ -153,6 +156,7 @@ _TOP_KEYS = {
     "cloud_pull_every",
     "lock_timeout",
     "backup_days",
+    "notify",
     "lanes",
 }
 
@@ -344,10 +348,26 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
         if not all(isinstance(m, str) and MODEL_RE.fullmatch(m) for m in models):
             raise ConfigError(where, "cloud_models must be a list of model names")
         kw["cloud_models"] = tuple(models)
+    if "notify" in data:
+        kw["notify"] = _argv(data["notify"], "notify", where)
     if "lanes" in data:
         kw["lanes"] = _lanes(_typed(data, "lanes", dict, where), where, warnings)
     kw["warnings"] = tuple(warnings)
     return Config(**kw)
+
+
+def _argv(value: object, key: str, where: str) -> tuple[str, ...]:
+    """A program and its arguments, run without a shell: a non-empty list of strings, the
+    program's name not empty, no NUL byte anywhere."""
+    argv = tuple(value) if isinstance(value, list) else ()
+    strings = tuple(a for a in argv if isinstance(a, str) and "\0" not in a)
+    if not strings or len(strings) != len(argv) or not strings[0]:
+        raise ConfigError(
+            where,
+            f"{key} must be a non-empty list of strings (a program and its arguments, run without a shell), "
+            f'e.g. {key} = ["notify-send", "wf"], not {shown(value)}',
+        )
+    return strings
 
 
 def _lanes(table: dict[str, Any], where: str, warnings: list[ConfigWarning]) -> tuple[Lane, ...]:

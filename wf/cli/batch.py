@@ -218,6 +218,9 @@ def res_stop(job_id: str, as_json: bool) -> None:
 @click.option(
     "--stop", "stop_", is_flag=True, help="Write the stop file: running tasks finish, nothing new starts."
 )
+@click.option(
+    "--open", "open_", is_flag=True, help="With --status: print only the path of its morning page (HTML)."
+)
 @click.option("--json", "as_json", is_flag=True, help="With --status: print it as JSON.")
 @click.pass_context
 def batch(
@@ -232,6 +235,7 @@ def batch(
     dry_run: bool,
     show_status: bool,
     stop_: bool,
+    open_: bool,
     as_json: bool,
 ) -> int:
     """Run up to N tasks unattended: a detached job (it survives the terminal and runs
@@ -250,13 +254,21 @@ def batch(
       wf batch 3 --agent --model opus --for 4h
       wf batch 6 --prep --lanes sonnet
       wf batch --status          wf batch --stop
+      xdg-open "$(wf batch --status --open)"   # the morning page, out/wf-batch-<stamp>.html
     """
     from wf.night import batch as batchmod
 
     modes = sum(bool(x) for x in (n is not None, show_status, stop_))
     if modes != 1:
         raise click.UsageError("give N, or --status, or --stop")
+    if open_ and (not show_status or as_json):
+        raise click.UsageError("--open goes with --status alone (--status --json holds the page as 'page')")
     proj = _project(ctx)
+    if open_:
+        from wf.night import batchstatus
+
+        click.echo(batchstatus.page(proj))
+        return 0
     if show_status:
         st = batchmod.status(proj)
         _print(as_json, st, _status_lines(st))
@@ -305,7 +317,7 @@ def _status_lines(st: dict[str, Any]) -> list[str]:
         else f"batch {st['stamp']}: ended {st['ended']}: {st['reason']} (job {st['job']} {st['state']}, "
         f"exit {st['exit']})"
     )
-    lines = [head, f"summary: {st['summary']}"]
+    lines = [head, f"summary: {st['summary']}", f"page: {st['page']}"]
     if st.get("usage"):
         from wf.base.quantity import fmt_size
 

@@ -6,6 +6,7 @@ finished by whoever finds them first."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from wf.base.errors import WfError
@@ -14,6 +15,7 @@ from wf.base.project import Project
 from wf.night import res
 from wf.night.batchlog import Follower
 from wf.night.batchplan import End, Record, newest, records, save, stop_file
+from wf.night.morning import page_path
 from wf.workers import procs
 
 
@@ -78,6 +80,7 @@ def status(project: Project) -> dict[str, Any]:
         "started": rec.started,
         "ended": rec.ended,
         "summary": str(summary),
+        "page": str(page_path(project, rec.summary)),  # the morning page (wf.night.morning)
         "tail": tail,
         "lanes": state.status(project),
         "needs_person": needs_person(project, rec),
@@ -85,6 +88,19 @@ def status(project: Project) -> dict[str, Any]:
         "usage": _usage(rec),
         "cloud_tail": cloud_tail(project),
     }
+
+
+def page(project: Project) -> str:
+    """The newest batch's morning page (``wf batch --status --open``): its path, or why there is none."""
+    st = status(project)
+    if st.get("stamp") is None:
+        raise WfError("no batch has run here (wf batch N starts one)")
+    if not Path(st["page"]).is_file():
+        raise WfError(
+            f"batch {st['stamp']} has no morning page (a batch writes it with its first summary line; "
+            f"a batch made by an older wf has only its summary {st['summary']})"
+        )
+    return str(st["page"])
 
 
 def cloud_tail(project: Project) -> dict[str, Any] | None:
