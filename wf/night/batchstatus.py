@@ -6,7 +6,6 @@ finished by whoever finds them first."""
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from wf.base.errors import WfError
@@ -91,16 +90,17 @@ def status(project: Project) -> dict[str, Any]:
 
 
 def page(project: Project) -> str:
-    """The newest batch's morning page (``wf batch --status --open``): its path, or why there is none."""
-    st = status(project)
-    if st.get("stamp") is None:
+    """The newest batch's morning page (``wf batch --status --open``), written afresh from
+    its rows, events and what waits now (a batch made by an older wf gets one too): its path."""
+    finish_dead(project, "wf batch --status --open")
+    rec = newest(project)
+    if rec is None:
         raise WfError("no batch has run here (wf batch N starts one)")
-    if not Path(st["page"]).is_file():
-        raise WfError(
-            f"batch {st['stamp']} has no morning page (a batch writes it with its first summary line; "
-            f"a batch made by an older wf has only its summary {st['summary']})"
-        )
-    return str(st["page"])
+    Follower(project, rec).page(ended=rec.reason if rec.state == "ended" else None)
+    path = page_path(project, rec.summary)
+    if not path.is_file():
+        raise WfError(f"the morning page of batch {rec.stamp} could not be written (its summary says why)")
+    return str(path)
 
 
 def cloud_tail(project: Project) -> dict[str, Any] | None:
