@@ -106,6 +106,7 @@ def test_the_page_of_a_batch_parses_and_holds_every_task_of_its_summary(b: Batch
     merged = " ".join(p.sections["Merged"])
     done = {r["id"]: r["commit"] for r in rows if r["outcome"] == "done"}
     assert set(done) == {"a1", "c1"} and all(done[t] in merged and t in merged for t in done)
+    assert "h1" not in merged and "q1" not in merged
     assert all(git(b.root, "cat-file", "-t", sha).strip() == "commit" for sha in done.values())
     waiting = " ".join(p.sections["Waiting"])
     assert "q1" in waiting and "Blue or green?" in waiting and "h1" in waiting and "handback" in waiting
@@ -169,5 +170,24 @@ def test_open_without_a_batch_and_open_without_status(b: Batch) -> None:
     assert r.returncode == 1 and "no batch has run here" in r.stderr and "Traceback" not in r.stderr
     r = b.batch("--open")
     assert r.returncode == 2 and "give N, or --status, or --stop" in r.stderr
+    r = b.batch("1", "--open")
+    assert r.returncode == 2 and "--open goes with --status alone" in r.stderr
+    assert not (b.root / "out").exists()  # no batch started
     r = b.batch("--status", "--open", "--json")
     assert r.returncode == 2 and "--open goes with --status alone" in r.stderr
+
+
+@pytest.mark.timeout(180)
+def test_the_page_is_written_while_the_batch_runs(b: Batch) -> None:
+    """The page follows the summary line by line, not only at the footer."""
+    b.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x", extra="Prio: 1") + task("a2", "a", "hang", extra="Prio: 2"),
+    )
+    assert b.batch("2").returncode == 0
+    st = b.status()
+    page = Path(st["page"])
+    b.wait_for(lambda: page.exists() and "a1" in " ".join(parse(page.read_text("utf-8")).sections["Merged"]))
+    assert b.status()["alive"] is True  # a2 still hangs: no footer yet
+    p = parse(page.read_text("utf-8"))
+    assert "running" in "".join(p.text) and "ended:" not in "".join(p.text)

@@ -244,17 +244,21 @@ def test_a_slow_notifier_leaves_the_batch_as_it_would_be(b: Batch) -> None:
     b.setup(
         line + lanes_toml("a"),
         task("h1", "a", "write h1.txt x", done=FAILS, extra="Prio: 1")
-        + task("a2", "a", "write a2.txt x", extra="Prio: 2"),
+        + task("a2", "a", "write a2.txt x", extra="Prio: 2")
+        + task("a3", "a", "write a3.txt x", extra="Prio: 3"),
     )
     assert b.batch("2").returncode == 0
     st = b.wait_ended()
+    nxt = b.batch("1")  # batch_ended's notifier sleeps on: it holds up no next batch
+    assert nxt.returncode == 0, nxt.stderr
+    b.wait_ended()
     assert (st["reason"], st["exit"]) == ("N reached", 4)
     assert [x.split()[2:5] for x in b.summary(st) if " commit=" in x] == [
         ["a", "h1", "handback"],
         ["a", "a2", "done"],
     ]
-    wait_for(lambda: len(received(out)) == 2)  # needs_person, then batch_ended
-    assert [e["event"] for e in events(out)] == ["needs_person", "batch_ended"]
+    wait_for(lambda: len(received(out)) == 3)  # needs_person, then each batch's batch_ended
+    assert [e["event"] for e in events(out)] == ["needs_person", "batch_ended", "batch_ended"]
     wait_for(lambda: not any(alive(x["pid"]) for x in received(out)), timeout=60)
     assert not Path(str(out) + ".finished").exists()  # neither got its minute
     log = (b.root / "out" / f"wf-batch-{st['stamp']}.log").read_text()
@@ -266,7 +270,9 @@ def test_a_slow_notifier_leaves_the_batch_as_it_would_be(b: Batch) -> None:
 # ------------------------------------------------------------------ the setting
 
 
-@pytest.mark.parametrize("value", ['"notify-send"', "[]", '[""]', '["notify-send", 1]'])
+@pytest.mark.parametrize(
+    "value", ['"notify-send"', "[]", '[""]', '["notify-send", 1]', '["notify\\u0000send"]']
+)
 def test_a_notify_that_is_no_argv_is_refused_naming_the_key(wf: WfRunner, value: str) -> None:
     (wf.root / "wf.toml").write_text(f"notify = {value}\n")
     r = wf.proc("list")
