@@ -16,6 +16,7 @@ from tests.orch.test_orch import lanes_toml, task
 
 FAILS = '`python3 -c "raise SystemExit(1)"`'
 EVIL = "<script>alert(1)</script>"
+IMG = "<img src=x onerror=alert(2)>?"
 VOID = {"meta", "br", "hr", "img", "input", "link"}
 
 
@@ -126,17 +127,22 @@ def test_the_page_of_a_batch_parses_and_holds_every_task_of_its_summary(b: Batch
 
 @pytest.mark.timeout(180)
 def test_a_title_is_escaped_never_markup(b: Batch) -> None:
-    b.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    b.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x", extra="Prio: 1")
+        + task("q1", "a", f"awaiting {IMG}", extra="Prio: 2"),
+    )
     tasks = b.root / "TASKS.md"
     tasks.write_text(tasks.read_text().replace("## a1: Task a1", f"## a1: {EVIL}"))
     git(b.root, "commit", "-qam", "a title a person wrote")
-    assert b.batch("1").returncode == 0
+    assert b.batch("2").returncode == 0
     st = b.wait_ended()
     page = Path(st["page"]).read_text("utf-8")
-    assert EVIL not in page
+    assert EVIL not in page and IMG not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    p = parse(page)  # no <script> element: Strict refuses one
+    p = parse(page)  # no <script> or <img> element: Strict refuses one
     assert EVIL in "".join(p.text)  # shown as the words it is
+    assert IMG in " ".join(p.sections["Waiting"])  # a worker's question, as words
 
 
 @pytest.mark.timeout(180)

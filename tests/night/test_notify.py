@@ -287,3 +287,28 @@ def test_wf_config_sets_notify_and_refuses_a_string(wf: WfRunner) -> None:
     assert json.loads(wf.ok("config", "notify", "--json")) == []  # nothing written
     wf.ok("config", "notify", '["notify-send", "wf"]')
     assert json.loads(wf.ok("config", "notify", "--json")) == ["notify-send", "wf"]
+
+
+def test_a_notifier_is_the_loops_own_child_never_a_workers_stray(o: Orch) -> None:
+    """While b1's worker runs, h1's notifier (a minute's sleep) is the loop's own child:
+    never recorded as a process b1's worker left behind (whose end would end it)."""
+    line, out = notifier(o.root, "sleeper", SLEEPER)
+    o.setup(
+        line + lanes_toml("a", "b"),
+        task("h1", "a", "write h1.txt x", done=FAILS)
+        + task("b1", "b", "write b1.txt x", done='`python3 -c "import time; time.sleep(4)"`'),
+    )
+    r = o.proc("orch", "run", "a", "b")
+    assert r.returncode == 4, r.stdout + r.stderr
+    log = run_log(o)
+    assert log.index(next(x for x in log if "notify: " in x)) > log.index(
+        next(x for x in log if "b: start b1" in x)
+    )
+    pids = {x["pid"] for x in received(out)}
+    assert len(pids) == 1
+    strays = [
+        pid
+        for status in (o.root / ".wf" / "runs").glob("*/*/status.json")
+        for pid, _ in json.loads(status.read_text()).get("strays", [])
+    ]
+    assert not pids & set(strays), strays
