@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from wf.base.text import safe_line
 from wf.cli.base import _Group, _print, _project, _warn, cli
+
+if TYPE_CHECKING:
+    from wf.base.project import Project
 
 # ---------------------------------------------------------------- wf res
 
@@ -264,15 +267,8 @@ def batch(
     if open_ and (not show_status or as_json):
         raise click.UsageError("--open goes with --status alone (--status --json holds the page as 'page')")
     proj = _project(ctx)
-    if open_:
-        from wf.night import batchstatus
-
-        click.echo(batchstatus.page(proj))
-        return 0
     if show_status:
-        st = batchmod.status(proj)
-        _print(as_json, st, _status_lines(st))
-        return 0
+        return _status(proj, open_=open_, as_json=as_json)
     if stop_:
         for line in batchmod.stop(proj):
             click.echo(safe_line(line))
@@ -305,6 +301,18 @@ def batch(
     click.echo(f"summary: {started.summary}")
     click.echo(f"watch: wf batch --status   stop after the running tasks: wf batch --stop   "
                f"end it now: wf res stop {started.job}")  # fmt: skip
+    return 0
+
+
+def _status(proj: Project, *, open_: bool, as_json: bool) -> int:
+    """``--status`` (``--json``), or with ``--open`` the morning page's path alone."""
+    from wf.night import batchstatus
+
+    if open_:
+        click.echo(batchstatus.page(proj))
+        return 0
+    st = batchstatus.status(proj)
+    _print(as_json, st, _status_lines(st))
     return 0
 
 

@@ -36,7 +36,6 @@ from wf.workers import procs
 
 TIMEOUT = 10.0  # seconds a notifier may run (WF_NOTIFY_TIMEOUT: another figure, above 0)
 GRACE = 2.0  # seconds a notifier still running gets when the process that started it ends
-MAX_TEXT = 2000  # characters of a reason: the event stays far below a pipe's buffer
 
 
 class Kind(enum.StrEnum):
@@ -72,7 +71,6 @@ class Notice:
     def as_json(self) -> bytes:
         data = {k: v for k, v in asdict(self).items() if v is not None}
         data["event"] = self.event.value
-        data["reason"] = self.reason[:MAX_TEXT]
         return json.dumps(data, ensure_ascii=False).encode("utf-8") + b"\n"
 
 
