@@ -312,3 +312,17 @@ def test_a_notifier_is_the_loops_own_child_never_a_workers_stray(o: Orch) -> Non
         for pid, _ in json.loads(status.read_text()).get("strays", [])
     ]
     assert not pids & set(strays), strays
+
+
+def test_an_interactive_post_of_a_handback_tells_the_notifier(o: Orch) -> None:
+    """An orchestrator's own ``wf orch post`` (interactive, or an --agent batch's)."""
+    line, out = notifier(o.root, "recorder", RECORDER)
+    o.setup(line + lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    o.wf.ok("orch", "pick", "a")
+    r = o.proc("orch", "post", "a", "--result", "handback", "--note", "the spec contradicts itself")
+    assert r.returncode == 0, r.stderr
+    got = events(out)
+    assert [(e["event"], e["task"], e["lane"], e["stop"]) for e in got] == [
+        ("needs_person", "a1", "a", "HANDBACK")
+    ], got
+    assert got[0]["run"] == "wf orch post"

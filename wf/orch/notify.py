@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from wf.base.project import Project
-from wf.orch.events import EventKind, StopEvent
-from wf.orch.state import Stop
+from wf.orch.events import EventKind, StopEvent, stopped
+from wf.orch.state import Stop, StopReason
 from wf.workers import procs
 
 TIMEOUT = 10.0  # seconds a notifier may run (WF_NOTIFY_TIMEOUT: another figure, above 0)
@@ -96,6 +96,20 @@ def from_event(project: Project, ev: StopEvent) -> Notice | None:
     return Notice(
         kind, str(project.root), ev.text, ev.ts, ev.lane, ev.task, ev.run, ev.stop, ev.until, ev.why
     )
+
+
+def tell_posted(
+    project: Project, lane: str, task: str, stop: StopReason | None, log: Callable[[str], None]
+) -> None:
+    """``wf orch post`` (an interactive or ``--agent`` orchestrator's post): the stop its
+    post ended with, told as a loop tells it; the command waits at most GRACE for it."""
+    if stop is None or not project.config.notify:
+        return
+    notice = from_event(project, stopped("wf orch post", lane, stop, task))
+    if notice is not None:
+        notifier = Notifier(project, log)
+        notifier.send(notice)
+        notifier.close()
 
 
 class _Sent:
