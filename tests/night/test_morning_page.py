@@ -197,3 +197,21 @@ def test_the_page_is_written_while_the_batch_runs(b: Batch) -> None:
     assert b.status()["alive"] is True  # a2 still hangs: no footer yet
     p = parse(page.read_text("utf-8"))
     assert "running" in "".join(p.text) and "ended:" not in "".join(p.text)
+
+
+@pytest.mark.timeout(180)
+def test_a_page_that_cannot_be_written_costs_the_summary_nothing(b: Batch) -> None:
+    b.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    assert b.batch("1").returncode == 0
+    st = b.wait_ended()
+    page = Path(st["page"])
+    page.unlink()
+    page.mkdir()  # where the page goes, a folder: it cannot be written
+    before = b.summary(st)
+    r = b.batch("--status", "--open")
+    assert r.returncode == 1 and "the morning page of batch" in r.stderr and "Traceback" not in r.stderr
+    after = b.summary(st)
+    assert after[: len(before)] == before
+    assert len(after) == len(before) + 1 and after[-1].startswith(
+        "- note: the morning page cannot be written: "
+    )

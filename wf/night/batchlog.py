@@ -155,6 +155,7 @@ class Follower:
         self.sources: dict[str, list[CostSource]] = {}  # where each task's dollars came from
         self.estimated: set[str] = set()
         self.dirty = False  # the summary got a line the morning page does not show yet
+        self.page_fault: str | None = None  # why the page could not be written, once said
         from wf.orch import gate
 
         self.gates = gate.Watch(project)  # a red gate is a summary line as soon as it is recorded
@@ -259,7 +260,9 @@ class Follower:
             )
             morning.write(self.project, self.rec, night)
         except (WfError, OSError) as e:
-            append_line(self.summary, f"- note: the morning page cannot be written: {e}")
+            if str(e) != self.page_fault:  # said once: every line of the summary meets it again
+                self.page_fault = str(e)
+                append_line(self.summary, f"- note: the morning page cannot be written: {e}")
 
     def task_rows(self) -> list[TaskRow] | None:
         """The batch's posted tasks; None for a batch begun by a wf that kept no rows.
