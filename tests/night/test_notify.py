@@ -326,3 +326,18 @@ def test_an_interactive_post_of_a_handback_tells_the_notifier(o: Orch) -> None:
         ("needs_person", "a1", "a", "HANDBACK")
     ], got
     assert got[0]["run"] == "wf orch post"
+
+
+@needs_real
+@pytest.mark.real
+@pytest.mark.timeout(240)
+def test_a_limit_that_resets_after_for_stops_the_lane_and_says_so(wf: WfRunner) -> None:
+    line, out = notifier(wf.root, "recorder", RECORDER)
+    setup(wf, line + claude_lane(), "c1")
+    with ModelApi(ModelWorker([usage_limit(int(time.time()) + 3600, window="seven_day")])) as api:
+        r = orch_run(wf, api, "c", "--for", "5m")
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = events(out)
+    assert [(e["event"], e["lane"], e["task"], e["stop"]) for e in got] == [
+        ("lane_stopped", "c", "c1", "LIMIT")
+    ], got
