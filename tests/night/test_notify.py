@@ -341,3 +341,41 @@ def test_a_limit_that_resets_after_for_stops_the_lane_and_says_so(wf: WfRunner) 
     assert [(e["event"], e["lane"], e["task"], e["stop"]) for e in got] == [
         ("lane_stopped", "c", "c1", "LIMIT")
     ], got
+
+
+SPAWNER = """\
+import json, subprocess, sys, time
+data = sys.stdin.read()
+child = subprocess.Popen(["sleep", "60"])
+with open(sys.argv[1], "a") as f:
+    f.write(json.dumps({"pid": child.pid, "event": json.loads(data)}) + "\\n")
+time.sleep(60)
+"""
+
+CHILD_GONE = """\
+import json, os, sys, time
+time.sleep(4)  # the notifier's time box (1 s) has passed
+pid = json.loads(open(sys.argv[1]).readline())["pid"]
+try:
+    state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+except OSError:
+    state = "gone"
+sys.exit(0 if state in ("gone", "Z") else 1)
+"""
+
+
+def test_the_time_box_ends_the_notifiers_own_children_too(o: Orch) -> None:
+    """A notifier that started a child of its own: past the time box both are ended (its
+    process group), while the loop goes on: a2's Done check passes only if the child is gone."""
+    line, out = notifier(o.root, "spawner", SPAWNER)
+    check = o.root.parent / "notifiers" / "child_gone.py"
+    check.write_text(CHILD_GONE)
+    o.setup(
+        line + lanes_toml("a"),
+        task("h1", "a", "write h1.txt x", done=FAILS, extra="Prio: 1")
+        + task("a2", "a", "write a2.txt x", done=f"`{sys.executable} {check} {out}`", extra="Prio: 2"),
+    )
+    o.env["WF_NOTIFY_TIMEOUT"] = "1"
+    r = o.proc("orch", "run", "a")
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert o.archived() == ["a2"], r.stdout  # the child was gone before the loop ended
