@@ -90,6 +90,7 @@ class Config(NamedTuple):
     shared: str | None = None  # the git remote the machines share claims and TASKS.md through
     claim_refs: str = "refs/wf/claims"  # where claim refs live on it (refs/heads/wf-claims: a strict host)
     claim_stale: float = 6 * 3600.0  # seconds a claim's machine may be silent before it may be stolen
+    notify: tuple[str, ...] = ()  # a program run on the events a person cares about (an argv)
     lanes: tuple[Lane, ...] = (Lane("haiku", "haiku"), Lane("sonnet", "sonnet"), Lane("opus", "opus"))
     # [fanout]: the model per adapter of a unit that names none; the expensive models
     # (None: wf's own list) only an explicit model, never a default, may choose
@@ -134,6 +135,8 @@ backup_days = 14          # wf merge, doctor --fix and wt prune delete older bac
 # shared = "origin"       # the git remote machines share claims and TASKS.md through (docs: several machines)
 # claim_refs = "refs/wf/claims"  # where claim refs live there; "refs/heads/wf-claims" for a strict host
 # claim_stale = "6h"      # a claim whose machine has been silent this long may be stolen
+# notify = ["notify-send", "wf"]  # run (no shell) with each event as JSON on stdin: a task
+#                         # needs a person, a lane parked or stopped, a batch ended
 
 # One lane per model by default; a lane runs at most max_parallel workers.
 [lanes.haiku]
@@ -173,6 +176,7 @@ _TOP_KEYS = {
     "shared",
     "claim_refs",
     "claim_stale",
+    "notify",
     "lanes",
     "fanout",
 }
@@ -380,6 +384,8 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
         if kw["weekly_reserve"] >= 1:
             raise ConfigError(where, "weekly_reserve must be a share of the week, 0 to below 1 (0.2: 20%)")
     kw.update(_shared(data, where))
+    if "notify" in data:
+        kw["notify"] = _argv(data["notify"], "notify", where)
     if "lanes" in data:
         kw["lanes"] = _lanes(_typed(data, "lanes", dict, where), where, warnings)
     kw["warnings"] = tuple(warnings)
@@ -439,6 +445,20 @@ def _fanout(table: dict[str, Any], where: str, warnings: list[ConfigWarning]) ->
             raise ConfigError(where, "fanout.expensive must be a list of model names (or parts of names)")
         kw["fanout_expensive"] = tuple(m.strip() for m in names)
     return kw
+
+
+def _argv(value: object, key: str, where: str) -> tuple[str, ...]:
+    """A program and its arguments, run without a shell: a non-empty list of strings, the
+    program's name not empty, no NUL byte anywhere."""
+    argv = tuple(value) if isinstance(value, list) else ()
+    strings = tuple(a for a in argv if isinstance(a, str) and "\0" not in a)
+    if not strings or len(strings) != len(argv) or not strings[0]:
+        raise ConfigError(
+            where,
+            f"{key} must be a non-empty list of strings (a program and its arguments, run without a shell), "
+            f'e.g. {key} = ["notify-send", "wf"], not {shown(value)}',
+        )
+    return strings
 
 
 def _lanes(table: dict[str, Any], where: str, warnings: list[ConfigWarning]) -> tuple[Lane, ...]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -16,6 +16,9 @@ def _budget(value: str | None) -> float | None:
 
     return None if value is None else parse_budget(value)
 
+
+if TYPE_CHECKING:
+    from wf.base.project import Project
 
 # ---------------------------------------------------------------- wf res
 
@@ -233,6 +236,9 @@ def res_stop(job_id: str, as_json: bool) -> None:
     help="Start no task when what the batch spent plus the task's forecast would pass USD "
     "(default: wf.toml's budget).",
 )
+@click.option(
+    "--open", "open_", is_flag=True, help="With --status: print only the path of its morning page (HTML)."
+)
 @click.option("--json", "as_json", is_flag=True, help="With --status or --dry-run: print it as JSON.")
 @click.pass_context
 def batch(
@@ -248,6 +254,7 @@ def batch(
     show_status: bool,
     stop_: bool,
     budget: float | None,
+    open_: bool,
     as_json: bool,
 ) -> int:
     """Run up to N tasks unattended: a detached job (it survives the terminal and runs
@@ -270,17 +277,18 @@ def batch(
       wf batch 3 --agent --model opus --for 4h
       wf batch 6 --prep --lanes sonnet
       wf batch --status          wf batch --stop
+      xdg-open "$(wf batch --status --open)"   # the morning page, out/wf-batch-<stamp>.html
     """
     from wf.night import batch as batchmod
 
     modes = sum(bool(x) for x in (n is not None, show_status, stop_))
     if modes != 1:
         raise click.UsageError("give N, or --status, or --stop")
+    if open_ and (not show_status or as_json):
+        raise click.UsageError("--open goes with --status alone (--status --json holds the page as 'page')")
     proj = _project(ctx)
     if show_status:
-        st = batchmod.status(proj)
-        _print(as_json, st, _status_lines(st))
-        return 0
+        return _status(proj, open_=open_, as_json=as_json)
     if stop_:
         for line in batchmod.stop(proj):
             click.echo(safe_line(line))
@@ -316,6 +324,18 @@ def batch(
     return 0
 
 
+def _status(proj: Project, *, open_: bool, as_json: bool) -> int:
+    """``--status`` (``--json``), or with ``--open`` the morning page's path alone."""
+    from wf.night import batchstatus
+
+    if open_:
+        click.echo(batchstatus.page(proj))
+        return 0
+    st = batchstatus.status(proj)
+    _print(as_json, st, _status_lines(st))
+    return 0
+
+
 def _status_lines(st: dict[str, Any]) -> list[str]:
     if st.get("stamp") is None:  # no record at all (a record without a job is still a batch)
         return ["no batch has run here"]
@@ -325,7 +345,7 @@ def _status_lines(st: dict[str, Any]) -> list[str]:
         else f"batch {st['stamp']}: ended {st['ended']}: {st['reason']} (job {st['job']} {st['state']}, "
         f"exit {st['exit']})"
     )
-    lines = [head, f"summary: {st['summary']}"]
+    lines = [head, f"summary: {st['summary']}", f"page: {st['page']}"]
     if st.get("usage"):
         from wf.base.quantity import fmt_size
 

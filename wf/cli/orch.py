@@ -14,7 +14,7 @@ from wf.base.config import ADAPTERS
 from wf.base.errors import WfError
 from wf.base.quantity import parse_duration
 from wf.base.text import safe, safe_line
-from wf.cli.base import _echo_json, _Group, _on_wait, _print, _project, cli
+from wf.cli.base import _echo_json, _Group, _on_wait, _print, _project, _warn, cli
 
 # ---------------------------------------------------------------- the orchestration loop
 
@@ -172,6 +172,10 @@ def orch_post(
         on_wait=_on_wait,
         cloud=PLUG,
     )
+    from wf.orch import notify
+
+    stop = posted.next.stop if posted.next is not None else None
+    notify.tell_posted(_project(ctx), posted.lane, posted.task, stop, _warn)
     if as_json:
         nxt = posted.next
         _echo_json(

@@ -54,7 +54,7 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, unset: bo
 
     \b
     Keys: main, tasks, archive, slice_above, isolation (worktree|clone), gate,
-    cloud, lock_timeout, backup_days, and per lane lanes.<name>.model | adapter |
+    cloud, lock_timeout, backup_days, notify, and per lane lanes.<name>.model | adapter |
     max_parallel | effort | cmd | permission_mode | allowed_tools.
     VALUE is read as TOML when it is (2, true, ["a", "b"]), else as a string.
     A setting that is not set shows as '# KEY: not set'; --unset removes one

@@ -188,7 +188,7 @@ def job_main(project: Project, stamp: str, ready_fd: int | None) -> int:
     try:
         with project_lock(project.wf_dir, timeout=0, name="batch.lock"):
             plan_file.unlink()
-            return _run_locked(project, stamp, p, say)
+            code = _run_locked(project, stamp, p, say)
     except LockTimeout:
         other = live(project)
         plan_file.unlink(missing_ok=True)
@@ -196,6 +196,10 @@ def job_main(project: Project, stamp: str, ready_fd: int | None) -> int:
             "refused a batch is running already: " + (describe(other) if other else "it holds .wf/batch.lock")
         )
         return 1
+    from wf.night import morning
+
+    morning.tell_ended(project, stamp)  # once the lock is free: a notifier never holds up the next batch
+    return code
 
 
 def _run_locked(project: Project, stamp: str, p: Plan, say: Any) -> int:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wf.base import records as store
+from wf.base.errors import WfError
 from wf.base.fsutil import append_line, atomic_write_text
 from wf.base.project import Project
 from wf.base.quantity import fmt_duration, fmt_size
@@ -190,6 +191,8 @@ class Follower:
         self.costs: dict[str, float] = {}
         self.sources: dict[str, list[CostSource]] = {}  # where each task's dollars came from
         self.estimated: set[str] = set()
+        self.dirty = False  # the summary got a line the morning page does not show yet
+        self.page_fault: str | None = None  # why the page could not be written, once said
         from wf.orch import gate
 
         self.gates = gate.Watch(project)  # a red gate is a summary line as soon as it is recorded
@@ -246,6 +249,8 @@ class Follower:
             self._add(f"- {time.strftime('%H:%M', time.gmtime())} {head}")
             for line in tail:
                 self._add(f"  {line}")
+        if self.dirty:
+            self.page()
 
     def _poll_stops(self) -> None:
         """A line per stop or park of the batch's loop, made from its event."""
@@ -264,6 +269,38 @@ class Follower:
 
     def _add(self, line: str) -> None:
         append_line(self.summary, line)
+        self.dirty = True
+
+    def page(self, ended: str | None = None) -> None:
+        """Write the morning page (``wf.night.morning``) from the rows, events and waits
+        the summary is made from; a page that cannot be written costs the summary nothing."""
+        from wf.night import morning
+
+        self.dirty = False
+        try:
+            try:
+                waiting: tuple[dict[str, Any], ...] | None = tuple(needs_person(self.project, self.rec))
+            except (WfError, OSError):
+                waiting = None  # TASKS.md cannot be read just now (a person's save)
+            try:
+                found, _ = stop_events(self.project, self.rec.stamp)
+            except CorruptRecord:
+                found = []
+            night = morning.Night(
+                self.rec.stamp,
+                self.rec.started,
+                tuple(sorted(self.lanes)),
+                ended,
+                morning.read_rows(self.rows),
+                tuple(ev for ev in found if ev.lane in self.lanes),
+                waiting,
+                morning.titles(self.project),
+            )
+            morning.write(self.project, self.rec, night)
+        except (WfError, OSError) as e:
+            if str(e) != self.page_fault:  # said once: every line of the summary meets it again
+                self.page_fault = str(e)
+                append_line(self.summary, f"- note: the morning page cannot be written: {e}")
 
     def task_rows(self) -> list[TaskRow] | None:
         """The batch's posted tasks; None for a batch begun by a wf that kept no rows.
@@ -318,6 +355,7 @@ class Follower:
         ]
         for line in lines:
             self._add(line)
+        self.page(ended=reason)
 
 
 def needs_person(project: Project, rec: Record | None, bl: Backlog | None = None) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from wf.base.project import Project
 from wf.night import res
 from wf.night.batchlog import Follower
 from wf.night.batchplan import End, Record, newest, records, save, stop_file
+from wf.night.morning import page_path
 from wf.workers import procs
 
 
@@ -78,6 +79,7 @@ def status(project: Project) -> dict[str, Any]:
         "started": rec.started,
         "ended": rec.ended,
         "summary": str(summary),
+        "page": str(page_path(project, rec.summary)),  # the morning page (wf.night.morning)
         "tail": tail,
         "lanes": state.status(project),
         "needs_person": needs_person(project, rec),
@@ -85,6 +87,20 @@ def status(project: Project) -> dict[str, Any]:
         "usage": _usage(rec),
         "cloud_tail": cloud_tail(project),
     }
+
+
+def page(project: Project) -> str:
+    """The newest batch's morning page (``wf batch --status --open``), written afresh from
+    its rows, events and what waits now (a batch made by an older wf gets one too): its path."""
+    finish_dead(project, "wf batch --status --open")
+    rec = newest(project)
+    if rec is None:
+        raise WfError("no batch has run here (wf batch N starts one)")
+    Follower(project, rec).page(ended=rec.reason if rec.state == "ended" else None)
+    path = page_path(project, rec.summary)
+    if not path.is_file():
+        raise WfError(f"the morning page of batch {rec.stamp} could not be written (its summary says why)")
+    return str(path)
 
 
 def cloud_tail(project: Project) -> dict[str, Any] | None:

@@ -9,7 +9,8 @@ checked, merged and logged before the next one starts.
 - ``loop``: ``wf orch run``, the scheduler; ``lanework``: each lane's worker, its end,
   its park for a usage limit; ``lanetool``: a lane's tool and model; ``ending``: how a
   worker ended, and crash signatures;
-- ``events``: typed stop events, one JSON line each; ``starts``: a batch's N, local
+- ``events``: typed stop events, one JSON line each; ``notify``: the events a person
+  cares about (wf.toml ``notify``), to a program nothing waits on; ``starts``: a batch's N, local
   starts and cloud sends counted together;
 - ``report``: the worker's four lines; ``gate``: the post-merge check;
 - ``park``: how long a lane waits out a usage limit; ``install``: ``wf install``;

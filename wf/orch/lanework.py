@@ -17,7 +17,7 @@ from wf.base.errors import IssueKind, ParseError, WfError
 from wf.base.fsutil import append_line
 from wf.base.project import Project
 from wf.base.quantity import until_text
-from wf.orch import events, gate, park, state
+from wf.orch import events, gate, notify, park, state
 from wf.orch.ending import Crashes, infra_failure
 from wf.orch.lanetool import LaneTools
 from wf.orch.pick import Admit, CloudPlug, Pick, live_holder, pick
@@ -79,6 +79,7 @@ class LaneWork(abc.ABC):
         self.stop_events = events.path_for(project)  # typed: what a batch reads
         self.gates = gate.Watch(project)  # a red gate is said as soon as it is recorded
         self.admit: Admit | None = None  # the run's budget gate (wf.orch.budget), if it has one
+        self.notifier = notify.Notifier(project, self.emit)  # wf.toml notify: never waited on
 
     def emit(self, line: str) -> None:
         ts = stamps.now_iso()
@@ -109,6 +110,13 @@ class LaneWork(abc.ABC):
         except OSError as e:
             self.emit(f"note: the stop event could not be written to {self.stop_events}: {e}")
         self.emit(events.sentence(ev))
+        self._notify(ev)
+
+    def _notify(self, ev: events.StopEvent) -> None:
+        """Tell the project's notifier, if the event is one a person cares about."""
+        notice = notify.from_event(self.project, ev)
+        if notice is not None:
+            self.notifier.send(notice)
 
     def _hold(self, lane: str, reason: StopReason, task: str | None = None) -> bool:
         """A stop that belongs to one task: the task waits for a person (its status or a
@@ -131,6 +139,7 @@ class LaneWork(abc.ABC):
             )
             return False
         self.emit(f"{lane}: {reason.text} (held for a person; the lane goes on)")
+        self._notify(events.stopped(self.run_id, lane, reason, task))  # no stop event: the lane goes on
         return True
 
     def _launch(self, lane: str, rec: LaneRecord, spec: Spec, *, again: str = "") -> None:

@@ -298,6 +298,7 @@ class Loop(LaneWork):
                     state.save(self.project, p.rec.but(parked_until=None, parked_why=None))
                     self.emit(f"{lane}: {p.rec.id} was parked; its record stays for a later recovery")
             self.parked.clear()
+            self.notifier.close()  # a notifier still running gets a short grace, then is ended
             procs.kill_descendants()  # nothing this run started outlives it (but a gate run)
             for s, h in old.items():
                 signal.signal(s, h)
