@@ -133,6 +133,12 @@ class Live:
     type=click.FloatRange(min=0, min_open=True),
     help="Stop it after S seconds with no model event (for cmd: no output); default 600, claude 720.",
 )
+@click.option(
+    "--no-contract",
+    "no_contract",
+    is_flag=True,
+    help="Do not end the prompt with the return contract, nor check the answer against it.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the final status.json.")
 @click.pass_context
 def dispatch(
@@ -152,10 +158,12 @@ def dispatch(
     session: str | None,
     timeout: float | None,
     stall: float | None,
+    no_contract: bool,
     as_json: bool,
 ) -> int:
     """Run one headless unit in the foreground. Exit 0 when it is done, 4 when it
-    failed, stalled or timed out, 130 on Ctrl-C.
+    failed, stalled, timed out, or its answer breaks the return contract (the
+    prompt ends with it; --no-contract: neither), 130 on Ctrl-C.
 
     Its files go to .wf/runs/RUN/UNIT/ (prompt.txt, worker.log, output.txt,
     session.txt, status.json); by default it runs in scratch/ there. The prompt goes
@@ -167,7 +175,7 @@ def dispatch(
     echo "Summarise" | wf dispatch r1 sum - --adapter auto
     """
     from wf import adapters
-    from wf.fanout import fanout, report
+    from wf.fanout import fanout, ledger, report
     from wf.fanout.units import UnitRequest
 
     text = _prompt_text(prompt, prompt_file, prompt_arg)
@@ -186,13 +194,14 @@ def dispatch(
         resume_from=resume_from,
         session=session,
         cmd=adapters.split_cmd(cmd_line) if cmd_line else (),
+        contract=not no_contract,
     )
     live = Live(as_json)
     outcome = fanout.dispatch(_project(ctx), run, req, on_tick=live.tick_units)
     live.done()
     u = outcome.units[0]
     if as_json:
-        _echo_json(u.status)
+        _echo_json({**u.status, "verdict": ledger.word(u.status)})
     else:
         click.echo(safe_line(report.unit_line(u.status)))
         for line in report.legend([u.status]):
@@ -219,6 +228,12 @@ def dispatch(
     help="On an existing run: attempts beyond the first.",
 )
 @click.option(
+    "--no-contract",
+    "no_contract",
+    is_flag=True,
+    help="Every unit without the return contract (as if the manifest said contract = false).",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="One JSON object at the end: run, code, units, skipped."
 )
 @click.pass_context
@@ -228,11 +243,14 @@ def run_cmd(
     max_parallel: int | None,
     run_id: str | None,
     max_retries: int,
+    no_contract: bool,
     as_json: bool,
 ) -> int:
     """Run the units of a JSON or TOML manifest in parallel; one line per unit as it
-    ends. Exit 0 all done, 4 a unit failed or was left undone (given up, corrupt),
-    130 on Ctrl-C.
+    ends. Each prompt ends with the return contract and each answer is checked
+    against it. Exit 0 all done with valid answers, 4 a unit failed, its answer
+    breaks the contract ('invalid') or it was left undone (given up, corrupt), 130
+    on Ctrl-C.
 
     \b
     {"defaults": {"adapter": "cmd", "timeout": 600, "max_parallel": 5},
@@ -242,7 +260,9 @@ def run_cmd(
     Unit keys: id, prompt | prompt_file, adapter (or "auto"), model, effort,
     timeout, stall, mode (scratch | clone | cwd), cwd, resume_from, session, cmd,
     and tool access: permission_mode, allowed_tools, sandbox, network,
-    isolate_mcp, extra_args (refused if the tool cannot honour them).
+    isolate_mcp, extra_args (refused if the tool cannot honour them); contract
+    (false: no return contract), sections (or required_sections: the answer's
+    required sections instead of Conclusion, Files, Open items, Verification).
     "tasks" is another name for "units".
     \b
     wf run units.json --max-parallel 5
@@ -261,6 +281,7 @@ def run_cmd(
         run=run_id,
         max_parallel=max_parallel,
         max_retries=max_retries,
+        contract=not no_contract,
         on_end=lambda u: live.echo(report.unit_line(u.status)),
         on_tick=live.tick_units,
     )

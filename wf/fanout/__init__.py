@@ -13,6 +13,7 @@ the supervisor (how to watch and stop it).
 | ``progress`` | the live status line on a terminal |
 | ``diff`` | what a clone unit changed |
 | ``contract`` | the return contract: the sections an answer gives, and its check |
+| ``ledger`` | each unit's answer checked against the contract; the units whose result is missing or invalid |
 
 May import: ``wf.base``, ``wf.tasks``, ``wf.cost``, ``wf.adapters``, ``wf.workers``, ``wf.trees``.
 """

@@ -28,7 +28,9 @@ class Outcome(NamedTuple):
     @property
     def code(self) -> int:
         """The exit code: 130 interrupted; 4 when a unit that ran is not done, or one was
-        left undone (given up, corrupt, running elsewhere: a person must look); else 0."""
+        left undone (given up, corrupt, running elsewhere: a person must look); else 0.
+        Whether a done unit's answer keeps the return contract is the ledger's
+        (``wf gather``, ``wf monitor``): it is shown here, never part of this code."""
         if not self.completed:
             return 130
         if any(u.state != "done" for u in self.units) or any(not s.done for s in self.skipped):
@@ -37,11 +39,13 @@ class Outcome(NamedTuple):
 
     def as_json(self) -> dict[str, Any]:
         """What ``wf run --json`` and ``wf runs retry --json`` print."""
+        from wf.fanout import ledger
+
         return {
             "run": self.run,
             "code": self.code,
             "completed": self.completed,
-            "units": [u.status for u in self.units],
+            "units": [{**u.status, "verdict": ledger.word(u.status)} for u in self.units],
             "skipped": [s._asdict() for s in self.skipped],
         }
 
@@ -64,14 +68,21 @@ def cost_record(project: Project, st: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def ended(project: Project, u: Unit) -> None:
-    """After a unit ends: note what it changed in a checkout it did not own; log its cost."""
+    """After a unit ends: check its answer against the return contract, note what it
+    changed in a checkout it did not own; log its cost."""
     from wf.cost import costlog
+    from wf.fanout import ledger
 
     st = u.status
+    checked = ledger.required(st) is not None
+    if checked:  # not fsynced: a reader derives the same check when this write is lost
+        ledger.record(u.folder, st)
     if st.get("checkout_before") is not None:
         st["left_changes"] = left_changes(st) or []
         st.pop("checkout_before")
         u.save(durable=True)
+    elif checked:
+        u.save()
     rec = cost_record(project, st)
     if rec is not None:
         costlog.append(project.root, rec)
@@ -128,13 +139,17 @@ def run_manifest(
     run: str | None = None,
     max_parallel: int | None = None,
     max_retries: int = retrymod.DEFAULT_MAX_RETRIES,
+    contract: bool = True,
     on_end: Callable[[Unit], None] | None = None,
     on_tick: Callable[[list[Unit]], None] | None = None,
 ) -> Outcome:
     """Run a manifest's units; on a run that exists, skip what is done and retry what
-    did not land (as new attempts, within ``max_retries``)."""
+    did not land (as new attempts, within ``max_retries``). ``contract`` False: every
+    unit without the return contract, whatever the manifest says."""
     defaults, entries = load_manifest(path)
     reqs = requests_from(path, defaults, entries)
+    if not contract:
+        reqs = [r._replace(contract=False, sections=()) for r in reqs]
     run = check_id(run or default_run_id(path), "run id")
     limit = max_parallel or int(defaults.get("max_parallel") or 4)
     ids = {r.id for r in reqs}
@@ -162,6 +177,7 @@ def retry(
     *,
     failed: bool = False,
     missing: bool = False,
+    invalid: bool = False,
     resume: bool = False,
     max_retries: int = retrymod.DEFAULT_MAX_RETRIES,
     max_parallel: int = 4,
@@ -172,7 +188,14 @@ def retry(
     runs.units(project, run)  # the run must exist
     repair_lost(project, run)
     todo, skipped = retrymod.plan_retry(
-        project, run, units, failed=failed, missing=missing, resume=resume, max_retries=max_retries
+        project,
+        run,
+        units,
+        failed=failed,
+        missing=missing,
+        invalid=invalid,
+        resume=resume,
+        max_retries=max_retries,
     )
     built = build_all(project, run, todo)
     completed = _run(project, built, max_parallel, on_end, on_tick) if built else True

@@ -43,6 +43,8 @@ class UnitRequest(NamedTuple):
     retry_of: str | None = None
     retry: int = 0
     access: dict[str, Any] = {}  # noqa: RUF012 - never mutated; allowed_tools, sandbox, network, isolate_mcp, extra_args
+    contract: bool = True  # the prompt ends with the return contract, and the answer is checked against it
+    sections: tuple[str, ...] = ()  # the contract's required sections; (): contract.SECTIONS
 
 
 def adapter_named(name: str | None) -> adapters.Adapter:
@@ -147,6 +149,17 @@ def _resume_meta(project: Project, run: str, req: UnitRequest) -> tuple[UnitRequ
     return req, meta, str(session_id)
 
 
+def prompt_of(req: UnitRequest) -> tuple[str, list[str] | bool]:
+    """The prompt a unit is given (ending with the return contract, unless it is off)
+    and what status.json records of the contract: its required sections, or False."""
+    if not req.contract:
+        return req.prompt, False
+    from wf.fanout import contract
+
+    required = req.sections or contract.SECTIONS
+    return contract.with_contract(req.prompt, required), list(required)
+
+
 def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
     """Validate a request and make its Unit (nothing runs yet)."""
     check_id(run, "run id")
@@ -189,6 +202,7 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
     if refused:  # e.g. read-only asked of a tool that cannot enforce it: never run it wider
         raise WfError(f"unit {req.id}: {refused[0]}")
     meta.update(mode=mode)
+    prompt, meta["contract"] = prompt_of(req)
     if req.retry_of:
         meta.update(retry_of=req.retry_of, retry=req.retry)
     if req.permission_mode:
@@ -214,7 +228,7 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
         unit=req.id,
         folder=folder,
         cwd=cwd,
-        prompt=req.prompt,
+        prompt=prompt,
         model=req.model,
         effort=req.effort,
         session_id=session_id,
