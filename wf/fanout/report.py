@@ -31,14 +31,11 @@ def _one_line(text: str, width: int = 200) -> str:
 def describe(st: dict[str, Any]) -> str:
     """``state``, its failure class and the tool's or the system's words, in the
     adapters' wording (``failed auth: Not logged in · Please run /login``), then the exit
-    code of a worker that failed: never a bare exit code, never None. A done unit whose
-    answer breaks the return contract says so next to its state, with the breach
-    (``done, invalid: missing sections: Verification``)."""
+    code of a worker that failed: never a bare exit code, never None. Whether a done
+    unit's answer keeps the return contract is :func:`invalid_mark`, shown beside it."""
     from wf import adapters
 
     base = adapters.describe(st)
-    if ledger.invalid(st):
-        return f"{base}, {ledger.INVALID}: {breach(st)}"
     state = str(st.get("state") or "unknown")
     bits: list[str] = []
     code = st.get("exit_code")
@@ -74,9 +71,17 @@ def breach(st: dict[str, Any]) -> str:
     return words or ledger.reason(st)
 
 
+def invalid_mark(st: dict[str, Any]) -> str | None:
+    """``invalid: <how>`` for a done unit whose answer breaks the return contract
+    (``invalid: missing sections: Verification``), else None."""
+    return f"{ledger.INVALID}: {breach(st)}" if ledger.invalid(st) else None
+
+
 def entry_reason(e: ledger.Entry) -> str:
     """Why a unit is on the ledger's list, in words."""
-    return e.need.value if e.status is None else describe(e.status)
+    if e.status is None:
+        return e.need.value
+    return invalid_mark(e.status) or describe(e.status)
 
 
 def entry_line(e: ledger.Entry) -> str:
@@ -176,6 +181,9 @@ def unit_line(st: dict[str, Any], folder: Path | None = None, now: float | None 
         parts.append(activity(folder, now))
     if st.get("fallback"):
         parts.append("FALLBACK")
+    mark = invalid_mark(st)
+    if mark:
+        parts.append(mark)
     cost = money([st])
     if cost is not None:
         parts.append(cost)
@@ -350,9 +358,11 @@ def gather_json(run: str, result: Watch, answers: dict[str, str]) -> dict[str, A
 
 def landed_line(st: dict[str, Any]) -> str:
     """What ``wf gather`` prints as a unit lands."""
-    return f"DONE {st['unit']} {describe(st)}{' FALLBACK' if st.get('fallback') else ''}"
+    marks = [m for m in ("FALLBACK" if st.get("fallback") else None, invalid_mark(st)) if m]
+    return " ".join([f"DONE {st['unit']} {describe(st)}", *marks])
 
 
 def answer_header(st: dict[str, Any]) -> str:
     """The line above a unit's answer in ``wf gather``."""
-    return f"== {st['unit']} ({describe(st)}{', FALLBACK' if st.get('fallback') else ''})"
+    marks = [m for m in ("FALLBACK" if st.get("fallback") else None, invalid_mark(st)) if m]
+    return f"== {st['unit']} ({', '.join([describe(st), *marks])})"
