@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from tests.adapters.test_grants_real import real_env, wf_run
 from tests.conftest import WfRunner, git
+from tests.model_api import ModelApi, Request, Step, Text
 from tests.workers.test_workers import Workers, manifest
 from wf.fanout import contract
 
@@ -358,9 +360,6 @@ REAL_BIN = os.environ.get("WF_REAL_TOOLS", "")
 def test_the_real_claude_is_given_the_contract_and_its_answer_is_checked(wf: WfRunner) -> None:
     """The real claude against the scripted model API: the "model" answers in the
     contract's form only when the prompt it received asks for it."""
-    from tests.adapters.test_grants_real import real_env, wf_run
-    from tests.model_api import ModelApi, Request, Step, Text
-
     def model(request: Request) -> Step:
         asked = request.says("# result") and request.says("Verification: <")
         return Text("Looked.\n\n" + FULL if asked else "no contract in my prompt")
