@@ -323,6 +323,17 @@ def test_sections_switch_on_a_contract_the_defaults_switch_off(w: Workers, tmp_p
             "give sections or required_sections, not both",
         ),
     ],
+    ids=[
+        "empty",
+        "a-string",
+        "a-colon",
+        "a-number",
+        "too-long",
+        "twice",
+        "contract-no",
+        "off-with-sections",
+        "both",
+    ],
 )
 def test_bad_contract_keys_are_refused_before_anything_runs(
     w: Workers, tmp_path: Path, defaults: dict[str, Any], unit: dict[str, Any], words: str
@@ -360,6 +371,7 @@ REAL_BIN = os.environ.get("WF_REAL_TOOLS", "")
 def test_the_real_claude_is_given_the_contract_and_its_answer_is_checked(wf: WfRunner) -> None:
     """The real claude against the scripted model API: the "model" answers in the
     contract's form only when the prompt it received asks for it."""
+
     def model(request: Request) -> Step:
         asked = request.says("# result") and request.says("Verification: <")
         return Text("Looked.\n\n" + FULL if asked else "no contract in my prompt")

@@ -116,9 +116,10 @@ def requests_from(path: Path, defaults: dict[str, Any], entries: list[dict[str, 
 def _contract_keys(path: Path, where: str, table: dict[str, Any]) -> dict[str, Any]:
     """A manifest table (defaults or a unit) with its contract keys checked: ``contract``
     true or false; ``sections`` (or ``required_sections``) the names that replace the
-    default four, read as the contract spells them. ``contract: false`` wins over
-    sections it inherits, and sections switch on a contract inherited as off (the table
-    nearer the unit wins); one table giving both is refused."""
+    default four, read as the contract spells them. ``contract: false`` switches the
+    contract off (sections it inherits then ask nothing), and sections switch on a
+    contract inherited as off (the table nearer the unit wins); one table giving both is
+    refused."""
     from wf.fanout import contract
 
     table = dict(table)
@@ -136,8 +137,6 @@ def _contract_keys(path: Path, where: str, table: dict[str, Any]) -> dict[str, A
         except contract.BadSections as e:
             raise WfError(f"{path.name}: {where}: {e}") from None
         table["contract"] = True
-    if table.get("contract") is False:
-        table["sections"] = ()
     return table
 
 
