@@ -162,7 +162,8 @@ def runs_retry(
     """Re-run what did not land, as new units (UNIT-r1, UNIT-r2, ...) that record
     retry_of and their count, keeping the earlier attempts; without UNITs and
     flags, all of --failed, --missing and --invalid. Exit 0 all retried units done
-    with valid answers, 4 one is not or was not retried, 130 on Ctrl-C.
+    (whether their answers keep the contract is wf gather's), 4 one failed or was
+    not retried, 130 on Ctrl-C.
 
     \b
     wf runs retry r1 --failed

@@ -162,8 +162,9 @@ def dispatch(
     as_json: bool,
 ) -> int:
     """Run one headless unit in the foreground. Exit 0 when it is done, 4 when it
-    failed, stalled, timed out, or its answer breaks the return contract (the
-    prompt ends with it; --no-contract: neither), 130 on Ctrl-C.
+    failed, stalled or timed out, 130 on Ctrl-C. Its prompt ends with the return
+    contract and its line says 'invalid' when the answer breaks it (wf gather then
+    exits 4); --no-contract: neither.
 
     Its files go to .wf/runs/RUN/UNIT/ (prompt.txt, worker.log, output.txt,
     session.txt, status.json); by default it runs in scratch/ there. The prompt goes
@@ -248,9 +249,9 @@ def run_cmd(
 ) -> int:
     """Run the units of a JSON or TOML manifest in parallel; one line per unit as it
     ends. Each prompt ends with the return contract and each answer is checked
-    against it. Exit 0 all done with valid answers, 4 a unit failed, its answer
-    breaks the contract ('invalid') or it was left undone (given up, corrupt), 130
-    on Ctrl-C.
+    against it (a line says 'invalid' when it breaks it; wf gather then exits 4).
+    Exit 0 all done, 4 a unit failed or was left undone (given up, corrupt), 130 on
+    Ctrl-C.
 
     \b
     {"defaults": {"adapter": "cmd", "timeout": 600, "max_parallel": 5},
