@@ -399,16 +399,18 @@ def test_orch_run_adapter_passes_the_lanes_model_for_that_tool(wf: WfRunner, w: 
 
 
 def test_a_resume_never_passes_a_placeholder_model(w: Workers) -> None:
-    """A record an older wf wrote with model <synthetic>: the follow-up asks no model."""
+    """A record an older wf wrote with model <synthetic>: the follow-up asks no such
+    placeholder, but the fan-out default (a unit with no model never gets the tool's own)."""
     import json
 
     assert w.run("dispatch", "r1", "a", "--adapter", "claude", "--prompt", "hi").returncode == 0
     path = w.unit("r1", "a") / "status.json"
-    path.write_text(json.dumps({**json.loads(path.read_text()), "model": "<synthetic>"}))
+    old = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("model_asked", "model_source")}
+    path.write_text(json.dumps({**old, "model": "<synthetic>"}))
     r = w.run("dispatch", "r1", "b", "--resume-from", "a", "--prompt", "more")
     assert r.returncode == 0, r.stdout + r.stderr
     resumed = [c for c in w.argv_calls() if "--resume" in c]
-    assert resumed and not any(a.startswith("--model") for a in resumed[0]), resumed
+    assert resumed and [a for a in resumed[0] if a.startswith("--model")] == ["--model=sonnet"], resumed
     assert w.status("r1", "b")["model"] != "<synthetic>"
 
 

@@ -6,10 +6,11 @@
 - ``fsutil``: exact reads, atomic writes, appends, tails; ``records``: the one validated
   reader and writer of JSON state records; ``settle``: settled reads, checked renames;
 - ``lock``: the project lock (filelock); ``pids``: whether a pid lives, and since when;
-- ``project``: finding the main checkout; ``config``: wf.toml (tomlkit for edits);
+- ``project``: finding the main checkout; ``config``: wf.toml, read; ``configedit``: its
+  edits (tomlkit);
 - ``homes``: where the agent tools and wf keep their files; ``gitenv``: the variables that
   point git elsewhere.
 
-May import: nothing of wf outside ``wf.base`` (the standard library; tomlkit in ``config``,
+May import: nothing of wf outside ``wf.base`` (the standard library; tomlkit in ``configedit``,
 filelock in ``lock``).
 """

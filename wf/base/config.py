@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
-from wf.base.errors import ConfigError, WfError
+from wf.base.errors import ConfigError
 from wf.base.ids import ID_HELP, MODEL_RE, valid_id
 
 # The tools wf can drive, one module each in wf/adapters. Named here, not imported from
@@ -82,9 +82,15 @@ class Config(NamedTuple):
     cloud_max_parallel: int = 1  # cloud sessions running at once
     cloud_models: tuple[str, ...] = ()  # models the cloud lane takes; () = opus-class only
     cloud_pull_every: float = 600.0  # seconds between a batch's pulls of its cloud sessions
+    budget: float = 0.0  # USD a batch (and the pilot) may spend; 0: no budget
+    weekly_reserve: float = 0.0  # share of the plan's weekly window no batch task uses; 0: none
     lock_timeout: float = 10.0
     backup_days: float = 14.0
     lanes: tuple[Lane, ...] = (Lane("haiku", "haiku"), Lane("sonnet", "sonnet"), Lane("opus", "opus"))
+    # [fanout]: the model per adapter of a unit that names none; the expensive models
+    # (None: wf's own list) only an explicit model, never a default, may choose
+    fanout_models: tuple[tuple[str, str], ...] = ()
+    fanout_expensive: tuple[str, ...] | None = None
     warnings: tuple[ConfigWarning, ...] = ()
 
     def lane(self, name: str) -> Lane | None:
@@ -117,6 +123,8 @@ cloud = false             # use the cloud lane (Claude Code cloud sessions; see 
 # cloud_max_parallel = 1  # cloud sessions running at once
 # cloud_models = []       # models sent to the cloud; empty = opus-class models only
 # cloud_pull_every = 600  # seconds between a batch's pulls of its cloud sessions
+# budget = 5.0            # USD a batch or the pilot may spend (like --budget); unset: none
+# weekly_reserve = 0.2    # share of the plan's weekly usage window kept for the day
 lock_timeout = 10         # seconds to wait for the project lock before giving up
 backup_days = 14          # wf merge, doctor --fix and wt prune delete older backup refs main holds
 
@@ -153,8 +161,12 @@ _TOP_KEYS = {
     "cloud_pull_every",
     "lock_timeout",
     "backup_days",
+    "budget",
+    "weekly_reserve",
     "lanes",
+    "fanout",
 }
+FANOUT_KEYS = ("models", "expensive")
 
 
 MAX_BYTES = 1 << 20  # a settings file larger than this is not a settings file
@@ -273,6 +285,8 @@ LIMITS: dict[str, float] = {
     "backup_days": 36_500,
     "cloud_budget": 1_000_000,
     "cloud_reserve": 1_000_000,
+    "budget": 1_000_000,
+    "weekly_reserve": 1,
     "cloud_max_parallel": 64,
     "cloud_pull_every": DAY,
     "max_parallel": 64,
@@ -344,10 +358,40 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
         if not all(isinstance(m, str) and MODEL_RE.fullmatch(m) for m in models):
             raise ConfigError(where, "cloud_models must be a list of model names")
         kw["cloud_models"] = tuple(models)
+    if "fanout" in data:
+        kw.update(_fanout(_typed(data, "fanout", dict, where), where, warnings))
+    if "budget" in data:
+        kw["budget"] = _number(data, "budget", where)
+        if kw["budget"] <= 0:
+            raise ConfigError(where, "budget must be dollars above 0 (leave it out for no budget)")
+    if "weekly_reserve" in data:
+        kw["weekly_reserve"] = _number(data, "weekly_reserve", where)
+        if kw["weekly_reserve"] >= 1:
+            raise ConfigError(where, "weekly_reserve must be a share of the week, 0 to below 1 (0.2: 20%)")
     if "lanes" in data:
         kw["lanes"] = _lanes(_typed(data, "lanes", dict, where), where, warnings)
     kw["warnings"] = tuple(warnings)
     return Config(**kw)
+
+
+def _fanout(table: dict[str, Any], where: str, warnings: list[ConfigWarning]) -> dict[str, Any]:
+    """[fanout]: ``models = {claude = "sonnet"}``, ``expensive = ["opus", ...]``."""
+    warnings += [
+        ConfigWarning(where, f"unknown key 'fanout.{k}' (ignored)") for k in table if k not in FANOUT_KEYS
+    ]
+    kw: dict[str, Any] = {}
+    models = table.get("models", {})
+    if not isinstance(models, dict) or not all(
+        k in ADAPTERS and isinstance(v, str) and MODEL_RE.fullmatch(v) for k, v in models.items()
+    ):
+        raise ConfigError(where, 'fanout.models must map adapters to model names, e.g. {claude = "sonnet"}')
+    kw["fanout_models"] = tuple(sorted(models.items()))
+    if "expensive" in table:
+        names = table["expensive"]
+        if not isinstance(names, list) or not all(isinstance(m, str) and m.strip() for m in names):
+            raise ConfigError(where, "fanout.expensive must be a list of model names (or parts of names)")
+        kw["fanout_expensive"] = tuple(m.strip() for m in names)
+    return kw
 
 
 def _lanes(table: dict[str, Any], where: str, warnings: list[ConfigWarning]) -> tuple[Lane, ...]:
@@ -463,91 +507,3 @@ def _access(spec: dict[str, Any], name: str, where: str) -> dict[str, Any]:
         raise ConfigError(where, f"lanes.{name}.extra_args must be a list of strings (an argv)")
     kw["extra_args"] = tuple(extra)
     return kw
-
-
-def check_key(dotted: str) -> None:
-    """Refuse a key wf does not know (a typo would be written and then ignored)."""
-    parts = dotted.split(".")
-    if len(parts) == 1 and parts[0] in _TOP_KEYS - {"lanes"}:
-        return
-    if len(parts) == 3 and parts[0] == "lanes" and valid_id(parts[1]) and parts[2] in LANE_KEYS:
-        return
-    raise WfError(
-        f"unknown setting {dotted!r}: expected one of {', '.join(sorted(_TOP_KEYS - {'lanes'}))}, "
-        f"or lanes.<name>.{{{','.join(LANE_KEYS)}}}"
-    )
-
-
-def _editable(path: Path) -> str:
-    """wf.toml's text for tomlkit to edit (the project's load, before any edit, has
-    refused a file that is no file, too large, not UTF-8 or not TOML)."""
-    data = read(path) or b""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ConfigError(path.name, _not_utf8(e)) from None
-
-
-def set_value(path: Path, dotted: str, raw: str) -> Config:
-    """Set one key (``lanes.sonnet.max_parallel``) in wf.toml, keeping comments and
-    layout; the value is parsed as TOML if it can be (``2``, ``true``), else a string.
-    The result is validated before it is written."""
-    import tomlkit
-
-    from wf.base.fsutil import atomic_write
-
-    parts = dotted.split(".")
-    if not all(parts):
-        raise WfError(f"bad key {dotted!r}")
-    doc = tomlkit.parse(_editable(path))
-    if raw.strip().lower() in ("null", "none", "nil"):
-        raise WfError(f"TOML has no {raw.strip()}: to remove {dotted}, run wf config --unset {dotted}")
-    try:
-        value: Any = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw
-    table: Any = doc
-    for part in parts[:-1]:
-        if part not in table:
-            table[part] = tomlkit.table()
-        table = table[part]
-        if not isinstance(table, dict):
-            raise WfError(f"{dotted}: {part} is not a table")
-    table[parts[-1]] = value
-    text = tomlkit.dumps(doc)
-    config = from_dict(tomllib.loads(text), path.name)
-    atomic_write(path, text.encode("utf-8"))
-    return config
-
-
-def unset_value(path: Path, dotted: str) -> Config:
-    """Remove one key (``gate``, ``lanes.sonnet.effort``) or a whole lane (``lanes.x``)
-    from wf.toml, keeping comments and layout. With no [lanes] table in the file, the
-    default lanes are written out first, so removing one keeps the others."""
-    import tomlkit
-
-    from wf.base.fsutil import atomic_write
-
-    parts = dotted.split(".")
-    lane_table = len(parts) == 2 and parts[0] == "lanes" and valid_id(parts[1])
-    if not lane_table:
-        check_key(dotted)
-    doc = tomlkit.parse(_editable(path))
-    if parts[0] == "lanes" and "lanes" not in doc:
-        lanes = tomlkit.table(is_super_table=True)
-        for ln in Config().lanes:
-            lanes[ln.name] = {"model": ln.model, "adapter": ln.adapter, "max_parallel": ln.max_parallel}
-        doc["lanes"] = lanes
-    table: Any = doc
-    for part in parts[:-1]:
-        table = table.get(part) if isinstance(table, dict) else None
-    if not isinstance(table, dict) or parts[-1] not in table:
-        what = f"no lane {parts[1]!r}" if lane_table else f"{dotted} is not set"
-        raise WfError(f"{what} in {path.name} (wf config lists the settings)")
-    if lane_table and len(table) == 1:
-        raise WfError(f"lanes.{parts[1]} is the last lane; a project needs one (add another first)")
-    del table[parts[-1]]
-    text = tomlkit.dumps(doc)
-    config = from_dict(tomllib.loads(text), path.name)
-    atomic_write(path, text.encode("utf-8"))
-    return config

@@ -2,8 +2,8 @@
 
 Each command collects its options, calls one core function and prints the result. One
 module of commands per part: ``tasks``, ``git``, ``workers`` (dispatch, run), ``runs``,
-``watch`` (monitor, gather), ``orch``, ``usage``, ``batch``, ``cloud``; ``base`` holds the
-group, the shared helpers and the entry point.
+``watch`` (monitor, gather), ``apply``, ``orch``, ``usage``, ``batch``, ``top``, ``cloud``;
+``base`` holds the group, the shared helpers and the entry point.
 Exit codes: 0 ok, 1 an expected error (message on stderr), 2 a usage error,
 3 a bug (traceback saved to a crash log), 4 a person or the caller must act,
 5 gave up waiting, 130 interrupted.
@@ -47,6 +47,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dispatch": ("workers", "Run one headless unit in the foreground."),
     "run": ("workers", "Run the units of a JSON or TOML manifest in parallel; one line per unit as it ends."),
     "runs": ("runs", "Recent runs (newest first); subcommands show one run's units."),
+    "apply": (
+        "apply",
+        "Bring a clone unit's changes (its commits, edits and new files since the commit it started from) "
+        "into the main checkout's files, unstaged: nothing is committed and the index is not touched.",
+    ),
     "monitor": (
         "watch",
         "Wait for the first thing that needs attention among the units watched (all, the UNITs named, "
@@ -84,6 +89,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "alive and a free lane has runner-ready work, start 'wf batch K'; when there is none, one prep "
         "batch per idle spell; after each batch its stop lines and the questions a person must answer.",
     ),
+    "top": ("top", "What the night is doing now: who waits for a person, each lane's task, time and cost."),
     "cloud": ("cloud", "The cloud lane: tasks run as Claude Code cloud sessions (cloud = true in wf.toml)."),
     "batch-job": ("batch", "The detached batch (started by wf batch N)."),
     "batch-tail": ("batch", "The cloud tail of a batch (started by the batch job when its loop ends)."),

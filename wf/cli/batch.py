@@ -9,6 +9,14 @@ import click
 from wf.base.text import safe_line
 from wf.cli.base import _Group, _print, _project, _warn, cli
 
+
+def _budget(value: str | None) -> float | None:
+    """A --budget in dollars (UsageError for anything but a finite number above 0)."""
+    from wf.night.batchcost import parse_budget
+
+    return None if value is None else parse_budget(value)
+
+
 # ---------------------------------------------------------------- wf res
 
 
@@ -218,7 +226,14 @@ def res_stop(job_id: str, as_json: bool) -> None:
 @click.option(
     "--stop", "stop_", is_flag=True, help="Write the stop file: running tasks finish, nothing new starts."
 )
-@click.option("--json", "as_json", is_flag=True, help="With --status: print it as JSON.")
+@click.option(
+    "--budget",
+    metavar="USD",
+    callback=lambda ctx, param, v: _budget(v),
+    help="Start no task when what the batch spent plus the task's forecast would pass USD "
+    "(default: wf.toml's budget).",
+)
+@click.option("--json", "as_json", is_flag=True, help="With --status or --dry-run: print it as JSON.")
 @click.pass_context
 def batch(
     ctx: click.Context,
@@ -232,6 +247,7 @@ def batch(
     dry_run: bool,
     show_status: bool,
     stop_: bool,
+    budget: float | None,
     as_json: bool,
 ) -> int:
     """Run up to N tasks unattended: a detached job (it survives the terminal and runs
@@ -242,11 +258,15 @@ def batch(
     orchestrator (claude -p with the packaged batch prompt) under the same limits.
     --prep runs the lanes' workers with the packaged prep prompt on up to N tasks
     that lack Done or Model; wf commits only the lines they changed.
+    --dry-run also prints what the tasks it would run will likely cost and take, from
+    out/wf-cost.log. --budget (or wf.toml's budget) starts no task whose forecast, added
+    to what the batch spent, would pass it; the batch then ends with reason "budget".
 
     \b
     Examples:
       wf batch 5 --lanes sonnet,haiku --for 6h --mem 4G
       wf batch 5 --dry-run
+      wf batch 5 --budget 5.00
       wf batch 3 --agent --model opus --for 4h
       wf batch 6 --prep --lanes sonnet
       wf batch --status          wf batch --stop
@@ -277,13 +297,13 @@ def batch(
         agent=agent,
         model=model,
         prep=prep,
+        budget=budget,
     )
     if prep and not plan.lanes:
         click.echo("prep: nothing to prepare")
         return 0
     if dry_run:
-        for line in batchplan.dry_run_lines(plan):
-            click.echo(safe_line(line))
+        _print(as_json, plan.as_dict(), batchplan.dry_run_lines(plan))
         return 0
     started = batchmod.start(proj, plan)
     click.echo(f"batch {started.stamp} started: job {started.job} (pid {started.pid}), "
@@ -381,9 +401,17 @@ def batch_job(ctx: click.Context, stamp: str, ready_fd: int | None) -> int:
     "--for", "for_", metavar="DURATION", default="8h", show_default=True, help="End after this long."
 )
 @click.option("--no-prep", is_flag=True, help="Never run prep batches.")
+@click.option(
+    "--budget",
+    metavar="USD",
+    callback=lambda ctx, param, v: _budget(v),
+    help="What all its batches together may spend (default: wf.toml's budget).",
+)
 @click.option("--poll", type=click.FloatRange(min=0.1), default=20.0, hidden=True)
 @click.pass_context
-def pilot(ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: bool, poll: float) -> int:
+def pilot(
+    ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: bool, budget: float | None, poll: float
+) -> int:
     """Batches back to back, in the foreground (a terminal multiplexer, a timer): when no
     batch is alive and a free lane has runner-ready work, start 'wf batch K'; when there
     is none, one prep batch per idle spell; after each batch its stop lines and the
@@ -393,11 +421,14 @@ def pilot(ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: boo
     run or prepare (saying what waits for a person), with the cost report for the time
     it ran. A batch that changed nothing on its lanes (a tool that cannot run) is not
     started there again. Exit 1 when a batch could not start or no lane with work made
-    progress, else 4 when tasks wait for a person at the end, else 0.
+    progress, else 4 when tasks wait for a person at the end, else 0. --budget (or
+    wf.toml's budget) is what all its batches may spend: each batch gets what is left,
+    and the pilot ends ("budget") after a batch stopped for it.
 
     \b
-    Example:
+    Examples:
       wf pilot --batch 4 --lanes sonnet,haiku --for 8h
+      wf pilot --batch 4 --budget 20.00
     """
     import time
 
@@ -417,6 +448,7 @@ def pilot(ctx: click.Context, k: int, lanes: str | None, for_: str, no_prep: boo
         prep=not no_prep,
         poll=poll,
         emit=emit,
+        budget=budget or proj.config.budget or None,
     )
     emit(f"pilot ended: {ended.end.value}")
     click.echo(f"cost since {ended.began}:")

@@ -14,9 +14,16 @@ from wf.base.config import ADAPTERS
 from wf.base.errors import WfError
 from wf.base.quantity import parse_duration
 from wf.base.text import safe, safe_line
-from wf.cli.base import _echo_json, _Group, _on_wait, _project, cli
+from wf.cli.base import _echo_json, _Group, _on_wait, _print, _project, cli
 
 # ---------------------------------------------------------------- the orchestration loop
+
+
+def _budget(value: str | None) -> float | None:
+    """A --budget in dollars (UsageError for anything but a finite number above 0)."""
+    from wf.night.batchcost import parse_budget
+
+    return None if value is None else parse_budget(value)
 
 
 @cli.group(cls=_Group)
@@ -284,6 +291,14 @@ def orch_status(ctx: click.Context, as_json: bool) -> None:
 @click.option(
     "--max-tasks", type=click.IntRange(min=1), help="Start at most N tasks (recoveries not counted)."
 )
+@click.option(
+    "--budget",
+    metavar="USD",
+    callback=lambda ctx, param, v: _budget(v),
+    help="Start no task when what this run spent plus the task's forecast would pass USD.",
+)
+@click.option("--dry-run", is_flag=True, help="Print the forecast of the tasks it would run; start nothing.")
+@click.option("--json", "as_json", is_flag=True, help="With --dry-run: print the forecast as JSON.")
 @click.pass_context
 def orch_run(
     ctx: click.Context,
@@ -293,6 +308,9 @@ def orch_run(
     for_: str | None,
     timeout: float | None,
     max_tasks: int | None,
+    budget: float | None,
+    dry_run: bool,
+    as_json: bool,
 ) -> int:
     """Run the loop headless: pick, start the lane's worker, wait, read its four report
     lines (none = crashed), post, repeat; lanes in parallel, until every lane stops.
@@ -306,9 +324,16 @@ def orch_run(
       0  out of work, or told to stop (stop file, --for, --max-tasks)
       4  a person is needed (awaiting, handback, wip, blocked, post-check red)
       1  an error it could not get past (a tool not installed or logged in, ...)
+
+    --budget (else wf.toml's budget) stops each lane, before its claim, at the first task
+    whose forecast, added to what the run spent, would pass it (a normal stop: exit 0);
+    wf.toml's weekly_reserve keeps that share of the plan's weekly window.
+
     \b
-    Example:
+    Examples:
       wf orch run sonnet haiku --for 8h --until-stop
+      wf orch run sonnet --max-tasks 3 --budget 5.00
+      wf orch run sonnet --max-tasks 3 --dry-run
     """
     from wf.cloud import PLUG
     from wf.orch.loop import Loop
@@ -319,6 +344,14 @@ def orch_run(
     for name in names:
         if proj.config.lane(name) is None:
             raise WfError(f"no lane {name!r} (wf lanes)")
+    if as_json and not dry_run:
+        raise click.UsageError("--json goes with --dry-run (the loop itself prints event lines)")
+    if dry_run:
+        from wf.night import batchcost
+
+        shown = batchcost.dry_run(proj, names, max_tasks, budget or proj.config.budget or None)
+        _print(as_json, shown.as_dict(), shown.lines())
+        return 0
     out = _Out()
     loop = Loop(
         proj,
@@ -330,6 +363,8 @@ def orch_run(
         timeout=timeout,
         max_tasks=max_tasks,
         cloud=PLUG,
+        budget=budget or proj.config.budget or None,
+        weekly_reserve=proj.config.weekly_reserve or None,
     )
     code = loop.run(tick=out.status)
     out.clear()

@@ -64,20 +64,20 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, unset: bo
       wf config lanes.sonnet
       wf config --unset lanes.haiku
     """
-    from wf.base import config as configmod
+    from wf.base import configedit
 
     proj = _project(ctx)
     cfg = proj.config
     if unset:
         if key is None or value is not None:
             raise click.UsageError("--unset takes one KEY: wf config --unset lanes.haiku")
-        cfg = configmod.unset_value(proj.config_path, key)
+        cfg = configedit.unset_value(proj.config_path, key)
     elif value is not None and key is not None:
-        configmod.check_key(key)
+        configedit.check_key(key)
         if key in ("main", "gate") and value.strip() in ("", '""', "''"):
             cfg = _unset_if_set(proj.config_path, key) or cfg
         else:
-            cfg = configmod.set_value(proj.config_path, key, value)
+            cfg = configedit.set_value(proj.config_path, key, value)
     if unset or value is not None:
         for w in cfg.warnings:
             _warn(str(w))
@@ -87,6 +87,7 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, unset: bo
         for ln in cfg.lanes
     }
     data.pop("warnings")
+    data["fanout"] = {"models": dict(data.pop("fanout_models")), "expensive": data.pop("fanout_expensive")}
     if unset:
         click.echo(f"removed {key}" if key not in data else f"{key}: back to its default")
         return
@@ -104,10 +105,10 @@ def config_cmd(ctx: click.Context, key: str | None, value: str | None, unset: bo
 
 
 def _unset_if_set(path: Path, key: str) -> Any:
-    from wf.base import config as configmod
+    from wf.base import configedit
 
     try:
-        return configmod.unset_value(path, key)
+        return configedit.unset_value(path, key)
     except WfError:
         return None  # not set: nothing to remove
 

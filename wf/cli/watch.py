@@ -7,11 +7,16 @@ up waiting (--timeout); 130 interrupted.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from wf.base.text import safe, safe_line
 from wf.cli.base import _echo_json, _project, cli
 from wf.cli.workers import Live
+
+if TYPE_CHECKING:
+    from wf.base.project import Project
 
 
 @cli.command()
@@ -98,6 +103,11 @@ def monitor(
     help="Give up after S seconds (exit 5).",
 )
 @click.option(
+    "--compare",
+    is_flag=True,
+    help="Line up the answers of each panel (wf run --panel) section by section: agree, differ, missing.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
@@ -105,7 +115,13 @@ def monitor(
 )
 @click.pass_context
 def gather(
-    ctx: click.Context, run: str, units: tuple[str, ...], quiet: float, timeout: float, as_json: bool
+    ctx: click.Context,
+    run: str,
+    units: tuple[str, ...],
+    quiet: float,
+    timeout: float,
+    compare: bool,
+    as_json: bool,
 ) -> int:
     """Wait until every unit (or the UNITs named) has ended and its results stayed
     quiet, printing 'DONE UNIT STATE' as each lands, then each answer under a
@@ -116,14 +132,24 @@ def gather(
     named with its reason. Exit 0 all done and valid, 4 one is not, 5 --timeout
     passed first.
 
+    With --compare, each panel's answers are lined up instead, one row per
+    section marked agree, differ or missing (files named by one unit and not
+    another, opposite conclusions); exit 0 when every section of every panel
+    agrees, 4 when one differs or is missing (or a unit is not done).
+
     \b
     wf gather r1 > answers.txt
     wf gather r1 --json | jq -r '.units[].output'
     wf gather r1 --json | jq -r '.attention[].unit'   # then: wf runs retry r1 --invalid
+    wf gather q1 --compare --json | jq '.panels[].sections[] | select(.mark != "agree")'
     """
     from wf.fanout import report, watch
 
     proj = _project(ctx)
+    if compare:
+        if units:
+            raise click.UsageError("--compare compares whole panels: name no UNITs")
+        return _compare(proj, run, quiet=quiet, timeout=timeout, as_json=as_json)
     live = Live(as_json)
     result = watch.gather(
         proj,
@@ -148,3 +174,33 @@ def gather(
     for line in report.attention_lines(run, result.attention, "gather"):
         click.echo(safe_line(line))
     return result.code
+
+
+def _compare(proj: Project, run: str, *, quiet: float, timeout: float, as_json: bool) -> int:
+    """wf gather RUN --compare: gather's wait, then the panels side by side."""
+    from wf.fanout import compare, report, watch
+
+    live = Live(as_json)
+    result = watch.gather(
+        proj,
+        run,
+        None,
+        quiet=quiet,
+        timeout=timeout,
+        on_landed=lambda st: live.echo(report.landed_line(st)),
+        on_tick=lambda sts: live.tick_statuses(proj, run, sts),
+    )
+    live.done()
+    panels = compare.compare_run(proj, run, result.units)
+    code = compare.exit_code(result.code, panels)
+    if as_json:
+        _echo_json(compare.run_json(run, code, panels))
+        return code
+    for n, panel in enumerate(panels):
+        if n:
+            click.echo("")
+        for line in compare.table(run, panel):
+            click.echo(safe_line(line))
+    if result.code == watch.GAVE_UP:
+        click.echo(f"gather {run}: gave up after {timeout:g}s; not every unit has landed")
+    return code

@@ -107,10 +107,14 @@ def instructions(required: tuple[str, ...] = SECTIONS) -> str:
 
 def with_contract(prompt: str, required: tuple[str, ...] = SECTIONS) -> str:
     """``prompt`` ending with the contract's instructions; a prompt that already ends
-    with them (a retry reads its prompt back from prompt.txt) is kept as it is."""
+    with them (a retry reads its prompt back from prompt.txt, a template adds them) is
+    kept as it is, and one ending with the default sections' gets ``required``'s instead."""
     tail = instructions(required)
     if prompt.endswith(tail):
         return prompt
+    default = instructions()
+    if prompt.endswith(default):  # a template's prompt ends with the default sections
+        prompt = prompt[: -len(default)]
     return prompt.rstrip("\n") + "\n" + tail
 
 

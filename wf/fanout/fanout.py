@@ -12,6 +12,7 @@ from wf.base.errors import WfError
 from wf.base.project import Project
 from wf.fanout import retry as retrymod
 from wf.fanout.manifest import default_run_id, load_manifest, requests_from, save_requests
+from wf.fanout.prompts import answer_of
 from wf.fanout.units import UnitRequest, build_unit, left_changes
 from wf.fanout.watch import repair_lost
 from wf.tasks.taskfile import check_id
@@ -140,18 +141,46 @@ def run_manifest(
     max_parallel: int | None = None,
     max_retries: int = retrymod.DEFAULT_MAX_RETRIES,
     contract: bool = True,
+    given: dict[str, Any] | None = None,
     on_end: Callable[[Unit], None] | None = None,
     on_tick: Callable[[list[Unit]], None] | None = None,
 ) -> Outcome:
     """Run a manifest's units; on a run that exists, skip what is done and retry what
-    did not land (as new attempts, within ``max_retries``). ``contract`` False: every
-    unit without the return contract, whatever the manifest says."""
+    did not land (as new attempts, within ``max_retries``). ``given``: manifest keys from
+    the command line, defaults for every unit (see ``manifest.requests_from``).
+    ``contract`` False: every unit without the return contract, whatever the manifest says."""
     defaults, entries = load_manifest(path)
-    reqs = requests_from(path, defaults, entries)
+    run = check_id(run or default_run_id(path), "run id")
+    listed = {str(e.get("id")) for e in entries if isinstance(e, dict)}
+    reqs = requests_from(path, defaults, entries, lambda u: answer_of(project, str(run), u, listed), given)
+    return run_requests(
+        project,
+        reqs,
+        run=run,
+        max_parallel=max_parallel or int(defaults.get("max_parallel") or 4),
+        max_retries=max_retries,
+        contract=contract,
+        on_end=on_end,
+        on_tick=on_tick,
+    )
+
+
+def run_requests(
+    project: Project,
+    reqs: list[UnitRequest],
+    *,
+    run: str,
+    max_parallel: int,
+    max_retries: int = retrymod.DEFAULT_MAX_RETRIES,
+    contract: bool = True,
+    on_end: Callable[[Unit], None] | None = None,
+    on_tick: Callable[[list[Unit]], None] | None = None,
+) -> Outcome:
+    """Run these requests (a manifest's, a panel's) as the units of ``run``, as
+    :func:`run_manifest` does (``contract`` False: all of them without the contract)."""
+    check_id(run, "run id")
     if not contract:
         reqs = [r._replace(contract=False, sections=()) for r in reqs]
-    run = check_id(run or default_run_id(path), "run id")
-    limit = max_parallel or int(defaults.get("max_parallel") or 4)
     ids = {r.id for r in reqs}
     for r in reqs:
         if r.resume_from and r.resume_from in ids:
@@ -166,7 +195,7 @@ def run_manifest(
         todo = reqs
     units = build_all(project, run, todo)
     save_requests(project, run, reqs)
-    completed = _run(project, units, limit, on_end, on_tick)
+    completed = _run(project, units, max_parallel, on_end, on_tick)
     return Outcome(run, units, skipped, completed)
 
 

@@ -1,5 +1,6 @@
 """Manifests: a JSON or TOML file of unit requests (``units``, or ``tasks`` as the
-orchestrate design spells it) with optional ``defaults``."""
+orchestrate design spells it) with optional ``defaults``; the requests of a panel (one
+question to several tools, ``wf run --panel`` or units sharing a ``panel`` key)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ import os
 import re
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from wf import adapters
 from wf.base import records as store
-from wf.base.errors import WfError
+from wf.base.errors import UsageError, WfError
+from wf.base.ids import ID_HELP, valid_id
 from wf.base.project import Project
+from wf.fanout import prompts
 from wf.fanout.units import UnitRequest
 from wf.tasks.taskfile import check_id
 from wf.workers import runs
@@ -23,6 +27,8 @@ _UNIT_KEYS = (set(UnitRequest._fields) - {"retry_of", "retry", "access"}) | {
     "prompt_file",
     "clone",
     "required_sections",
+    "template",
+    "vars",
     *adapters.ACCESS_KEYS,
 }
 
@@ -50,15 +56,25 @@ def load_manifest(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return defaults, entries
 
 
-def requests_from(path: Path, defaults: dict[str, Any], entries: list[dict[str, Any]]) -> list[UnitRequest]:
+def requests_from(
+    path: Path,
+    defaults: dict[str, Any],
+    entries: list[dict[str, Any]],
+    answer: Callable[[str], str] | None = None,
+    given: dict[str, Any] | None = None,
+) -> list[UnitRequest]:
+    """The requests of a manifest's units; ``answer(unit)`` reads the answer of a unit of
+    the run, for a template's var given as ``{"unit": "ID"}``. ``given``: manifest keys
+    from the command line (``wf run --model ... --sandbox ...``), defaults for every unit
+    that replace the manifest's own ``defaults`` but never a key the unit sets itself."""
+    given = given or {}
     out = []
     seen: set[str] = set()
     base = path.parent
     for n, entry in enumerate(entries, 1):
         if not isinstance(entry, dict):
             raise WfError(f"{path.name}: unit {n} must be a table")
-        level = {k: v for k, v in defaults.items() if k != "max_parallel"}
-        merged = {**_contract_keys(path, "defaults", level), **_contract_keys(path, f"unit {n}", entry)}
+        merged = _merged(path, n, defaults, given, entry)
         unknown = set(merged) - _UNIT_KEYS
         if unknown:
             raise WfError(f"{path.name}: unit {n}: unknown keys {', '.join(sorted(unknown))}")
@@ -68,6 +84,13 @@ def requests_from(path: Path, defaults: dict[str, Any], entries: list[dict[str, 
             raise WfError(f"{path.name}: unit id {uid} twice")
         seen.add(uid)
         prompt = merged.get("prompt")
+        if "vars" in merged and "template" not in merged:
+            raise WfError(f"{path.name}: unit {uid}: vars are for a template (template = NAME)")
+        if "template" in merged:
+            if "prompt" in merged or "prompt_file" in merged:
+                raise WfError(f"{path.name}: unit {uid}: give one of prompt, prompt_file and template")
+            tvars = merged.pop("vars", None)
+            prompt = prompts.for_unit(uid, merged.pop("template"), tvars, answer or _no_run)
         if "prompt_file" in merged:
             pf = Path(str(merged.pop("prompt_file")))
             pf = pf if pf.is_absolute() else base / pf
@@ -96,8 +119,9 @@ def requests_from(path: Path, defaults: dict[str, Any], entries: list[dict[str, 
                 prompt=prompt,
                 adapter=_str(merged.get("adapter"), uid, "adapter"),
                 model=_str(merged.get("model"), uid, "model"),
+                model_source=_model_source(entry, given, defaults),
                 effort=_str(merged.get("effort"), uid, "effort"),
-                timeout=_num(merged.get("timeout"), uid, "timeout"),
+                timeout=_num(merged.get("timeout"), uid, "timeout", zero="no timeout"),
                 stall=_num(merged.get("stall"), uid, "stall"),
                 cwd=cwd,
                 mode=_str(mode, uid, "mode"),
@@ -106,11 +130,25 @@ def requests_from(path: Path, defaults: dict[str, Any], entries: list[dict[str, 
                 cmd=tuple(cmd),
                 permission_mode=_str(merged.get("permission_mode"), uid, "permission_mode"),
                 access={k: merged[k] for k in adapters.ACCESS_KEYS if k in merged},
-                contract=merged.get("contract", True),
-                sections=merged.get("sections", ()),
+                panel=_panel(merged.get("panel"), uid),
+                **_contract_fields(merged),
             )
         )
+    check_panels(path.name, out)
     return out
+
+
+def _merged(
+    path: Path, n: int, defaults: dict[str, Any], given: dict[str, Any], entry: dict[str, Any]
+) -> dict[str, Any]:
+    """A unit's keys: its own over the command line's over the manifest's defaults, each
+    table's contract keys checked."""
+    level = {k: v for k, v in defaults.items() if k != "max_parallel"}
+    return {**_contract_keys(path, "defaults", level), **given, **_contract_keys(path, f"unit {n}", entry)}
+
+
+def _contract_fields(merged: dict[str, Any]) -> dict[str, Any]:
+    return {"contract": merged.get("contract", True), "sections": merged.get("sections", ())}
 
 
 def _contract_keys(path: Path, where: str, table: dict[str, Any]) -> dict[str, Any]:
@@ -140,6 +178,87 @@ def _contract_keys(path: Path, where: str, table: dict[str, Any]) -> dict[str, A
     return table
 
 
+PANEL = "panel"  # the panel id of ``wf run --panel``
+
+
+def _panel(v: Any, uid: str) -> str | None:
+    name = _str(v, uid, "panel")
+    if name is not None and not valid_id(name):
+        raise WfError(f"unit {uid}: bad panel id {name!r}: {ID_HELP}")
+    return name
+
+
+def check_panels(where: str, reqs: list[UnitRequest]) -> None:
+    """Every panel has two units or more, all asked the same question (the same prompt):
+    only then do their answers line up (``wf gather --compare``)."""
+    panels: dict[str, list[UnitRequest]] = {}
+    for r in reqs:
+        if r.panel:
+            panels.setdefault(r.panel, []).append(r)
+    for name, members in panels.items():
+        if len(members) < 2:
+            raise WfError(f"{where}: panel {name} has one unit ({members[0].id}); a panel needs two or more")
+        odd = [r.id for r in members if r.prompt != members[0].prompt]
+        if odd:
+            raise WfError(
+                f"{where}: panel {name}: {', '.join(odd)} asked another question than {members[0].id};"
+                " every unit of a panel gets the same prompt"
+            )
+
+
+def panel_requests(
+    tools: str,
+    prompt: str,
+    *,
+    mode: str | None = None,
+    cwd: str | None = None,
+    cmd: tuple[str, ...] = (),
+    given: dict[str, Any] | None = None,
+) -> list[UnitRequest]:
+    """The units of ``wf run --panel claude,codex:gpt-5.5``: one per tool, named by the
+    tool (a repeated tool: ``claude-2``, ...), each with the same prompt; ``tool:model``
+    asks that tool for a model. ``given``: the options every unit takes (``model``,
+    ``timeout``, ``stall``, ``permission_mode`` and the tool access keys), as manifest keys."""
+    given = given or {}
+    if not prompt.strip():
+        raise UsageError("--panel: the prompt is empty")
+    out: list[UnitRequest] = []
+    seen: dict[str, int] = {}
+    for item in tools.split(","):
+        tool, sep, model = item.strip().partition(":")
+        if tool not in adapters.ADAPTERS:
+            raise UsageError(
+                f"--panel: unknown tool {tool!r} (in {tools!r}); give tools of {', '.join(adapters.ADAPTERS)}"
+            )
+        if sep and not model.strip():
+            raise UsageError(f"--panel: {item.strip()!r} names no model after the colon")
+        seen[tool] = seen.get(tool, 0) + 1
+        uid = tool if seen[tool] == 1 else f"{tool}-{seen[tool]}"
+        out.append(
+            UnitRequest(
+                id=uid,
+                prompt=prompt,
+                adapter=tool,
+                model=model.strip() or _str(given.get("model"), uid, "model"),
+                timeout=_num(given.get("timeout"), uid, "timeout", zero="no timeout"),
+                stall=_num(given.get("stall"), uid, "stall"),
+                cwd=cwd,
+                mode=mode,
+                cmd=cmd if tool == "cmd" else (),
+                permission_mode=_str(given.get("permission_mode"), uid, "permission_mode"),
+                access={k: given[k] for k in adapters.ACCESS_KEYS if k in given},
+                panel=PANEL,
+            )
+        )
+    if len(out) < 2:
+        raise UsageError(f"--panel {tools}: a panel needs two tools or more (claude,codex; claude,claude)")
+    return out
+
+
+def _no_run(unit: str) -> str:
+    raise WfError(f"a var reads the answer of unit {unit}, but there is no run to read it from")
+
+
 def _str(v: Any, uid: str, what: str) -> str | None:
     if v is None:
         return None
@@ -148,11 +267,22 @@ def _str(v: Any, uid: str, what: str) -> str | None:
     return v
 
 
-def _num(v: Any, uid: str, what: str) -> float | None:
+def _model_source(entry: dict[str, Any], given: dict[str, Any], defaults: dict[str, Any]) -> str | None:
+    """Why a unit's model is the one it is: named by the unit or the command line
+    (explicit), by the manifest's defaults (manifest); None: no model named."""
+    if entry.get("model") is not None or given.get("model") is not None:
+        return "explicit"
+    return "manifest" if defaults.get("model") is not None else None
+
+
+def _num(v: Any, uid: str, what: str, zero: str | None = None) -> float | None:
+    """Seconds: a positive number; 0 too when ``zero`` says what it means."""
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or v == float("inf"):
-        raise WfError(f"unit {uid}: {what} must be a positive number of seconds")
+    ok = not isinstance(v, bool) and isinstance(v, (int, float)) and v == v and v != float("inf")
+    if not ok or v < 0 or (v == 0 and not zero):
+        rule = f">= 0 (0: {zero})" if zero else "above 0"
+        raise WfError(f"unit {uid}: {what} must be a number of seconds {rule}, not {v!r}")
     return float(v)
 
 

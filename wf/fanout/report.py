@@ -179,6 +179,8 @@ def unit_line(st: dict[str, Any], folder: Path | None = None, now: float | None 
         parts.append(f"{secs:.1f}s")
     if st.get("state") in runs.LIVE and folder is not None:
         parts.append(activity(folder, now))
+    if st.get("state") in runs.LIVE and st.get("timeout_s") == 0:
+        parts.append("no timeout")
     if st.get("fallback"):
         parts.append("FALLBACK")
     mark = invalid_mark(st)

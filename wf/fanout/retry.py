@@ -74,7 +74,9 @@ def _from_status(project: Project, run: str, st: dict[str, Any]) -> UnitRequest:
         id=str(st["unit"]),
         prompt=prompt,
         adapter=st.get("adapter"),
-        model=st.get("model"),
+        # the model wf asked for (the one the tool reported, in a record older than that)
+        model=st["model_asked"] if "model_asked" in st else st.get("model"),
+        model_source=st.get("model_source"),
         effort=st.get("effort"),
         timeout=st.get("timeout_s"),
         stall=st.get("stall_s"),

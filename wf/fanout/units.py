@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from wf import adapters
 from wf.base.errors import WfError
 from wf.base.project import Project
+from wf.fanout import models
 from wf.tasks.taskfile import check_id
 from wf.workers import procs, runs
 from wf.workers.supervise import Unit
@@ -31,6 +32,7 @@ class UnitRequest(NamedTuple):
     prompt: str
     adapter: str | None = None  # a name, "auto" (the first installed tool), None: $WF_ADAPTER or claude
     model: str | None = None
+    model_source: str | None = None  # a models.ModelSource value: why this model (None: explicit)
     effort: str | None = None
     timeout: float | None = None
     stall: float | None = None
@@ -43,6 +45,7 @@ class UnitRequest(NamedTuple):
     retry_of: str | None = None
     retry: int = 0
     access: dict[str, Any] = {}  # noqa: RUF012 - never mutated; allowed_tools, sandbox, network, isolate_mcp, extra_args
+    panel: str | None = None  # the panel (one question to several tools) this unit answers in
     contract: bool = True  # the prompt ends with the return contract, and the answer is checked against it
     sections: tuple[str, ...] = ()  # the contract's required sections; (): contract.SECTIONS
 
@@ -143,21 +146,35 @@ def _resume_meta(project: Project, run: str, req: UnitRequest) -> tuple[UnitRequ
         adapter=name,
         cmd=req.cmd or tuple(prior.get("cmd") or ()),
         model=req.model or adapters.a_model(prior.get("model")),  # never <synthetic> from an old record
+        model_source=req.model_source if req.model else prior.get("model_source"),
         mode=prior_mode,
         cwd=prior.get("cwd"),
     )
     return req, meta, str(session_id)
 
 
-def prompt_of(req: UnitRequest) -> tuple[str, list[str] | bool]:
-    """The prompt a unit is given (ending with the return contract, unless it is off)
-    and what status.json records of the contract: its required sections, or False."""
+def prompt_of(req: UnitRequest, meta: dict[str, Any]) -> str:
+    """The prompt a unit is given: ending with the return contract, unless it is off;
+    ``meta`` (its status.json) records the contract: its required sections, or False."""
     if not req.contract:
-        return req.prompt, False
+        meta["contract"] = False
+        return req.prompt
     from wf.fanout import contract
 
     required = req.sections or contract.SECTIONS
-    return contract.with_contract(req.prompt, required), list(required)
+    meta["contract"] = list(required)
+    return contract.with_contract(req.prompt, required)
+
+
+def _with_model(project: Project, adapter: str, req: UnitRequest, meta: dict[str, Any]) -> UnitRequest:
+    """The request with the model it runs on (models.choose); why, noted in ``meta``."""
+    try:
+        source = models.ModelSource(req.model_source) if req.model_source else None
+    except ValueError:  # an edited saved request: the model it names counts as named
+        source = None
+    picked = models.choose(req.id, adapter, req.model, source, project.config)
+    meta.update(model_asked=picked.model, model_source=picked.source.value)
+    return req._replace(model=picked.model)
 
 
 def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
@@ -192,6 +209,7 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
         meta["cmd"] = list(req.cmd)
     elif adapter.executable() is None:
         raise WfError(f"{adapter.binary} is not installed (not on PATH); wf doctor lists the adapters")
+    req = _with_model(project, adapter.name, req, meta)
     problems = adapters.vocabulary_problems(adapter.name, req.model, req.effort)
     if problems:  # e.g. codex asked for "sonnet", opencode with no provider/model
         raise WfError(f"unit {req.id}: {problems[0].message} ({problems[0].fix})")
@@ -202,11 +220,12 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
     if refused:  # e.g. read-only asked of a tool that cannot enforce it: never run it wider
         raise WfError(f"unit {req.id}: {refused[0]}")
     meta.update(mode=mode)
-    prompt, meta["contract"] = prompt_of(req)
     if req.retry_of:
         meta.update(retry_of=req.retry_of, retry=req.retry)
     if req.permission_mode:
         meta["permission_mode"] = req.permission_mode
+    if req.panel:
+        meta["panel"] = check_id(req.panel, "panel id")
     if mode == "cwd":
         cwd = Path(req.cwd).resolve() if req.cwd else project.root
         if not cwd.is_dir():
@@ -228,7 +247,7 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
         unit=req.id,
         folder=folder,
         cwd=cwd,
-        prompt=prompt,
+        prompt=prompt_of(req, meta),
         model=req.model,
         effort=req.effort,
         session_id=session_id,

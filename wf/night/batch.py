@@ -498,6 +498,24 @@ def _last_line(path: Path) -> str:
     return ""
 
 
+def _kept(project: Project, stamp: str) -> End | None:
+    """End.BUDGET or End.RESERVE when a lane of the batch's loop stopped for it (its typed
+    stop events), else None."""
+    from wf.night.batchlog import stop_events
+    from wf.orch.state import Stop
+
+    try:
+        found, _ = stop_events(project, stamp)
+    except store.CorruptRecord:
+        return None
+    kinds = {ev.reason for ev in found}
+    if Stop.BUDGET in kinds:
+        return End.BUDGET
+    if Stop.RESERVE in kinds:
+        return End.RESERVE
+    return None
+
+
 def _why_ended(project: Project, p: Plan, job: res.Job, follower: Follower) -> End:
     if job.state in (res.State.OOM, res.State.TIMEOUT, res.State.KILLED):
         return End(job.state.value)
@@ -509,6 +527,9 @@ def _why_ended(project: Project, p: Plan, job: res.Job, follower: Follower) -> E
         return End.N_REACHED
     if p.kind == "agent" and job.state is res.State.FAILED:
         return End.AGENT_FAILED  # its lanes did not stop: the orchestrator did
+    kept = _kept(project, follower.rec.stamp)
+    if kept is not None:
+        return kept
     if (job.dur_s or 0) >= p.for_s:
         return End.FOR
     return End.ALL_STOPPED

@@ -33,10 +33,12 @@ from wf.base.records import CorruptRecord
 from wf.base.text import fields
 from wf.cost import costlog
 from wf.cost.usage import CostSource
+from wf.night import batchcost
 
 if TYPE_CHECKING:
     from wf.night.batchplan import Plan, Record
     from wf.orch.events import StopEvent
+    from wf.tasks.backlog import Backlog
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,28 @@ class TaskRow:
     source: str  # CostSource of the dollars: table, tool, unpriced
     estimated: bool  # includes estimated output
     dur_s: float | None
+    forecast: float | None = None  # the median the batch's forecast gave it (None: none)
+
+
+def rows_file(project: Project, stamp: str) -> Path:
+    """The batch's posted tasks, one JSON row each."""
+    return project.wf_dir / "batch" / f"{stamp}.tasks.jsonl"
+
+
+def read_task_rows(path: Path) -> list[TaskRow] | None:
+    """The rows of a batch's rows file; None when there is none. CorruptRecord for a
+    row that cannot be trusted."""
+    lines = store.read_lines(path)
+    if lines is None:
+        return None
+    out = []
+    for n, line in enumerate(lines, 1):
+        try:
+            data = json.loads(line, parse_constant=store.no_constant)
+        except ValueError as e:
+            raise CorruptRecord(path, f"line {n} is not a JSON row: {e}") from None
+        out.append(store.from_dict(TaskRow, data, path))
+    return out
 
 
 def _row_line(row: TaskRow) -> str:
@@ -62,7 +86,8 @@ def _row_line(row: TaskRow) -> str:
         else costlog.money(row.usd, CostSource(row.source), est=row.estimated, digits=2)
     )
     dur = fmt_duration(row.dur_s) if row.dur_s is not None else "-"
-    return f"- {row.ts[11:16] or '--:--'} {row.lane} {row.id} {row.outcome} commit={row.commit} {shown} {dur}"
+    line = f"- {row.ts[11:16] or '--:--'} {row.lane} {row.id} {row.outcome} commit={row.commit} {shown} {dur}"
+    return line + (f" (forecast ${row.forecast:.2f})" if row.forecast is not None else "")
 
 
 def _done(outcome: str) -> bool:
@@ -117,6 +142,13 @@ def task_ids(project: Project) -> set[str]:
     return {t.id for t in bl.doc.tasks} | bl.archive.ids()
 
 
+def _plan_forecast(plan: dict[str, Any]) -> dict[str, Any] | None:
+    """The forecast a batch's plan started with (None: a plan made without one)."""
+    outlook = plan.get("forecast")
+    found = outlook.get("forecast") if isinstance(outlook, dict) else None
+    return found if isinstance(found, dict) else None
+
+
 def summary_header(project: Project, rec: Record, p: Plan) -> None:
     skipped = "; ".join(f"{k}: {v}" for k, v in p.skipped.items())
     text = (
@@ -125,7 +157,11 @@ def summary_header(project: Project, rec: Record, p: Plan) -> None:
         f"- lanes: {', '.join(p.lanes)}  N: {p.n}\n"
         f"- limits: mem {fmt_size(p.limits.mem)} ({p.sources['mem']}); for {fmt_duration(p.for_s)} "
         f"({p.sources['for']}); wall {fmt_duration(p.limits.for_s)}\n"
-        f"- backend: {p.backend}" + (f" (skipped {skipped})" if skipped else "") + "\n\n"
+        f"- backend: {p.backend}"
+        + (f" (skipped {skipped})" if skipped else "")
+        + "\n"
+        + "".join(f"{x}\n" for x in batchcost.header_lines(_plan_forecast(rec.plan), p.budget))
+        + "\n"
     )
     atomic_write_text(project.root / rec.summary, text)
 
@@ -147,9 +183,10 @@ class Follower:
         }
         self.offsets = dict(rec.offsets) or {k: _size(v) for k, v in self.files.items()}
         self.offsets.setdefault("stops", 0)
-        self.rows = project.wf_dir / "batch" / f"{rec.stamp}.tasks.jsonl"
+        self.rows = rows_file(project, rec.stamp)
         self.corrupt: str | None = None  # the events file's fault, once said
         self.known_ids = rec.known_ids or tuple(sorted(task_ids(project)))
+        self.forecast = _plan_forecast(rec.plan)
         self.costs: dict[str, float] = {}
         self.sources: dict[str, list[CostSource]] = {}  # where each task's dollars came from
         self.estimated: set[str] = set()
@@ -174,10 +211,10 @@ class Follower:
         lines, self.offsets["cost"] = _read_from(self.files["cost"], self.offsets["cost"])
         for line in lines:
             kv = fields(line)
-            try:
-                self.costs[kv["id"]] = self.costs.get(kv["id"], 0.0) + float(kv["usd"])
-            except (KeyError, ValueError):
+            usd = costlog.num(kv.get("usd"))  # nan, inf: not known (never a NaN in a row)
+            if "id" not in kv or usd is None:
                 continue
+            self.costs[kv["id"]] = self.costs.get(kv["id"], 0.0) + usd
             self.sources.setdefault(kv["id"], []).append(costlog.source_of(kv))
             if (costlog.num(kv.get("est")) or 0) > 0:
                 self.estimated.add(kv["id"])
@@ -197,6 +234,7 @@ class Follower:
                 source=costlog.worst(self.sources.get(kv["id"], [])).value,
                 estimated=kv["id"] in self.estimated,
                 dur_s=float(dur) if dur.replace(".", "", 1).isdigit() else None,
+                forecast=batchcost.row_forecast(self.forecast, kv["id"]),
             )
             append_line(self.rows, json.dumps(store.as_dict(row), separators=(",", ":")))
             self._add(_row_line(row))
@@ -230,17 +268,7 @@ class Follower:
     def task_rows(self) -> list[TaskRow] | None:
         """The batch's posted tasks; None for a batch begun by a wf that kept no rows.
         CorruptRecord for a row that cannot be trusted."""
-        lines = store.read_lines(self.rows)
-        if lines is None:
-            return None
-        out = []
-        for n, line in enumerate(lines, 1):
-            try:
-                data = json.loads(line, parse_constant=store.no_constant)
-            except ValueError as e:
-                raise CorruptRecord(self.rows, f"line {n} is not a JSON row: {e}") from None
-            out.append(store.from_dict(TaskRow, data, self.rows))
-        return out
+        return read_task_rows(self.rows)
 
     def footer(self, reason: str, note: str = "", *, counted: bool = True) -> None:
         """The footer; ``counted=False`` (a prep batch) leaves out the task counts and dollars."""
@@ -280,6 +308,11 @@ class Follower:
                 if counted
                 else []
             ),
+            *(
+                [x]
+                if counted and (x := batchcost.footer_line(self.forecast, [(r.id, r.usd) for r in tasks]))
+                else []
+            ),
             f"ended: {reason} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
             + (f" ({note})" if note else ""),
         ]
@@ -287,18 +320,19 @@ class Follower:
             self._add(line)
 
 
-def needs_person(project: Project, rec: Record) -> list[dict[str, Any]]:
-    """Awaiting questions, blocked and wip tasks, and the batch's handbacks still open."""
+def needs_person(project: Project, rec: Record | None, bl: Backlog | None = None) -> list[dict[str, Any]]:
+    """Awaiting questions, blocked and wip tasks, and the batch's handbacks still open
+    (``rec``: the batch; None: no batch yet). ``bl``: the backlog, if loaded already."""
     from wf.tasks import backlog
 
-    bl = backlog.load(project)
+    bl = bl or backlog.load(project)
     out: list[dict[str, Any]] = []
     open_tasks = {t.id: t for t in bl.doc.tasks}
     for t in bl.doc.tasks:
         st = t.status
         if st.state in ("awaiting", "blocked", "wip"):
             out.append({"id": t.id, "kind": st.state, "text": st.text})
-    for row in Follower(project, rec).task_rows() or []:
+    for row in (read_task_rows(rows_file(project, rec.stamp)) if rec is not None else None) or []:
         task = open_tasks.get(row.id)
         if row.outcome == "handback" and task is not None and task.status.state == "pending":
             note = task.notes[-1] if task.notes else ""

@@ -55,6 +55,8 @@ class End(enum.StrEnum):
     FAILED = "failed to start"
     PREP_DONE = "prep done"
     AGENT_FAILED = "orchestrator failed"  # an --agent batch whose claude ended in an error
+    BUDGET = "budget"  # its loop started no task past --budget (a stop event says so)
+    RESERVE = "weekly reserve"  # its loop kept the plan's weekly reserve
 
 
 def agent_tools(project: Project, lanes: list[str]) -> str:
@@ -106,6 +108,9 @@ class Plan:
     stdin: str | None = None  # the packaged prompt the job gets on stdin
     title: str = TITLE  # of the res job (its history suggests the limits)
     notes: tuple[str, ...] = ()  # more for --dry-run (a prep batch's targets and workers)
+    budget: float | None = None  # --budget (or wf.toml's budget): its loop keeps it
+    forecast: dict[str, Any] | None = None  # the outlook it started with (wf.night.batchcost)
+    forecast_lines: tuple[str, ...] = ()  # the same, in words, for --dry-run
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -120,6 +125,7 @@ class Plan:
                 "lanes": tuple(d["lanes"]),
                 "argv": tuple(d["argv"]),
                 "notes": tuple(d.get("notes") or ()),
+                "forecast_lines": tuple(d.get("forecast_lines") or ()),
                 "limits": Limits.from_dict(d["limits"]),
             }
         )
@@ -202,9 +208,11 @@ def plan(
     agent: bool = False,
     model: str | None = None,
     prep: bool = False,
+    budget: float | None = None,
 ) -> Plan:
     """What ``wf batch N`` (or ``wf batch K --prep``) would run, and where each limit
-    came from. A prep plan with no target has no lanes."""
+    came from, with the forecast of the tasks a loop batch would run (and ``budget``,
+    else wf.toml's, which its loop keeps). A prep plan with no target has no lanes."""
     from wf.tasks.taskfile import check_id
 
     if n < 1:
@@ -220,16 +228,7 @@ def plan(
         names = [] if prep else ready_lanes(project)
     notes: tuple[str, ...] = ()
     if prep:
-        from wf.night import prep as prepmod
-
-        chosen = prepmod.targets(project, n, names or None)
-        names = [ln.name for ln in project.config.lanes if any(t.lane == ln.name for t in chosen)]
-        notes = (
-            "targets: " + ", ".join(t.describe() for t in chosen),
-            f"workers: {len(prepmod.workers(chosen))} ("
-            + "; ".join(f"lane {lane}: {', '.join(ids)}" for lane, ids in prepmod.workers(chosen))
-            + ")",
-        )
+        names, notes = _prep_targets(project, n, names)
     title = PREP_TITLE if prep else TITLE
     sugg = suggest(project, title, n, len(names))
     sources: dict[str, str] = {}
@@ -252,7 +251,10 @@ def plan(
         model = model or AGENT_MODEL
         env[BG_WAIT_VAR] = str(round(for_s * 1000))
         stdin = BATCH_PROMPT
+    extra = _outlook(project, kind, names, n, budget)
     argv = _command(project, kind, names, n, for_s, model)
+    if extra.get("budget") is not None:
+        argv = (*argv, "--budget", f"{extra['budget']:.4f}")
     limits = Limits(mem=mem_b, cpus=None, for_s=float(wall))
     backend = resbackend.plan(list(argv), limits, "<job>")
     return Plan(
@@ -271,7 +273,37 @@ def plan(
         stdin,
         title,
         notes,
+        **extra,
     )
+
+
+def _prep_targets(project: Project, n: int, names: list[str]) -> tuple[list[str], tuple[str, ...]]:
+    """A prep batch's lanes (those of its targets) and the --dry-run lines naming them."""
+    from wf.night import prep as prepmod
+
+    chosen = prepmod.targets(project, n, names or None)
+    names = [ln.name for ln in project.config.lanes if any(t.lane == ln.name for t in chosen)]
+    notes = (
+        "targets: " + ", ".join(t.describe() for t in chosen),
+        f"workers: {len(prepmod.workers(chosen))} ("
+        + "; ".join(f"lane {lane}: {', '.join(ids)}" for lane, ids in prepmod.workers(chosen))
+        + ")",
+    )
+    return names, notes
+
+
+def _outlook(project: Project, kind: str, names: list[str], n: int, budget: float | None) -> dict[str, Any]:
+    """A loop batch's budget (``budget``, else wf.toml's) and forecast, as Plan fields;
+    none for the others (a budget given to them is a usage error: only wf's loop keeps it)."""
+    if kind != "loop":
+        if budget is not None:
+            raise UsageError("--budget is kept by wf's own loop: it takes no --agent or --prep")
+        return {}
+    from wf.night import batchcost
+
+    budget = budget or project.config.budget or None
+    seen = batchcost.outlook(project, names, n, budget)
+    return {"budget": budget, "forecast": seen.as_dict(), "forecast_lines": tuple(seen.lines())}
 
 
 def _command(
@@ -299,7 +331,9 @@ def _command(
 # ------------------------------------------------------------------ limits from this project's batches
 
 
-COUNTS = frozenset({End.N_REACHED, End.ALL_STOPPED, End.FOR, End.STOP_FILE, End.PREP_DONE})
+COUNTS = frozenset(
+    {End.N_REACHED, End.ALL_STOPPED, End.FOR, End.STOP_FILE, End.PREP_DONE, End.BUDGET, End.RESERVE}
+)
 
 
 @dataclass(frozen=True)
@@ -407,6 +441,7 @@ def dry_run_lines(p: Plan) -> list[str]:
         f"for: {fmt_duration(p.for_s)}, nothing new starts after it ({p.sources['for']})",
         f"wall limit: {fmt_duration(p.limits.for_s)} ({p.sources['wall']})",
         "summary: out/wf-batch-<UTC stamp>.md; stop file: out/wf-batch.stop",
+        *p.forecast_lines,
         *prompt,
     ]
 

@@ -31,6 +31,7 @@ class PilotEnd(enum.StrEnum):
     NOTHING_LEFT = "nothing left to run or prepare"
     NO_PROGRESS = "no lane with work made progress"
     NO_START = "a batch could not start"
+    BUDGET = "budget"  # a batch stopped for --budget (or the weekly reserve), or nothing is left of it
 
     @property
     def error(self) -> bool:
@@ -84,16 +85,16 @@ def _no_progress(
     return ran
 
 
-def _after_batch(project: Project, stamp: str, emit: Callable[[str], None]) -> bool:
-    """Say how the batch ended, its stop lines and the questions; True if it ended for
-    the stop file (the pilot stops too)."""
+def _after_batch(project: Project, stamp: str, emit: Callable[[str], None]) -> PilotEnd | None:
+    """Say how the batch ended, its stop lines and the questions; the pilot's end too
+    when the batch ended for the stop file or kept the budget or the weekly reserve."""
     from wf.base.records import CorruptRecord
     from wf.night.batchlog import needs_person, stop_events
     from wf.orch import events
 
     rec = next((r for r in batchplan.records(project) if r.stamp == stamp), None)
     if rec is None:
-        return False
+        return None
     emit(f"batch {stamp} ended: {rec.reason} (summary {rec.summary})")
     try:
         found, _ = stop_events(project, stamp)
@@ -106,7 +107,11 @@ def _after_batch(project: Project, stamp: str, emit: Callable[[str], None]) -> b
     for item in needs_person(project, rec):
         if item["kind"] == "awaiting":
             emit(f"  question {item['id']}: {item['text']}")
-    return rec.reason == batchplan.End.STOP_FILE.value
+    if rec.reason == batchplan.End.STOP_FILE.value:
+        return PilotEnd.STOP_FILE
+    if rec.reason in (batchplan.End.BUDGET.value, batchplan.End.RESERVE.value):
+        return PilotEnd.BUDGET
+    return None
 
 
 def _has_work(project: Project, plan: batchplan.Plan) -> bool:
@@ -134,13 +139,15 @@ class _Next(NamedTuple):
     held: dict[str, str]
 
 
-def _next(project: Project, k: int, usable: list[str] | None, for_: str, prep: bool) -> _Next:
+def _next(
+    project: Project, k: int, usable: list[str] | None, for_: str, prep: bool, budget: float | None = None
+) -> _Next:
     """A batch on ``usable`` lanes (None: all) if one of them has work; else a prep
     batch if ``prep`` (none ran in this idle spell) and there is something to prepare;
     else nothing."""
     if usable == []:
         return _Next(None, "", _held_work(project, usable))
-    plan = batchplan.plan(project, k, lanes=usable, for_=for_)
+    plan = batchplan.plan(project, k, lanes=usable, for_=for_, budget=budget)
     if _has_work(project, plan):
         return _Next(plan, "batch", {})
     prep_plan = batchplan.plan(project, k, lanes=usable, for_=for_, prep=True) if prep else None
@@ -190,14 +197,16 @@ def run(
     prep: bool,
     poll: float,
     emit: Callable[[str], None],
+    budget: float | None = None,
 ) -> Ended:
     """Drive batches until the end. A batch that ran on lanes and changed nothing there
     (the same tasks ready, nothing archived: a tool that cannot run, a task that fails
     before its worker starts) is not started again on those lanes: the pilot leaves
-    them and says so, instead of starting the same batch again every poll."""
+    them and says so, instead of starting the same batch again every poll (``_Purse``: ``budget``)."""
     from wf.night import res
 
     began = res.now_iso()
+    purse = _Purse(project, budget, emit)
     deadline = time.monotonic() + for_s
     watched: str | None = None
     marks: dict[str, tuple[list[str], _Mark]] = {}  # a started batch: its lanes, what they held
@@ -216,8 +225,8 @@ def run(
             stopped = _after_batch(project, watched, emit)
             stuck.update(_no_progress(project, watched, marks.pop(watched, None), emit))
             watched = None
-            if stopped:
-                end = PilotEnd.STOP_FILE
+            if stopped is not None:
+                end = stopped
                 break
         if batchplan.stop_file(project).exists():
             end = PilotEnd.STOP_FILE
@@ -226,11 +235,12 @@ def run(
         if left <= 0:
             end = PilotEnd.FOR
             break
-        for_ = f"{max(1, round(left))}s"
-        usable = lanes
-        if stuck:
-            usable = [ln for ln in (lanes or [x.name for x in project.config.lanes]) if ln not in stuck]
-        nxt = _next(project, k, usable, for_, prep and not prepped)
+        left_usd = purse.left()
+        if left_usd is not None and left_usd <= 0:
+            end = PilotEnd.BUDGET
+            break
+        usable = _usable(project, lanes, stuck)
+        nxt = _next(project, k, usable, f"{max(1, round(left))}s", prep and not prepped, left_usd)
         if nxt.plan is None:
             if nxt.held:  # ready work waits behind a lane someone holds: wait, start nothing
                 if nxt.held != waits:
@@ -258,6 +268,37 @@ def run(
     for line in waiting:
         emit(line)
     return Ended(end, began, waiting)
+
+
+def _usable(project: Project, lanes: list[str] | None, stuck: set[str]) -> list[str] | None:
+    """The lanes the next batch may take: ``lanes`` (None: all) but the stuck ones."""
+    if not stuck:
+        return lanes
+    return [ln for ln in (lanes or [x.name for x in project.config.lanes]) if ln not in stuck]
+
+
+class _Purse:
+    """The pilot's budget: what is left of it is the budget less every cost line written
+    since the pilot began (a line whose cost is not known leaves nothing: an unknown cost
+    is never $0). Each batch gets what is left as its own --budget."""
+
+    def __init__(self, project: Project, budget: float | None, emit: Callable[[str], None]) -> None:
+        from wf.cost import forecast as fc
+
+        self.project, self.budget, self.emit = project, budget, emit
+        self.offset = fc.log_size(project.root)  # its batches' cost lines come after
+
+    def left(self) -> float | None:
+        """None: no budget. Nothing left is said."""
+        from wf.cost import forecast as fc
+
+        if self.budget is None:
+            return None
+        spent = fc.spent_since(self.project.root, self.offset).values()
+        left = 0.0 if any(x is None for x in spent) else self.budget - sum(x or 0.0 for x in spent)
+        if left <= 0:
+            self.emit(f"budget ${self.budget:.2f}: nothing left to start a batch with")
+        return left
 
 
 def cost_lines(project: Project, since: str) -> list[str]:

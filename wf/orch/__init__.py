@@ -12,7 +12,9 @@ checked, merged and logged before the next one starts.
 - ``events``: typed stop events, one JSON line each; ``starts``: a batch's N, local
   starts and cloud sends counted together;
 - ``report``: the worker's four lines; ``gate``: the post-merge check;
-- ``park``: how long a lane waits out a usage limit; ``install``: ``wf install``.
+- ``park``: how long a lane waits out a usage limit; ``install``: ``wf install``;
+- ``budget``: a run's budget gate (``--budget``, ``weekly_reserve``), asked before each
+  claim, and the plan's usage windows.
 
 May import: every part below it (base to fanout); never ``wf.cloud`` (the cloud lane
 plugs in), ``wf.night`` or ``wf.cli``.

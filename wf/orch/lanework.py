@@ -20,7 +20,7 @@ from wf.base.quantity import until_text
 from wf.orch import events, gate, park, state
 from wf.orch.ending import Crashes, infra_failure
 from wf.orch.lanetool import LaneTools
-from wf.orch.pick import CloudPlug, Pick, live_holder, pick
+from wf.orch.pick import Admit, CloudPlug, Pick, live_holder, pick
 from wf.orch.post import Posted, Refused, post, release
 from wf.orch.report import captured_report
 from wf.orch.state import LaneRecord, Stop, StopReason
@@ -78,6 +78,7 @@ class LaneWork(abc.ABC):
         self.events = project.out_dir / "wf-orch-run.log"
         self.stop_events = events.path_for(project)  # typed: what a batch reads
         self.gates = gate.Watch(project)  # a red gate is said as soon as it is recorded
+        self.admit: Admit | None = None  # the run's budget gate (wf.orch.budget), if it has one
 
     def emit(self, line: str) -> None:
         ts = stamps.now_iso()
@@ -176,7 +177,7 @@ class LaneWork(abc.ABC):
                         events.parked(self.run_id, lane, waiting.until, waiting.why, f"{tool}'s usage limit")
                     )
                     return
-                p = pick(self.project, lane, owner=self.me, cloud=self.cloud)
+                p = pick(self.project, lane, owner=self.me, cloud=self.cloud, admit=self.admit)
             else:
                 p_or_done = self._take_over(lane, rec)
                 if p_or_done is None:

@@ -50,6 +50,7 @@ from wf.base.errors import WfError
 from wf.base.project import Project
 from wf.base.quantity import until_text
 from wf.orch import gate, starts, state
+from wf.orch.budget import Gate
 from wf.orch.ending import infra_failure as infra_failure
 from wf.orch.lanework import TOOL_WIDE as TOOL_WIDE
 from wf.orch.lanework import LaneWork
@@ -80,6 +81,8 @@ class Loop(LaneWork):
         timeout: float | None = None,
         max_tasks: int | None = None,
         cloud: CloudPlug | None = None,
+        budget: float | None = None,
+        weekly_reserve: float | None = None,
     ) -> None:
         super().__init__(
             project, lanes, adapter=adapter, emit=emit, for_seconds=for_seconds, timeout=timeout, cloud=cloud
@@ -89,6 +92,9 @@ class Loop(LaneWork):
         self.started_tasks = 0
         self.batch = starts.loop_stamp()  # the batch this run belongs to (WF_BATCH), or None
         self.began = time.monotonic()
+        self.budget = Gate(project, budget, weekly_reserve)
+        if self.budget.active:
+            self.admit = self.budget.admit
         try:
             self.log_start = (project.out_dir / "wf-orch.log").stat().st_size
         except OSError:
@@ -156,7 +162,7 @@ class Loop(LaneWork):
                 del self.tired[lane]
                 self.in_a_row.pop(lane, None)
             try:
-                p = pick(self.project, lane, owner=self.me, cloud=self.cloud)
+                p = pick(self.project, lane, owner=self.me, cloud=self.cloud, admit=self.admit)
             except WfError as e:
                 self._stop(lane, StopReason(Stop.ERROR, f"pick failed: {e}"))
                 continue

@@ -40,6 +40,10 @@ class Pick(NamedTuple):
         return self.prompt
 
 
+# the run's budget gate: why a fresh pick's task may not start (before its claim), or None
+Admit = Callable[[Project, Task, str], StopReason | None]
+
+
 def stopped(lane: str, kind: Stop, text: str) -> Pick:
     return Pick(lane, StopReason(kind, text), None, "")
 
@@ -109,12 +113,15 @@ def pick(
     owner: int | None = None,
     on_wait: Callable[[str], None] | None = None,
     cloud: CloudPlug | None = None,
+    admit: Admit | None = None,
 ) -> Pick:
     """Choose, claim and ready the next task of a lane (or of the first lane that has one).
 
     ``owner`` is the pid of a ``wf orch run`` that will supervise the worker (None: an
     interactive orchestrator). A record is only ever taken over when whoever held it is
-    gone. ``cloud``: the cloud lane, which a project with ``cloud = true`` must be given."""
+    gone. ``cloud``: the cloud lane, which a project with ``cloud = true`` must be given.
+    ``admit``: the run's budget gate (``wf.orch.budget``), asked about a fresh pick's task
+    before its claim; its stop reason stops the lane with nothing claimed."""
     if lane is not None:
         check_id(lane, "lane")
     if task_id is not None:
@@ -157,6 +164,9 @@ def pick(
             chosen = _choose(project, bl, lane, task_id, cloud)
             if isinstance(chosen, StopReason):
                 return Pick(lane, chosen, None, "")
+            refused = admit(project, chosen, lane) if admit is not None else None
+            if refused is not None:
+                return Pick(lane, refused, None, "")
             rec = _new_record(project, bl, lane, chosen, owner)
         # else: a record left "picking" by a pick that died: finish that one, never a second
         rec = rec.but(picker=os.getpid())

@@ -93,6 +93,8 @@ class Stop(enum.Enum):
     MAX_PARALLEL = (True, False, False)  # the cloud lane: as many sessions run as it may
     LOST = (False, True, False)  # the cloud lane: a session ended without a report
     LIMIT = (False, False, False)  # a usage limit resets only after --for ends: the task was released
+    BUDGET = (False, False, False)  # --budget: spent + the next task's forecast would pass it
+    RESERVE = (False, False, False)  # weekly_reserve: the plan's weekly window is used past it
 
     def __init__(self, soft: bool, person: bool, error: bool) -> None:
         self.soft = soft
