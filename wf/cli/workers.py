@@ -388,7 +388,7 @@ def run_cmd(
     templates: bool,
 ) -> int:
     """Run the units of a JSON or TOML manifest in parallel; one line per unit as it
-    ends; each prompt ends with the return contract (see wf gather). With --panel,
+    ends. Each prompt ends with the return contract (see wf gather). With --panel,
     ask one question of several tools instead (a panel: one unit per tool, named by
     it; compare their answers with wf gather RUN --compare). Exit 0 all done, 4 a
     unit failed or was left undone (given up, corrupt), 130 on Ctrl-C.
