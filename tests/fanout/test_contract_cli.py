@@ -276,6 +276,28 @@ def test_a_manifest_names_its_own_sections(w: Workers, tmp_path: Path) -> None:
     )
 
 
+def test_a_templates_contract_and_a_units_own_sections(w: Workers, tmp_path: Path) -> None:
+    """A template's prompt already ends with the contract: asked once, not twice; with
+    the unit's own sections, those replace the template's default four."""
+    q = {"question": "Where is the parser?"}
+    units = [
+        {"id": "t1", "template": "research", "vars": q, "cmd": prints(FULL)},
+        {
+            "id": "t2",
+            "template": "research",
+            "vars": q,
+            "cmd": prints(FULL),
+            "sections": ["Conclusion", "Risk"],
+        },
+    ]
+    m = manifest(tmp_path / "m.json", units, adapter="cmd")
+    assert w.run("run", str(m), "--run", "r1").returncode == 0
+    one = (w.unit("r1", "t1") / "prompt.txt").read_text()
+    assert one.endswith(contract.instructions()) and one.count("# result") == 1
+    two = (w.unit("r1", "t2") / "prompt.txt").read_text()
+    assert two.endswith(contract.instructions(("Conclusion", "Risk"))) and two.count("# result") == 1, two
+
+
 def test_sections_switch_on_a_contract_the_defaults_switch_off(w: Workers, tmp_path: Path) -> None:
     units = [
         {"id": "plain", "prompt": "x", "cmd": ["echo", "hi"]},
