@@ -91,10 +91,12 @@ def _ready_git(repo: Path, env: dict[str, str], k: int, path: str) -> None:
     run(["git", "branch", f"g{k}", commit], repo, env=env)
 
 
-def _git_processes(argv: list[str], cwd: Path, env: dict[str, str], trace: Path) -> int:
+def _git_processes(argv: list[str], cwd: Path, env: dict[str, str], trace: Path) -> list[str]:
+    """The git processes of one run: each ``trace: built-in:`` line's command line."""
     trace.unlink(missing_ok=True)
     run(argv, cwd, env=dict(env, GIT_TRACE=str(trace)))
-    return sum(1 for line in trace.read_text(errors="replace").splitlines() if "trace: built-in:" in line)
+    lines = trace.read_text(errors="replace").splitlines()
+    return [line.split("trace: built-in: ", 1)[1] for line in lines if "trace: built-in: " in line]
 
 
 def main() -> int:
@@ -103,6 +105,7 @@ def main() -> int:
     ap.add_argument("--reps", type=int, help="timed repetitions (default 15, --quick 3)")
     ap.add_argument("--files", type=int, help="files in each repository (default 5000, --quick 500)")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--list-git", action="store_true", help="print the git processes of each side's merge")
     args = ap.parse_args()
     reps = args.reps or (3 if args.quick else 15)
     files = args.files or (500 if args.quick else 5000)
@@ -155,10 +158,14 @@ def main() -> int:
         print("|---|---:|---:|---:|---:|---:|---:|")
         for name in names:
             w = wall[name]
+            n_git = len(counts[name])
             print(
                 f"| `{name}` | {statistics.median(w):.1f} | {min(w):.1f} | {max(w):.1f} | "
-                f"{statistics.median(cpu[name]):.1f} | {counts[name]} | {statistics.median(w) / ref:.1f}x |"
+                f"{statistics.median(cpu[name]):.1f} | {n_git} | {statistics.median(w) / ref:.1f}x |"
             )
+        for name in names if args.list_git else ():
+            print(f"\ngit processes of `{name}`:")
+            print("\n".join(f"    {line}" for line in counts[name]))
         mine = statistics.median(wall["wf merge (this checkout)"]) / ref
         verdict = "MET" if mine <= GOAL else "NOT MET"
         print(f"\nthis checkout: {mine:.1f}x git merge --no-ff (goal {GOAL:g}x): {verdict}")

@@ -57,6 +57,29 @@ def test_bookkeeping_skips_the_fsyncs_and_dir_sync_false_leaves_the_folder(
     assert calls == ["replace", "fsync file", "replace"]
 
 
+@pytest.mark.parametrize("planted", ["file", "symlink"])
+def test_the_temporary_file_is_new_whatever_holds_its_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str
+) -> None:
+    """The temporary file is made exclusively (as ``tempfile.mkstemp`` makes it, which
+    wf no longer imports): a file or a symlink already at the name it draws is left as it
+    is, and another name is drawn."""
+    draws = iter([b"\x01" * 6, b"\x02" * 6])
+    monkeypatch.setattr(os, "urandom", lambda n: next(draws))
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"someone's")
+    taken = tmp_path / f".out.{'01' * 6}.tmp"
+    if planted == "file":
+        taken.write_bytes(b"someone's")
+    else:
+        taken.symlink_to(victim)
+    fsutil.atomic_write(tmp_path / "out", b"wf's")
+    assert (tmp_path / "out").read_bytes() == b"wf's"
+    assert victim.read_bytes() == b"someone's" and taken.is_symlink() == (planted == "symlink")
+    assert taken.read_bytes() == b"someone's"
+    assert not (tmp_path / f".out.{'02' * 6}.tmp").exists()
+
+
 def test_a_write_replaces_the_file_and_leaves_nothing_behind(tmp_path: Path) -> None:
     """Readers holding the old file keep reading the old file: the write makes a new one
     and renames it over the name (never writes in place), keeping its permission bits."""

@@ -9,7 +9,7 @@
 - ``project``: finding the main checkout; ``config``: wf.toml, read; ``configedit``: its
   edits (tomlkit);
 - ``homes``: where the agent tools and wf keep their files; ``gitenv``: the variables that
-  point git elsewhere.
+  point git elsewhere; ``machine``: which machine this is (claims shared between machines).
 
 May import: nothing of wf outside ``wf.base`` (the standard library; tomlkit in ``configedit``,
 filelock in ``lock``).

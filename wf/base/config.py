@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path, PurePosixPath
 from typing import Any, NamedTuple
 
-from wf.base.errors import ConfigError
+from wf.base.errors import ConfigError, WfError
 from wf.base.ids import ID_HELP, MODEL_RE, valid_id
 
 # The tools wf can drive, one module each in wf/adapters. Named here, not imported from
@@ -53,6 +53,7 @@ class Lane(NamedTuple):
     network: bool = False  # codex sandbox network access; claude WebFetch/WebSearch
     isolate_mcp: bool = False  # no MCP servers from the user's own config
     extra_args: tuple[str, ...] = ()  # more options for the tool, as an argv list
+    machine: str | None = None  # the one machine that runs this lane (None: every machine)
 
     def as_dict(self) -> dict[str, object]:
         return self._asdict()
@@ -86,6 +87,9 @@ class Config(NamedTuple):
     weekly_reserve: float = 0.0  # share of the plan's weekly window no batch task uses; 0: none
     lock_timeout: float = 10.0
     backup_days: float = 14.0
+    shared: str | None = None  # the git remote the machines share claims and TASKS.md through
+    claim_refs: str = "refs/wf/claims"  # where claim refs live on it (refs/heads/wf-claims: a strict host)
+    claim_stale: float = 6 * 3600.0  # seconds a claim's machine may be silent before it may be stolen
     lanes: tuple[Lane, ...] = (Lane("haiku", "haiku"), Lane("sonnet", "sonnet"), Lane("opus", "opus"))
     # [fanout]: the model per adapter of a unit that names none; the expensive models
     # (None: wf's own list) only an explicit model, never a default, may choose
@@ -127,6 +131,9 @@ cloud = false             # use the cloud lane (Claude Code cloud sessions; see 
 # weekly_reserve = 0.2    # share of the plan's weekly usage window kept for the day
 lock_timeout = 10         # seconds to wait for the project lock before giving up
 backup_days = 14          # wf merge, doctor --fix and wt prune delete older backup refs main holds
+# shared = "origin"       # the git remote machines share claims and TASKS.md through (docs: several machines)
+# claim_refs = "refs/wf/claims"  # where claim refs live there; "refs/heads/wf-claims" for a strict host
+# claim_stale = "6h"      # a claim whose machine has been silent this long may be stolen
 
 # One lane per model by default; a lane runs at most max_parallel workers.
 [lanes.haiku]
@@ -163,6 +170,9 @@ _TOP_KEYS = {
     "backup_days",
     "budget",
     "weekly_reserve",
+    "shared",
+    "claim_refs",
+    "claim_stale",
     "lanes",
     "fanout",
 }
@@ -287,6 +297,7 @@ LIMITS: dict[str, float] = {
     "cloud_reserve": 1_000_000,
     "budget": 1_000_000,
     "weekly_reserve": 1,
+    "claim_stale": 365 * DAY,
     "cloud_max_parallel": 64,
     "cloud_pull_every": DAY,
     "max_parallel": 64,
@@ -368,10 +379,46 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
         kw["weekly_reserve"] = _number(data, "weekly_reserve", where)
         if kw["weekly_reserve"] >= 1:
             raise ConfigError(where, "weekly_reserve must be a share of the week, 0 to below 1 (0.2: 20%)")
+    kw.update(_shared(data, where))
     if "lanes" in data:
         kw["lanes"] = _lanes(_typed(data, "lanes", dict, where), where, warnings)
     kw["warnings"] = tuple(warnings)
     return Config(**kw)
+
+
+REMOTE_RE = re.compile(r"(?!-)[A-Za-z0-9][A-Za-z0-9._-]{0,63}(?<![.])")
+MACHINE_RE = REMOTE_RE  # a machine's name: a host name's letters, never a path or an option
+CLAIM_REFS = ("refs/wf/claims", "refs/heads/wf-claims")
+
+
+def _shared(data: dict[str, Any], where: str) -> dict[str, Any]:
+    """The shared remote's settings: a remote's name (never a URL or an option), where
+    claim refs live (one of CLAIM_REFS), and how long a claim's machine may be silent."""
+    kw: dict[str, Any] = {}
+    if "shared" in data:
+        name = _typed(data, "shared", str, where)
+        if name and not REMOTE_RE.fullmatch(name):
+            raise ConfigError(where, f"shared must name a git remote (like origin), not {shown(name)}")
+        kw["shared"] = name or None
+    if "claim_refs" in data:
+        refs = _typed(data, "claim_refs", str, where).rstrip("/")
+        if refs not in CLAIM_REFS:
+            raise ConfigError(where, f"claim_refs must be one of {', '.join(CLAIM_REFS)}, not {shown(refs)}")
+        kw["claim_refs"] = refs
+    if "claim_stale" in data:
+        value = data["claim_stale"]
+        if isinstance(value, str):
+            from wf.base.quantity import parse_duration
+
+            try:
+                kw["claim_stale"] = parse_duration(value, "claim_stale")
+            except WfError as e:
+                raise ConfigError(where, str(e)) from None
+        else:
+            kw["claim_stale"] = _number(data, "claim_stale", where)
+        if kw["claim_stale"] <= 0:
+            raise ConfigError(where, 'claim_stale must be a time above 0 (like "6h")')
+    return kw
 
 
 def _fanout(table: dict[str, Any], where: str, warnings: list[ConfigWarning]) -> dict[str, Any]:
@@ -446,10 +493,14 @@ def _lanes(table: dict[str, Any], where: str, warnings: list[ConfigWarning]) -> 
         tools = spec.get("allowed_tools", list(Lane._field_defaults["allowed_tools"]))
         if not isinstance(tools, list) or not all(isinstance(t, str) and t for t in tools):
             raise ConfigError(where, f"lanes.{name}.allowed_tools must be a list of tool names")
-        lanes.append(
-            Lane(
-                name, model, adapter, mp, effort, tuple(cmd), mode, tuple(tools), **_access(spec, name, where)
+        machine = spec.get("machine")
+        if machine is not None and (not isinstance(machine, str) or not MACHINE_RE.fullmatch(machine)):
+            raise ConfigError(
+                where, f"lanes.{name}.machine must be a machine's name (letters, digits, . _ -)"
             )
+        access = _access(spec, name, where)
+        lanes.append(
+            Lane(name, model, adapter, mp, effort, tuple(cmd), mode, tuple(tools), **access, machine=machine)
         )
     return tuple(lanes)
 
@@ -469,6 +520,7 @@ LANE_KEYS = (
     "network",
     "isolate_mcp",
     "extra_args",
+    "machine",
 )
 SANDBOXES = ("read-only", "workspace-write", "danger-full-access")
 

@@ -222,24 +222,25 @@ def list_cmd(
     Example:
       wf list --runner --lane sonnet
     """
-    from wf.tasks import backlog, listcache, views
+    from wf.base import settle
+    from wf.tasks import listcache, views
 
     proj = _project(ctx)
     if lane is not None and proj.config.lane(lane) is None:
         raise WfError(f"no lane {lane!r} (lanes: {', '.join(ln.name for ln in proj.config.lanes)})")
     if limit is None:
         limit = views.RUNNER_LIMIT if runner else 0
-    data, archive_data = backlog.read_settled(proj)  # never half of a person's save, nor its answer
-    k = listcache.key(proj, ("list", 2, runner, lane, status, limit), data, archive_data)
-    cached = listcache.load(proj, k) if k else None
-    if cached is not None:
-        records, total, warnings = cached
-    else:
+
+    def compute(data: bytes | None, archive_data: bytes | None) -> Any:
+        from wf.tasks import backlog  # only now: an answer from the cache needs no backlog
+
         bl = backlog.load_readable(proj, data, archive_data)
         records, total = views.list_rows(bl, runner=runner, lane=lane, status=status, limit=limit)
-        warnings = views.issue_lines(bl.errors(), limit=10)
-        if k:
-            listcache.store(proj, k, (records, total, warnings))
+        return records, total, views.issue_lines(bl.errors(), limit=10)
+
+    options = ("list", 2, runner, lane, status, limit)
+    # never half of a person's save, nor its answer: the bytes are read settled
+    records, total, warnings = listcache.answer(proj, options, lambda: settle.read_backlog(proj), compute)
     for line in warnings:
         _warn(line)
     _print(as_json, records, views.list_text(records, total, runner=runner))

@@ -377,30 +377,10 @@ def _line_of(task: Task, key: str) -> int:
 
 def read_settled(project: Project) -> tuple[bytes | None, bytes | None]:
     """TASKS.md's and the archive's bytes (None: no file) for a reader, settled as a write
-    reads them (``settle.settled_read``): never half of a person's save, in place or in
-    pieces (a file that lost tasks since wf last wrote it a moment ago is waited for, as a
-    write waits), within the lock timeout. A file that stays missing for a second is read
-    as missing (a write would refuse)."""
-    from wf.base import records, settle
+    reads them: ``settle.read_backlog``."""
+    from wf.base import settle
 
-    cfg, wf_dir, timeout = project.config, project.wf_dir, project.lock_timeout
-
-    def seen(wf_dir: Path, name: str) -> settle.Stamp | None:
-        """What wf last saw of the file. A record that cannot be trusted stops every write
-        (``ops.transact``) and ``wf doctor`` names it; a read goes on without it (it writes
-        nothing, and ``wf doctor`` must be able to read the backlog to report it)."""
-        try:
-            return settle.load_seen(wf_dir, name)
-        except records.CorruptRecord:
-            return None
-
-    data, _ = settle.settled_read(
-        project.tasks_path, cfg.tasks, seen(wf_dir, cfg.tasks), timeout, reading=True
-    )
-    archive_data, _ = settle.settled_read(
-        project.archive_path, cfg.archive, seen(wf_dir, cfg.archive), timeout, b"- ", reading=True
-    )
-    return data, archive_data
+    return settle.read_backlog(project)
 
 
 def load(project: Project) -> Backlog:

@@ -200,22 +200,3 @@ def lane_record(wf_dir: Path, lane: str) -> LaneRecord | None:
     from wf.base import records as store
 
     return store.load(LaneRecord, wf_dir / "orch" / f"{lane}.json")
-
-
-def state_digest(wf_dir: Path) -> bytes:
-    """The bytes the holds of every task depend on beyond TASKS.md (the handback records
-    and the lane records), for a cache key."""
-    h = hashlib.blake2b(digest_size=16)
-    for folder in (held_dir(wf_dir), wf_dir / "orch"):
-        try:
-            names = sorted(e.name for e in os.scandir(folder) if e.name.endswith(".json") and e.is_file())
-        except OSError:
-            h.update(b"\1")
-            continue
-        for name in names:
-            try:
-                data = (folder / name).read_bytes()
-            except OSError:
-                data = b"\2"
-            h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
-    return h.digest()

@@ -6,7 +6,9 @@
   objects stored by GitPython's object database;
 - ``worktrees``: lane worktrees and remote-less clones; ``treeadmin``: ``wf wt`` (list,
   rm, prune) and releasing trees;
-- ``merge``: ``wf merge``, the merge that never loses a commit, and its archive commit.
+- ``merge``: ``wf merge``, the merge that never loses a commit, and its archive commit;
+- ``remote``: the shared remote of several machines: fetch, ls-remote, and pushes that are
+  each a compare-and-swap (a lease), with typed outcomes.
 
 (The scripted worker and ``wf demo`` run git themselves, as a person or an agent does.)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zlib
 from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path
@@ -49,8 +50,11 @@ def blob_id(data: bytes) -> str:
 def write_loose(objects: Path, kind: str, data: bytes, odb: Any) -> str:
     """Store one object under the folder ``objects`` through ``odb``, GitPython's object
     database (gitdb writes it, compressed, through a temporary file renamed into place,
-    read-only); return its id. One already there is only freshened, as git does."""
-    sha = hashlib.sha1(f"{kind} {len(data)}\0".encode() + data).hexdigest()
+    read-only); return its id. One already there is only freshened, as git does. The
+    object goes to gitdb compressed (zlib level 1, git's ``core.looseCompression``) and
+    with its id: without the id, GitPython's ``store`` runs ``git hash-object`` for it."""
+    raw = f"{kind} {len(data)}\0".encode() + data
+    sha = hashlib.sha1(raw).hexdigest()
     try:
         os.utime(objects / sha[:2] / sha[2:])
         return sha
@@ -58,7 +62,8 @@ def write_loose(objects: Path, kind: str, data: bytes, odb: Any) -> str:
         pass
     from gitdb.base import IStream  # type: ignore[import-untyped]
 
-    return str(odb.store(IStream(kind.encode(), len(data), BytesIO(data))).hexsha.decode())
+    stream = IStream(kind.encode(), len(data), BytesIO(zlib.compress(raw, 1)), bytes.fromhex(sha))
+    return str(odb.store(stream).hexsha.decode())
 
 
 def parse_tree(data: bytes) -> list[Entry]:
