@@ -169,6 +169,7 @@ def test_run_again_skips_what_is_done_and_retries_the_rest(w: Workers, tmp_path:
             {"id": "flaky", "prompt": "x", "cmd": py(code)},
         ],
         adapter="cmd",
+        contract=False,
     )
     first = w.run("run", str(m), "--run", "r1")
     assert first.returncode == 4 and "flaky: failed" in first.stdout
@@ -252,6 +253,7 @@ def test_kill_9_of_wf_run_the_readers_end_the_worker_and_mark_it_lost(w: Workers
         tmp_path / "m.json",
         [{"id": "slow", "prompt": "FORK SLEEP 60"}, {"id": "quick", "prompt": "hi"}],
         adapter="codex",
+        contract=False,
     )
     pidfile = tmp_path / "gc.pid"
     p = w.start("run", str(m), "--run", "k9", FAKE_GRANDCHILD_PIDFILE=str(pidfile))
@@ -284,7 +286,7 @@ def test_kill_9_of_wf_run_the_readers_end_the_worker_and_mark_it_lost(w: Workers
 
 def _a_run_killed_under_its_unit(w: Workers, tmp_path: Path) -> int:
     """`wf run` k9 killed -9 while its unit `slow` runs: the unit's worker pid."""
-    m = manifest(tmp_path / "m.json", [{"id": "slow", "prompt": "SLEEP 60"}], adapter="codex")
+    m = manifest(tmp_path / "m.json", [{"id": "slow", "prompt": "SLEEP 60"}], adapter="codex", contract=False)
     p = w.start("run", str(m), "--run", "k9")
     wait_for(lambda: running(w, "k9", "slow"), "slow running")
     worker = int(w.status("k9", "slow")["pid"])
@@ -308,7 +310,12 @@ def test_monitor_and_gather_find_a_lost_unit_themselves(w: Workers, tmp_path: Pa
 def test_monitor_started_before_its_run_waits_for_it_to_appear(w: Workers, tmp_path: Path) -> None:
     """wf monitor RUN right after wf run (whose folder is not made yet) waits for the run
     within its --timeout, saying so, instead of failing with 'no run'."""
-    m = manifest(tmp_path / "m.json", [{"id": "a", "prompt": "x", "cmd": py("print('a')")}], adapter="cmd")
+    m = manifest(
+        tmp_path / "m.json",
+        [{"id": "a", "prompt": "x", "cmd": py("print('a')")}],
+        adapter="cmd",
+        contract=False,
+    )
     mon = w.start("monitor", "late", "--timeout", "60")
     assert mon.stdout is not None
     first = mon.stdout.readline()  # printed before it waits
@@ -328,7 +335,14 @@ def test_monitor_of_a_run_that_never_appears_gives_up_with_5(w: Workers) -> None
     ), r.stdout + r.stderr
     r = w.run("monitor", "never", "--timeout", "0.3", "--json")
     data = json.loads(r.stdout)
-    assert r.returncode == 5 and data == {"run": "never", "code": 5, "watching": [], "lost": [], "units": []}
+    assert r.returncode == 5 and data == {
+        "run": "never",
+        "code": 5,
+        "watching": [],
+        "lost": [],
+        "units": [],
+        "attention": [],
+    }
     assert w.run("monitor", "../x", "--timeout", "0.3").returncode == 1  # a bad id is not waited for
 
 
@@ -339,7 +353,9 @@ def test_monitor_names_the_units_the_supervisor_has_yet_to_queue(w: Workers, tmp
     is alive, a request that never got a unit is not promised."""
     go = tmp_path / "go"
     slow = py(f"import os, time\nwhile not os.path.exists({str(go)!r}): time.sleep(0.05)\nprint('a')")
-    m = manifest(tmp_path / "m.json", [{"id": "a", "prompt": "x", "cmd": slow}], adapter="cmd")
+    m = manifest(
+        tmp_path / "m.json", [{"id": "a", "prompt": "x", "cmd": slow}], adapter="cmd", contract=False
+    )
     p = w.start("run", str(m), "--run", "q")
     try:
         wait_for(lambda: (w.unit("q", "a") / "status.json").exists(), "a queued")
@@ -402,6 +418,7 @@ def test_monitor_running_waits_on_what_still_runs(w: Workers, tmp_path: Path) ->
         tmp_path / "m.json",
         [{"id": "bad", "prompt": "CRASH", "adapter": "codex"}, {"id": "slow", "prompt": "x", "cmd": slow}],
         adapter="cmd",
+        contract=False,
     )
     p = w.start("run", str(m), "--run", "mon")
     try:
@@ -464,6 +481,7 @@ def test_gather_streams_done_lines_and_json(w: Workers, tmp_path: Path) -> None:
         tmp_path / "m.json",
         [{"id": "a", "prompt": "x", "cmd": ["echo", "A"]}, {"id": "b", "prompt": "x", "cmd": ["echo", "B"]}],
         adapter="cmd",
+        contract=False,
     )
     assert w.run("run", str(m), "--run", "g1").returncode == 0
     g = w.run("gather", "g1", "--quiet", "0.1")
@@ -520,7 +538,7 @@ def _pty_run(args: list[str], env: dict[str, str], cwd: Path, limit: float = 60)
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_progress_line_on_a_terminal_only(w: Workers, tmp_path: Path) -> None:
-    m = manifest(tmp_path / "m.json", [{"id": "p1", "prompt": "SLEEP 2"}], adapter="codex")
+    m = manifest(tmp_path / "m.json", [{"id": "p1", "prompt": "SLEEP 2"}], adapter="codex", contract=False)
     env = {**w.env, "TERM": "xterm"}
     code, out = _pty_run(["run", str(m), "--run", "tty"], env, w.root)
     assert code == 0, out
@@ -529,14 +547,16 @@ def test_progress_line_on_a_terminal_only(w: Workers, tmp_path: Path) -> None:
     assert frames and all(len(f) <= 40 for f in frames)
     code, out = _pty_run(["gather", "tty", "--quiet", "1.5"], env, w.root)  # waits 1.5 s: ticks
     assert code == 0 and b"\r0 running, 1 done, 0 failed" in out and out.rstrip().endswith(b"ok: SLEEP 2")
-    quick = manifest(tmp_path / "q.json", [{"id": "p1", "prompt": "SLEEP 1"}], adapter="codex")
+    quick = manifest(
+        tmp_path / "q.json", [{"id": "p1", "prompt": "SLEEP 1"}], adapter="codex", contract=False
+    )
     code, out = _pty_run(["run", str(quick), "--run", "dumb"], {**env, "TERM": "dumb"}, w.root)
     assert code == 0 and b"running," not in out and b"\x1b[K" not in out
     piped = w.run("run", str(quick), "--run", "pipe", TERM="xterm")
     assert "running," not in piped.stdout and "\r" not in piped.stdout
     code, out = _pty_run(["dispatch", "tty", "d1", "--adapter", "codex", "--prompt", "SLEEP 2"], env, w.root)
     assert code == 0 and b"\r1 running, 0 done, 0 failed" in out, out
-    slow = manifest(tmp_path / "s.json", [{"id": "s1", "prompt": "HANG"}], adapter="codex")
+    slow = manifest(tmp_path / "s.json", [{"id": "s1", "prompt": "HANG"}], adapter="codex", contract=False)
     sup = w.start("run", str(slow), "--run", "slow")
     try:
         wait_for(lambda: running(w, "slow", "s1"), "s1 running")
@@ -582,6 +602,7 @@ def test_unit_costs_reach_the_cost_log_the_status_and_the_report(w: Workers, tmp
         [{"id": "c1", "prompt": "one"}, {"id": "c2", "prompt": "two two"}],
         adapter="claude",
         model="sonnet",
+        contract=False,
     )
     assert w.run("run", str(m), "--run", "cost").returncode == 0
     log = (w.root / "out" / "wf-cost.log").read_text().splitlines()
@@ -822,6 +843,7 @@ def test_the_coordinators_loop_from_the_readme(w: Workers, tmp_path: Path) -> No
             },
         ],
         adapter="cmd",
+        contract=False,
     )
     run = Path(w.run("runs", "new", "review").stdout.strip()).name
     mon = w.start("monitor", run, "--timeout", "60")
@@ -1008,6 +1030,7 @@ def test_every_reader_treats_a_corrupt_unit_alike(w: Workers, tmp_path: Path) ->
         tmp_path / "m.json",
         [{"id": "a", "prompt": "x", "cmd": ["false"]}, {"id": "b", "prompt": "x", "cmd": ["echo", "b"]}],
         adapter="cmd",
+        contract=False,
     )
     assert w.run("run", str(m), "--run", "c1").returncode == 4
     (w.unit("c1", "a") / "status.json").write_text("{not json")
@@ -1092,7 +1115,18 @@ def test_a_unit_whose_model_wf_cannot_price_is_marked_on_every_line(w: Workers) 
     """No bare $0.0000: a unit on a model that neither wf's table nor the tool's transcript
     prices shows '?' on its line, the run's total and wf runs status, with the legend;
     cost_source is "unpriced" in status.json and in --json."""
-    r = w.run("dispatch", "zz", "z1", "--adapter", "claude", "--model", "claude-zeta-9-9", "--prompt", "one")
+    r = w.run(
+        "dispatch",
+        "zz",
+        "z1",
+        "--adapter",
+        "claude",
+        "--model",
+        "claude-zeta-9-9",
+        "--prompt",
+        "one",
+        "--no-contract",
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     st = w.status("zz", "z1")
     assert (st["cost"]["cost_source"], st["cost"]["unpriced"]) == ("unpriced", "claude-zeta-9-9")

@@ -17,7 +17,7 @@ from wf.fanout.units import UnitRequest
 
 
 def _unit(unit: str, code: str) -> UnitRequest:
-    return UnitRequest(id=unit, prompt="x", adapter="cmd", cmd=(sys.executable, "-c", code))
+    return UnitRequest(id=unit, prompt="x", adapter="cmd", cmd=(sys.executable, "-c", code), contract=False)
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def test_outcome_code_and_json(runs_made: project.Project) -> None:
         "run": "r2",
         "code": 4,
         "completed": True,
-        "units": [done.units[0].status],
+        "units": [{**done.units[0].status, "verdict": "done"}],
         "skipped": [{"unit": "old", "why": "gave up after 3 attempts", "done": False}],
     }
 
@@ -84,6 +84,7 @@ def test_what_a_monitor_watches_and_the_json_it_prints(runs_made: project.Projec
         "watching": ["u1"],
         "lost": [],
         "units": result.units,
+        "attention": [],
     }
     gathered = watch.gather(runs_made, "r1", quiet=0, timeout=5)
     answers = report.outputs(runs_made, "r1", gathered.units)

@@ -169,6 +169,7 @@ def test_cmd_output_file_and_env(w: Workers) -> None:
         f'{sys.executable} -c "{script}"',
         "--prompt",
         "P",
+        "--no-contract",  # its stdin is the prompt as given
     )
     assert r.returncode == 0, r.stderr
     sid = w.status("r1", "k1")["session_id"]
@@ -418,8 +419,8 @@ def test_ctrl_c_leaves_no_worker_and_every_status_final(w: Workers, tmp_path: Pa
 
 
 def test_runs_views(w: Workers) -> None:
-    w.run("dispatch", "r1", "u1", "--adapter", "claude", "--prompt", "alpha")
-    w.run("dispatch", "r1", "u2", "--adapter", "claude", "--prompt", "CRASH")
+    w.run("dispatch", "r1", "u1", "--adapter", "claude", "--prompt", "alpha", "--no-contract")
+    w.run("dispatch", "r1", "u2", "--adapter", "claude", "--prompt", "CRASH", "--no-contract")
     listing = w.run("runs").stdout
     assert listing.startswith("r1  2 units  done=1 failed=1")
     status = w.run("runs", "status", "r1").stdout.splitlines()

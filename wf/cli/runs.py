@@ -59,23 +59,26 @@ def runs_new(ctx: click.Context, name: str, as_json: bool) -> None:
 
 @runs.command("status")
 @click.argument("run")
-@click.option("--json", "as_json", is_flag=True, help="A JSON list of the units' status.json.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="A JSON list of the units' status.json, with result and verdict."
+)
 @click.pass_context
 def runs_status(ctx: click.Context, run: str, as_json: bool) -> None:
-    """Each unit's state (with the failure in the tool's own words), time, cost, a
+    """Each unit's state (with the failure in the tool's own words; 'invalid' and
+    why for a done unit whose answer breaks the return contract), time, cost, a
     preview of its answer, and changes it left in a checkout it did not own; the
     run's total. Units whose supervisor is gone are marked lost first.
 
     \b
     wf runs status r1 --json | jq '.[] | select(.state != "done") | .unit'
     """
-    from wf.fanout import report
+    from wf.fanout import ledger, report
     from wf.fanout.watch import repair_lost
     from wf.workers import runs as runsmod
 
     proj = _project(ctx)
     repair_lost(proj, run)
-    units = runsmod.units(proj, run)
+    units = ledger.annotate(proj, run, runsmod.units(proj, run))
     if as_json:
         _echo_json(units)
         return
@@ -123,6 +126,11 @@ def runs_diff(ctx: click.Context, run: str, unit: str) -> None:
 @click.option("--failed", is_flag=True, help="Units whose latest attempt is not done, or is a FALLBACK.")
 @click.option("--missing", is_flag=True, help="Units of the run's manifest that never started.")
 @click.option(
+    "--invalid",
+    is_flag=True,
+    help="Every unit wf gather names: an answer that breaks the return contract, or no result.",
+)
+@click.option(
     "--resume/--fresh", default=False, help="Continue the last attempt's session, or start over (default)."
 )
 @click.option(
@@ -145,17 +153,21 @@ def runs_retry(
     units: tuple[str, ...],
     failed: bool,
     missing: bool,
+    invalid: bool,
     resume: bool,
     max_retries: int,
     max_parallel: int,
     as_json: bool,
 ) -> int:
     """Re-run what did not land, as new units (UNIT-r1, UNIT-r2, ...) that record
-    retry_of and their count; without UNITs and flags, --failed and --missing.
-    Exit 0 all retried units done, 4 one failed or was not retried, 130 on Ctrl-C.
+    retry_of and their count, keeping the earlier attempts; without UNITs and
+    flags, all of --failed, --missing and --invalid. Exit 0 all retried units done
+    (whether their answers keep the contract is wf gather's), 4 one failed or was
+    not retried, 130 on Ctrl-C.
 
     \b
     wf runs retry r1 --failed
+    wf runs retry r1 --invalid      # exactly the units wf gather named
     wf runs retry r1 u3 --resume --max-retries 3
     """
     from wf.fanout import fanout, report
@@ -168,6 +180,7 @@ def runs_retry(
         list(units),
         failed=failed,
         missing=missing,
+        invalid=invalid,
         resume=resume,
         max_retries=max_retries,
         max_parallel=max_parallel,

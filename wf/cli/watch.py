@@ -47,7 +47,8 @@ def monitor(
     for, within the same --timeout.
 
     Exit 0: every watched unit is done. 4: one failed, stalled, timed out, was
-    interrupted or lost its supervisor. 5: --timeout passed first.
+    interrupted, lost its supervisor, or is done with an answer that breaks the
+    return contract ('invalid'). 5: --timeout passed first.
 
     \b
     wf monitor r1                   # wakes on the first failure
@@ -107,7 +108,10 @@ def monitor(
     help="Line up the answers of each panel (wf run --panel) section by section: agree, differ, missing.",
 )
 @click.option(
-    "--json", "as_json", is_flag=True, help="One JSON object: run, code, units (each with its output)."
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON object: run, code, units (each with its output, result, verdict), attention.",
 )
 @click.pass_context
 def gather(
@@ -122,7 +126,11 @@ def gather(
     """Wait until every unit (or the UNITs named) has ended and its results stayed
     quiet, printing 'DONE UNIT STATE' as each lands, then each answer under a
     '== UNIT (state)' header. A unit whose supervisor is gone is lost, and counts
-    as landed. Exit 0 all done, 4 one is not, 5 --timeout passed first.
+    as landed. Each answer is checked against the return contract: a done unit
+    whose answer lacks a section, is empty or only a FALLBACK is 'invalid'. At the
+    end, every unit without a valid result (invalid, failed, never started) is
+    named with its reason. Exit 0 all done and valid, 4 one is not, 5 --timeout
+    passed first.
 
     With --compare, each panel's answers are lined up instead, one row per
     section marked agree, differ or missing (files named by one unit and not
@@ -132,6 +140,7 @@ def gather(
     \b
     wf gather r1 > answers.txt
     wf gather r1 --json | jq -r '.units[].output'
+    wf gather r1 --json | jq -r '.attention[].unit'   # then: wf runs retry r1 --invalid
     wf gather q1 --compare --json | jq '.panels[].sections[] | select(.mark != "agree")'
     """
     from wf.fanout import report, watch
@@ -162,6 +171,8 @@ def gather(
     for st in result.units:
         click.echo(safe_line(report.answer_header(st)))
         click.echo(safe(answers[str(st["unit"])].rstrip("\n")))
+    for line in report.attention_lines(run, result.attention, "gather"):
+        click.echo(safe_line(line))
     return result.code
 
 

@@ -227,6 +227,12 @@ class Live:
 @TIMEOUT_OPTION
 @STALL_OPTION
 @access_options
+@click.option(
+    "--no-contract",
+    "no_contract",
+    is_flag=True,
+    help="Do not end the prompt with the return contract, nor check the answer against it.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the final status.json.")
 @click.pass_context
 def dispatch(
@@ -250,10 +256,13 @@ def dispatch(
     network: bool | None,
     permission_mode: str | None,
     allowed_tools: tuple[str, ...],
+    no_contract: bool,
     as_json: bool,
 ) -> int:
     """Run one headless unit in the foreground. Exit 0 when it is done, 4 when it
-    failed, stalled or timed out, 130 on Ctrl-C.
+    failed, stalled or timed out, 130 on Ctrl-C. Its prompt ends with the return
+    contract and its line says 'invalid' when the answer breaks it (wf gather then
+    exits 4); --no-contract: neither.
 
     Its files go to .wf/runs/RUN/UNIT/ (prompt.txt, worker.log, output.txt,
     session.txt, status.json); by default it runs in scratch/ there. The prompt goes
@@ -269,7 +278,7 @@ def dispatch(
     wf dispatch r1 edit --permission-mode bypassPermissions --allowed-tools "Bash(git:*),Read" --prompt "..."
     """
     from wf import adapters
-    from wf.fanout import fanout, report
+    from wf.fanout import fanout, ledger, report
     from wf.fanout.units import UnitRequest
 
     text = _prompt_text(prompt, prompt_file, prompt_arg)
@@ -291,13 +300,14 @@ def dispatch(
         cmd=adapters.split_cmd(cmd_line) if cmd_line else (),
         permission_mode=access.pop("permission_mode", None),
         access=access,
+        contract=not no_contract,
     )
     live = Live(as_json)
     outcome = fanout.dispatch(_project(ctx), run, req, on_tick=live.tick_units)
     live.done()
     u = outcome.units[0]
     if as_json:
-        _echo_json(u.status)
+        _echo_json({**u.status, "verdict": ledger.word(u.status)})
     else:
         click.echo(safe_line(report.unit_line(u.status)))
         for line in report.legend([u.status]):
@@ -339,6 +349,12 @@ def dispatch(
 @click.option("--cwd", "panel_cwd", metavar="DIR", help="With --panel: every unit runs in DIR (mode cwd).")
 @click.option("--cmd", "panel_cmd", metavar="LINE", help="With --panel: the program of its cmd units.")
 @click.option(
+    "--no-contract",
+    "no_contract",
+    is_flag=True,
+    help="Every unit without the return contract (as if the manifest said contract = false).",
+)
+@click.option(
     "--json", "as_json", is_flag=True, help="One JSON object at the end: run, code, units, skipped."
 )
 @click.option(
@@ -367,13 +383,15 @@ def run_cmd(
     panel_clone: bool,
     panel_cwd: str | None,
     panel_cmd: str | None,
+    no_contract: bool,
     as_json: bool,
     templates: bool,
 ) -> int:
     """Run the units of a JSON or TOML manifest in parallel; one line per unit as it
-    ends. With --panel, ask one question of several tools instead (a panel: one unit
-    per tool, named by it; compare their answers with wf gather RUN --compare). Exit 0
-    all done, 4 a unit failed or was left undone (given up, corrupt), 130 on Ctrl-C.
+    ends. Each prompt ends with the return contract (see wf gather). With --panel,
+    ask one question of several tools instead (a panel: one unit per tool, named by
+    it; compare their answers with wf gather RUN --compare). Exit 0 all done, 4 a
+    unit failed or was left undone (given up, corrupt), 130 on Ctrl-C.
 
     \b
     {"defaults": {"adapter": "cmd", "timeout": 600, "max_parallel": 5},
@@ -384,7 +402,9 @@ def run_cmd(
     timeout, stall, mode (scratch | clone | cwd), cwd, resume_from, session, cmd,
     panel (units sharing one answer the same prompt, compared together),
     and tool access: permission_mode, allowed_tools, sandbox, network,
-    isolate_mcp, extra_args (refused if the tool cannot honour them).
+    isolate_mcp, extra_args (refused if the tool cannot honour them); contract
+    (false: no return contract), sections (or required_sections: the answer's
+    required sections instead of Conclusion, Files, Open items, Verification).
     "tasks" is another name for "units". A unit may instead take a prompt
     template (research, code, review, verify, fix) with "template" and "vars";
     a var {"unit": "ID"} is the answer of that unit of the run:
@@ -425,6 +445,7 @@ def run_cmd(
     proj = _project(ctx)
     common: dict[str, Any] = {
         "max_retries": max_retries,
+        "contract": not no_contract,
         "on_end": lambda u: live.echo(report.unit_line(u.status)),
         "on_tick": live.tick_units,
     }

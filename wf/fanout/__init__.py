@@ -14,6 +14,7 @@ the supervisor (how to watch and stop it).
 | ``progress`` | the live status line on a terminal |
 | ``diff`` | what a clone unit changed |
 | ``contract`` | the return contract: the sections an answer gives, and its check |
+| ``ledger`` | each unit's answer checked against the contract; the units whose result is missing or invalid |
 | ``prompts`` | the prompt templates (``templates/*.md``): ``wf run --templates``, a unit's ``template`` |
 | ``apply`` | ``wf apply``: a clone unit's changes into the main checkout, unstaged |
 | ``compare`` | panels: the answers of units asked one question, section by section |

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass, field
 from enum import Enum
 
+from wf.base.errors import WfError
+
 SECTIONS: tuple[str, ...] = ("Conclusion", "Files", "Open items", "Verification")
 HEADING = "# result"
 # an answer whose sections say only this has said nothing in them
@@ -101,6 +103,48 @@ def instructions(required: tuple[str, ...] = SECTIONS) -> str:
     }
     lines += [f"{name}: <{hints.get(name, 'your answer')}>" for name in required]
     return "\n".join(lines) + "\n"
+
+
+def with_contract(prompt: str, required: tuple[str, ...] = SECTIONS) -> str:
+    """``prompt`` ending with the contract's instructions; a prompt that already ends
+    with them (a retry reads its prompt back from prompt.txt, a template adds them) is
+    kept as it is, and one ending with the default sections' gets ``required``'s instead."""
+    tail = instructions(required)
+    if prompt.endswith(tail):
+        return prompt
+    default = instructions()
+    if prompt.endswith(default):  # a template's prompt ends with the default sections
+        prompt = prompt[: -len(default)]
+    return prompt.rstrip("\n") + "\n" + tail
+
+
+_NAME = re.compile(r"[A-Za-z][A-Za-z ]{0,39}")
+NAMES_EXPECTED = "a non-empty list of section names (letters and spaces, up to 40 characters each)"
+
+
+class BadSections(WfError):
+    """A manifest's ``sections`` that the contract cannot hold: what was given, and why."""
+
+    def __init__(self, given: object, problem: str) -> None:
+        self.given = given
+        self.problem = problem
+        super().__init__(f"sections {given!r}: {problem}; expected {NAMES_EXPECTED}")
+
+
+def required_sections(value: object) -> tuple[str, ...]:
+    """A manifest's ``sections`` read as the contract's names (``open items`` ->
+    ``Open items``), or :class:`BadSections`."""
+    if not isinstance(value, list | tuple) or not value:
+        raise BadSections(value, "not a non-empty list")
+    names: list[str] = []
+    for v in value:
+        if not isinstance(v, str) or not _NAME.fullmatch(" ".join(v.split())):
+            raise BadSections(value, f"{v!r} is not a section name")
+        name = canonical(v)
+        if name in names:
+            raise BadSections(value, f"{name} is named twice")
+        names.append(name)
+    return tuple(names)
 
 
 def parse(text: str, known: tuple[str, ...] = SECTIONS) -> Result:

@@ -29,7 +29,9 @@ class Outcome(NamedTuple):
     @property
     def code(self) -> int:
         """The exit code: 130 interrupted; 4 when a unit that ran is not done, or one was
-        left undone (given up, corrupt, running elsewhere: a person must look); else 0."""
+        left undone (given up, corrupt, running elsewhere: a person must look); else 0.
+        Whether a done unit's answer keeps the return contract is the ledger's
+        (``wf gather``, ``wf monitor``): it is shown here, never part of this code."""
         if not self.completed:
             return 130
         if any(u.state != "done" for u in self.units) or any(not s.done for s in self.skipped):
@@ -38,11 +40,13 @@ class Outcome(NamedTuple):
 
     def as_json(self) -> dict[str, Any]:
         """What ``wf run --json`` and ``wf runs retry --json`` print."""
+        from wf.fanout import ledger
+
         return {
             "run": self.run,
             "code": self.code,
             "completed": self.completed,
-            "units": [u.status for u in self.units],
+            "units": [{**u.status, "verdict": ledger.word(u.status)} for u in self.units],
             "skipped": [s._asdict() for s in self.skipped],
         }
 
@@ -65,14 +69,21 @@ def cost_record(project: Project, st: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def ended(project: Project, u: Unit) -> None:
-    """After a unit ends: note what it changed in a checkout it did not own; log its cost."""
+    """After a unit ends: check its answer against the return contract, note what it
+    changed in a checkout it did not own; log its cost."""
     from wf.cost import costlog
+    from wf.fanout import ledger
 
     st = u.status
+    checked = ledger.required(st) is not None
+    if checked:  # not fsynced: a reader derives the same check when this write is lost
+        ledger.record(u.folder, st)
     if st.get("checkout_before") is not None:
         st["left_changes"] = left_changes(st) or []
         st.pop("checkout_before")
         u.save(durable=True)
+    elif checked:
+        u.save()
     rec = cost_record(project, st)
     if rec is not None:
         costlog.append(project.root, rec)
@@ -129,13 +140,15 @@ def run_manifest(
     run: str | None = None,
     max_parallel: int | None = None,
     max_retries: int = retrymod.DEFAULT_MAX_RETRIES,
+    contract: bool = True,
     given: dict[str, Any] | None = None,
     on_end: Callable[[Unit], None] | None = None,
     on_tick: Callable[[list[Unit]], None] | None = None,
 ) -> Outcome:
     """Run a manifest's units; on a run that exists, skip what is done and retry what
     did not land (as new attempts, within ``max_retries``). ``given``: manifest keys from
-    the command line, defaults for every unit (see ``manifest.requests_from``)."""
+    the command line, defaults for every unit (see ``manifest.requests_from``).
+    ``contract`` False: every unit without the return contract, whatever the manifest says."""
     defaults, entries = load_manifest(path)
     run = check_id(run or default_run_id(path), "run id")
     listed = {str(e.get("id")) for e in entries if isinstance(e, dict)}
@@ -146,6 +159,7 @@ def run_manifest(
         run=run,
         max_parallel=max_parallel or int(defaults.get("max_parallel") or 4),
         max_retries=max_retries,
+        contract=contract,
         on_end=on_end,
         on_tick=on_tick,
     )
@@ -158,12 +172,15 @@ def run_requests(
     run: str,
     max_parallel: int,
     max_retries: int = retrymod.DEFAULT_MAX_RETRIES,
+    contract: bool = True,
     on_end: Callable[[Unit], None] | None = None,
     on_tick: Callable[[list[Unit]], None] | None = None,
 ) -> Outcome:
     """Run these requests (a manifest's, a panel's) as the units of ``run``, as
-    :func:`run_manifest` does."""
+    :func:`run_manifest` does (``contract`` False: all of them without the contract)."""
     check_id(run, "run id")
+    if not contract:
+        reqs = [r._replace(contract=False, sections=()) for r in reqs]
     ids = {r.id for r in reqs}
     for r in reqs:
         if r.resume_from and r.resume_from in ids:
@@ -189,6 +206,7 @@ def retry(
     *,
     failed: bool = False,
     missing: bool = False,
+    invalid: bool = False,
     resume: bool = False,
     max_retries: int = retrymod.DEFAULT_MAX_RETRIES,
     max_parallel: int = 4,
@@ -199,7 +217,14 @@ def retry(
     runs.units(project, run)  # the run must exist
     repair_lost(project, run)
     todo, skipped = retrymod.plan_retry(
-        project, run, units, failed=failed, missing=missing, resume=resume, max_retries=max_retries
+        project,
+        run,
+        units,
+        failed=failed,
+        missing=missing,
+        invalid=invalid,
+        resume=resume,
+        max_retries=max_retries,
     )
     built = build_all(project, run, todo)
     completed = _run(project, built, max_parallel, on_end, on_tick) if built else True

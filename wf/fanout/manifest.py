@@ -26,6 +26,7 @@ from wf.workers import runs
 _UNIT_KEYS = (set(UnitRequest._fields) - {"retry_of", "retry", "access"}) | {
     "prompt_file",
     "clone",
+    "required_sections",
     "template",
     "vars",
     *adapters.ACCESS_KEYS,
@@ -73,7 +74,7 @@ def requests_from(
     for n, entry in enumerate(entries, 1):
         if not isinstance(entry, dict):
             raise WfError(f"{path.name}: unit {n} must be a table")
-        merged = {**{k: v for k, v in defaults.items() if k != "max_parallel"}, **given, **entry}
+        merged = _merged(path, n, defaults, given, entry)
         unknown = set(merged) - _UNIT_KEYS
         if unknown:
             raise WfError(f"{path.name}: unit {n}: unknown keys {', '.join(sorted(unknown))}")
@@ -130,10 +131,51 @@ def requests_from(
                 permission_mode=_str(merged.get("permission_mode"), uid, "permission_mode"),
                 access={k: merged[k] for k in adapters.ACCESS_KEYS if k in merged},
                 panel=_panel(merged.get("panel"), uid),
+                **_contract_fields(merged),
             )
         )
     check_panels(path.name, out)
     return out
+
+
+def _merged(
+    path: Path, n: int, defaults: dict[str, Any], given: dict[str, Any], entry: dict[str, Any]
+) -> dict[str, Any]:
+    """A unit's keys: its own over the command line's over the manifest's defaults, each
+    table's contract keys checked."""
+    level = {k: v for k, v in defaults.items() if k != "max_parallel"}
+    return {**_contract_keys(path, "defaults", level), **given, **_contract_keys(path, f"unit {n}", entry)}
+
+
+def _contract_fields(merged: dict[str, Any]) -> dict[str, Any]:
+    return {"contract": merged.get("contract", True), "sections": merged.get("sections", ())}
+
+
+def _contract_keys(path: Path, where: str, table: dict[str, Any]) -> dict[str, Any]:
+    """A manifest table (defaults or a unit) with its contract keys checked: ``contract``
+    true or false; ``sections`` (or ``required_sections``) the names that replace the
+    default four, read as the contract spells them. ``contract: false`` switches the
+    contract off (sections it inherits then ask nothing), and sections switch on a
+    contract inherited as off (the table nearer the unit wins); one table giving both is
+    refused."""
+    from wf.fanout import contract
+
+    table = dict(table)
+    if "sections" in table and "required_sections" in table:
+        raise WfError(f"{path.name}: {where}: give sections or required_sections, not both")
+    if "required_sections" in table:
+        table["sections"] = table.pop("required_sections")
+    if "contract" in table and not isinstance(table["contract"], bool):
+        raise WfError(f"{path.name}: {where}: contract must be true or false, not {table['contract']!r}")
+    if "sections" in table:
+        if table.get("contract") is False:
+            raise WfError(f"{path.name}: {where}: sections with contract = false: the contract is off")
+        try:
+            table["sections"] = contract.required_sections(table["sections"])
+        except contract.BadSections as e:
+            raise WfError(f"{path.name}: {where}: {e}") from None
+        table["contract"] = True
+    return table
 
 
 PANEL = "panel"  # the panel id of ``wf run --panel``
@@ -296,4 +338,7 @@ def _request(d: Any) -> UnitRequest | None:
     cmd = d.get("cmd") or ()
     if not (isinstance(cmd, list | tuple) and all(isinstance(c, str) for c in cmd)):
         return None
-    return UnitRequest(**{**d, "cmd": tuple(cmd)})  # the keys are fields, id and prompt given
+    sections = d.get("sections") or ()
+    if not (isinstance(sections, list | tuple) and all(isinstance(c, str) for c in sections)):
+        return None
+    return UnitRequest(**{**d, "cmd": tuple(cmd), "sections": tuple(sections)})  # the keys are fields

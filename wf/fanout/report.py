@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from wf.base.errors import WfError
 from wf.base.stamps import parse_utc
+from wf.fanout import ledger
+from wf.fanout.contract import Invalid
 from wf.workers import runs
 
 if TYPE_CHECKING:
@@ -29,7 +31,8 @@ def _one_line(text: str, width: int = 200) -> str:
 def describe(st: dict[str, Any]) -> str:
     """``state``, its failure class and the tool's or the system's words, in the
     adapters' wording (``failed auth: Not logged in · Please run /login``), then the exit
-    code of a worker that failed: never a bare exit code, never None."""
+    code of a worker that failed: never a bare exit code, never None. Whether a done
+    unit's answer keeps the return contract is :func:`invalid_mark`, shown beside it."""
     from wf import adapters
 
     base = adapters.describe(st)
@@ -51,6 +54,54 @@ def describe(st: dict[str, Any]) -> str:
     if not bits:
         return base
     return f"{base}, {', '.join(bits)}" if words else f"{base}: {', '.join(bits)}"
+
+
+_BREACH = {
+    Invalid.NO_ANSWER: "no answer (no output.txt)",
+    Invalid.FALLBACK: "no answer of its own, only a FALLBACK salvage of its log",
+    Invalid.EMPTY: "an empty answer",
+}
+
+
+def breach(st: dict[str, Any]) -> str:
+    """How a unit's answer breaks the contract, in words."""
+    rec = st.get("result")
+    why = rec.get("why") if isinstance(rec, dict) else None
+    words = next((w for k, w in _BREACH.items() if k.value == why), None)
+    return words or ledger.reason(st)
+
+
+def invalid_mark(st: dict[str, Any]) -> str | None:
+    """``invalid: <how>`` for a done unit whose answer breaks the return contract
+    (``invalid: missing sections: Verification``), else None."""
+    return f"{ledger.INVALID}: {breach(st)}" if ledger.invalid(st) else None
+
+
+def entry_reason(e: ledger.Entry) -> str:
+    """Why a unit is on the ledger's list, in words."""
+    if e.status is None:
+        return e.need.value
+    return invalid_mark(e.status) or describe(e.status)
+
+
+def entry_line(e: ledger.Entry) -> str:
+    """A unit on the ledger's list, as ``wf gather`` ends with it."""
+    return f"{e.unit}: {entry_reason(e)}"
+
+
+def entry_json(e: ledger.Entry) -> dict[str, Any]:
+    why = e.why.value if e.why else None
+    return {"unit": e.unit, "need": e.need.value, "why": why, "reason": entry_reason(e)}
+
+
+def attention_lines(run: str, entries: list[ledger.Entry], command: str) -> list[str]:
+    """The end of ``wf gather`` (and ``wf monitor``): every unit whose result is missing
+    or invalid, by name, and the command that re-runs exactly them."""
+    if not entries:
+        return []
+    n = len(entries)
+    head = f"{command} {run}: {n} unit{'s' if n > 1 else ''} without a valid result:"
+    return [head, *(f"  {entry_line(e)}" for e in entries), f"  (wf runs retry {run} --invalid re-runs them)"]
 
 
 def elapsed(st: dict[str, Any], now: float | None = None) -> float | None:
@@ -132,6 +183,9 @@ def unit_line(st: dict[str, Any], folder: Path | None = None, now: float | None 
         parts.append("no timeout")
     if st.get("fallback"):
         parts.append("FALLBACK")
+    mark = invalid_mark(st)
+    if mark:
+        parts.append(mark)
     cost = money([st])
     if cost is not None:
         parts.append(cost)
@@ -145,7 +199,7 @@ def unit_line(st: dict[str, Any], folder: Path | None = None, now: float | None 
 
 
 def counts(statuses: list[dict[str, Any]]) -> dict[str, int]:
-    out = {"running": 0, "done": 0, "failed": 0, "queued": 0}
+    out = {"running": 0, "done": 0, "failed": 0, "queued": 0, "invalid": 0}
     for st in statuses:
         state = st.get("state")
         if state == "running":
@@ -154,6 +208,7 @@ def counts(statuses: list[dict[str, Any]]) -> dict[str, int]:
             out["queued"] += 1
         elif state == "done":
             out["done"] += 1
+            out["invalid"] += ledger.invalid(st)  # done, and its answer breaks the contract
         else:
             out["failed"] += 1
     return out
@@ -163,6 +218,8 @@ def progress_text(statuses: list[dict[str, Any]], folders: dict[str, Path], star
     """The live status line: running, done, failed, elapsed, the quietest running unit."""
     c = counts(statuses)
     text = f"{c['running']} running, {c['done']} done, {c['failed']} failed"
+    if c["invalid"]:
+        text += f", {c['invalid']} invalid"
     if c["queued"]:
         text += f", {c['queued']} queued"
     text += f", {time.monotonic() - started:.0f}s"
@@ -189,6 +246,8 @@ def total_line(run: str, statuses: list[dict[str, Any]]) -> str:
     c = counts(latest)
     cost = money(statuses)
     line = f"run {run}: {c['done']}/{len(latest)} done"
+    if c["invalid"]:
+        line += f", {c['invalid']} invalid"
     if c["failed"]:
         line += f", {c['failed']} not"
     if c["running"] or c["queued"]:
@@ -205,7 +264,8 @@ def total_line(run: str, statuses: list[dict[str, Any]]) -> str:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """One run of ``wf runs``: how many units, how many in each state."""
+    """One run of ``wf runs``: how many units, how many in each state, and (last, as
+    ``invalid``) how many of the done ones have an answer that breaks the contract."""
 
     run: str
     units: int
@@ -223,11 +283,15 @@ def recent_runs(project: Project, count: int) -> list[RunSummary]:
     """The ``count`` newest runs, newest first."""
     out = []
     for name, _mtime in runs.all_runs(project)[:count]:
-        units = runs.units(project, name)
+        units = ledger.annotate(project, name, runs.units(project, name))
         states: dict[str, int] = {}
         for u in units:
             states[str(u.get("state"))] = states.get(str(u.get("state")), 0) + 1
-        out.append(RunSummary(name, len(units), dict(sorted(states.items()))))
+        states = dict(sorted(states.items()))
+        invalid = sum(ledger.invalid(u) for u in units)
+        if invalid:  # the done units whose answer breaks the contract, after the states
+            states[ledger.INVALID] = invalid
+        out.append(RunSummary(name, len(units), states))
     return out
 
 
@@ -276,6 +340,7 @@ def monitor_json(run: str, result: Watch) -> dict[str, Any]:
         "watching": result.watched,
         "lost": result.lost,
         "units": result.units,
+        "attention": [entry_json(e) for e in result.attention],
     }
 
 
@@ -289,14 +354,17 @@ def outputs(project: Project, run: str, statuses: list[dict[str, Any]]) -> dict[
 def gather_json(run: str, result: Watch, answers: dict[str, str]) -> dict[str, Any]:
     """What ``wf gather --json`` prints: each unit's status with its answer."""
     units = [{**st, "output": answers[str(st["unit"])]} for st in result.units]
-    return {"run": run, "code": result.code, "lost": result.lost, "units": units}
+    attention = [entry_json(e) for e in result.attention]
+    return {"run": run, "code": result.code, "lost": result.lost, "units": units, "attention": attention}
 
 
 def landed_line(st: dict[str, Any]) -> str:
     """What ``wf gather`` prints as a unit lands."""
-    return f"DONE {st['unit']} {describe(st)}{' FALLBACK' if st.get('fallback') else ''}"
+    marks = [m for m in ("FALLBACK" if st.get("fallback") else None, invalid_mark(st)) if m]
+    return " ".join([f"DONE {st['unit']} {describe(st)}", *marks])
 
 
 def answer_header(st: dict[str, Any]) -> str:
     """The line above a unit's answer in ``wf gather``."""
-    return f"== {st['unit']} ({describe(st)}{', FALLBACK' if st.get('fallback') else ''})"
+    marks = [m for m in ("FALLBACK" if st.get("fallback") else None, invalid_mark(st)) if m]
+    return f"== {st['unit']} ({', '.join([describe(st), *marks])})"

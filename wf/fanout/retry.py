@@ -4,7 +4,8 @@ that exists.
 Attempts of one unit form a family: the first attempt ``u1``, then ``u1-r1``, ``u1-r2``,
 each recording ``retry_of`` (the first attempt) and ``retry`` (its count). Only a
 family's latest attempt counts. A family is re-run when that attempt is not done, or is
-done with a FALLBACK instead of an answer, and the count stays within the cap.
+done with a FALLBACK instead of an answer, or with an answer that breaks the return
+contract (see ``ledger``), and the count stays within the cap.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, NamedTuple
 from wf import adapters
 from wf.base.errors import WfError
 from wf.base.project import Project
+from wf.fanout import ledger
 from wf.fanout.manifest import saved_requests
 from wf.fanout.units import UnitRequest
 from wf.workers import runs
@@ -39,7 +41,14 @@ def families(statuses: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def landed_well(st: dict[str, Any]) -> bool:
-    return st.get("state") == "done" and not st.get("fallback")
+    """Done with an answer of its own that keeps the contract (``st`` annotated by
+    ``ledger.annotate``, or recorded when the unit ended)."""
+    return st.get("state") == "done" and not st.get("fallback") and not ledger.invalid(st)
+
+
+def _failed(st: dict[str, Any]) -> bool:
+    """Ended without being done, or done with only a FALLBACK (``--failed``)."""
+    return st.get("state") not in runs.LIVE and (st.get("state") != "done" or bool(st.get("fallback")))
 
 
 def _free_id(project: Project, run: str, root: str, count: int) -> str:
@@ -60,6 +69,7 @@ def _from_status(project: Project, run: str, st: dict[str, Any]) -> UnitRequest:
     mode = st.get("mode") or ("clone" if st.get("clone") else "cwd")
     given = st.get("access")
     access: dict[str, Any] = given if isinstance(given, dict) else {}
+    sections = ledger.required(st)  # None: the contract was off (or the unit predates it)
     return UnitRequest(
         id=str(st["unit"]),
         prompt=prompt,
@@ -75,6 +85,8 @@ def _from_status(project: Project, run: str, st: dict[str, Any]) -> UnitRequest:
         cmd=tuple(st.get("cmd") or ()),
         permission_mode=st.get("permission_mode") or access.get("permission_mode"),
         access={k: access[k] for k in adapters.ACCESS_KEYS if k in access},  # never wider on a retry
+        contract=sections is not None,
+        sections=sections or (),
     )
 
 
@@ -117,7 +129,7 @@ def plan_manifest(
 ) -> tuple[list[UnitRequest], list[Skip]]:
     """``wf run M --run R`` on a run that exists: what is done is skipped, what did not
     land is retried, what is new runs."""
-    fams = families(runs.units(project, run))
+    fams = families(ledger.annotate(project, run, runs.units(project, run)))
     todo: list[UnitRequest] = []
     skipped: list[Skip] = []
     for req in reqs:
@@ -138,11 +150,14 @@ def plan_retry(
     missing: bool,
     resume: bool,
     max_retries: int,
+    invalid: bool = False,
 ) -> tuple[list[UnitRequest], list[Skip]]:
-    """``wf runs retry``: the units named (any attempt of them), else those that did not
-    land (``failed``) and those of the run's manifest that never started (``missing``);
-    neither flag means both."""
-    statuses = runs.units(project, run)
+    """``wf runs retry``: the units named (any attempt of them), else those that ended
+    without being done or with a FALLBACK (``failed``), those of the run's manifest that
+    never started (``missing``), and every unit the ledger names, the ones ``wf gather``
+    lists (``invalid``: an answer that breaks the contract, or no result); no flag means
+    all three."""
+    statuses = ledger.annotate(project, run, runs.units(project, run))
     fams = families(statuses)
     root_of = {str(st["unit"]): str(st.get("retry_of") or st["unit"]) for st in statuses}
     saved = {r.id: r for r in saved_requests(project, run)}
@@ -159,15 +174,15 @@ def plan_retry(
             else:
                 raise WfError(f"no unit {u} in run {run}")
     else:
-        if not failed and not missing:
-            failed = missing = True
-        if failed:  # what ended without landing; a unit still running has not failed
-            roots = [
-                r
-                for r, attempts in fams.items()
-                if not landed_well(attempts[-1]) and attempts[-1].get("state") not in runs.LIVE
-            ]
-        if missing:
+        if not failed and not missing and not invalid:
+            failed = missing = invalid = True
+        # what ended without landing; a unit still running has not failed
+        roots = [
+            r
+            for r, attempts in fams.items()
+            if (failed and _failed(attempts[-1])) or (invalid and ledger.needs(attempts[-1]) is not None)
+        ]
+        if missing or invalid:
             fresh = [r for i, r in saved.items() if i not in fams]
     for root in dict.fromkeys(roots):
         nxt = next_attempt(project, run, fams[root], None, resume=resume, max_retries=max_retries)

@@ -46,6 +46,8 @@ class UnitRequest(NamedTuple):
     retry: int = 0
     access: dict[str, Any] = {}  # noqa: RUF012 - never mutated; allowed_tools, sandbox, network, isolate_mcp, extra_args
     panel: str | None = None  # the panel (one question to several tools) this unit answers in
+    contract: bool = True  # the prompt ends with the return contract, and the answer is checked against it
+    sections: tuple[str, ...] = ()  # the contract's required sections; (): contract.SECTIONS
 
 
 def adapter_named(name: str | None) -> adapters.Adapter:
@@ -151,6 +153,19 @@ def _resume_meta(project: Project, run: str, req: UnitRequest) -> tuple[UnitRequ
     return req, meta, str(session_id)
 
 
+def prompt_of(req: UnitRequest, meta: dict[str, Any]) -> str:
+    """The prompt a unit is given: ending with the return contract, unless it is off;
+    ``meta`` (its status.json) records the contract: its required sections, or False."""
+    if not req.contract:
+        meta["contract"] = False
+        return req.prompt
+    from wf.fanout import contract
+
+    required = req.sections or contract.SECTIONS
+    meta["contract"] = list(required)
+    return contract.with_contract(req.prompt, required)
+
+
 def _with_model(project: Project, adapter: str, req: UnitRequest, meta: dict[str, Any]) -> UnitRequest:
     """The request with the model it runs on (models.choose); why, noted in ``meta``."""
     try:
@@ -232,7 +247,7 @@ def build_unit(project: Project, run: str, req: UnitRequest) -> Unit:
         unit=req.id,
         folder=folder,
         cwd=cwd,
-        prompt=req.prompt,
+        prompt=prompt_of(req, meta),
         model=req.model,
         effort=req.effort,
         session_id=session_id,

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from wf.base import pids
 from wf.base.errors import WfError
 from wf.base.project import Project
+from wf.fanout import ledger
 from wf.workers import procs, runs
 from wf.workers.answer import salvage
 
@@ -101,23 +102,32 @@ def superseded(found: list[dict[str, Any]]) -> set[str]:
 
 
 def statuses(project: Project, run: str, only: list[str] | None = None) -> list[dict[str, Any]]:
-    """The units named, else every unit of the run but the attempts retries replaced."""
+    """The units named, else every unit of the run but the attempts retries replaced;
+    each with the check of its answer (``ledger.annotate``)."""
     found = runs.units(project, run)
     if only is None:
         old = superseded(found)
-        return [st for st in found if str(st.get("unit")) not in old]
+        return ledger.annotate(project, run, [st for st in found if str(st.get("unit")) not in old])
     by_id = {str(st.get("unit")): st for st in found}
     missing = [u for u in only if u not in by_id]
     if missing:
         raise WfError(f"no unit {', '.join(missing)} in run {run}")
-    return [by_id[u] for u in only]
+    return ledger.annotate(project, run, [by_id[u] for u in only])
 
 
 class Watch(NamedTuple):
     code: int  # OK, ATTENTION or GAVE_UP
     watched: list[str]
-    units: list[dict[str, Any]]  # the watched units' status.json, as last read
+    units: list[dict[str, Any]]  # the watched units' status.json, as last read, annotated
     lost: list[str]  # units this reader marked lost
+    attention: list[ledger.Entry] = []  # noqa: RUF012 - never mutated; the units needing a person
+
+
+def _needing(project: Project, run: str, found: list[dict[str, Any]], whole: bool) -> list[ledger.Entry]:
+    """The ledger's list for what a reader watched; for the whole run, with the
+    manifest's units that never started."""
+    never = ledger.never_started(project, run, runs.units(project, run)) if whole else []
+    return ledger.entries(found, never)
 
 
 def every_unit(project: Project, run: str) -> list[str]:
@@ -195,8 +205,8 @@ def monitor(
         lost += repair_lost(project, run)
         found = statuses(project, run, watched) if watched != [] else []
         names = [str(st.get("unit")) for st in found]
-        if any(st.get("state") in runs.ATTENTION for st in found):
-            return Watch(ATTENTION, names, found, lost)
+        if any(st.get("state") in runs.ATTENTION or ledger.invalid(st) for st in found):
+            return Watch(ATTENTION, names, found, lost, _needing(project, run, found, False))
         if (found or watched == []) and all(st.get("state") in runs.FINAL for st in found):
             return Watch(OK, names, found, lost)
         if timeout is not None and time.monotonic() - start >= timeout:
@@ -229,8 +239,10 @@ def gather(
     on_tick: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> Watch:
     """Wait until every unit has ended (``lost`` counts) and its files stayed unchanged
-    for ``quiet`` seconds, calling ``on_landed`` as each one lands; 0 if all are done,
-    4 if any is not, 5 on ``timeout``. An attempt a retry replaced is left out."""
+    for ``quiet`` seconds, calling ``on_landed`` as each one lands; 0 if all are done
+    with answers that keep the contract, 4 if any is not (the ledger's list says which,
+    with the manifest's units that never started when the whole run is gathered), 5 on
+    ``timeout``. An attempt a retry replaced is left out."""
     start = time.monotonic()
     sigs: dict[str, tuple[Any, ...]] = {}
     since: dict[str, float] = {}
@@ -251,8 +263,8 @@ def gather(
                 if on_landed:
                     on_landed(st)
         if found and all(n in landed for n in names):
-            bad = any(st.get("state") != "done" for st in found)
-            return Watch(ATTENTION if bad else OK, names, found, lost)
+            needing = _needing(project, run, found, watched is None)
+            return Watch(ATTENTION if needing else OK, names, found, lost, needing)
         if timeout is not None and now - start >= timeout:
             return Watch(GAVE_UP, names, found, lost)
         if on_tick:
