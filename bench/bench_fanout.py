@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--units", default="100,1000", help="comma-separated unit counts (default 100,1000)")
     ap.add_argument("--parallel", type=int, default=8)
     ap.add_argument("--reps", type=int, default=5, help="timed repetitions (plus one warm-up)")
-    ap.add_argument("--profile", metavar="FILE", help="instead: cProfile (CPU time) one wf run of the first size into FILE")
+    ap.add_argument("--profile", metavar="FILE", help="instead: cProfile (CPU time) one wf run into FILE")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.units.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="wf-bench-fanout-"))
