@@ -54,10 +54,17 @@ MAX_LINE = 64 << 20  # a claude result event carries the whole answer on one lin
 _versions: dict[str, str | None] = {}
 
 
+_START: tuple[int, int | None] = (0, None)
+
+
 def _my_start() -> int | None:
-    """With the pid, names this supervisor for the readers (read when asked: a process
-    forked from this one is another supervisor)."""
-    return pids.start_ticks(os.getpid())
+    """With the pid, names this supervisor for the readers (read once per process: a
+    process forked from this one has another pid, and is another supervisor)."""
+    global _START
+    pid = os.getpid()
+    if _START[0] != pid:
+        _START = (pid, pids.start_ticks(pid))
+    return _START[1]
 
 
 def tool_version(adapter: Adapter) -> str | None:
