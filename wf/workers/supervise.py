@@ -472,35 +472,31 @@ class Unit:
 
 
 def settle_all(ending: list[tuple[Unit, str]]) -> None:
-    """Settle units together. A unit whose worker exited and whose token no process
-    carries (one look for all of them) has no tree to wait for: it is settled in this
-    thread, one after another (a thread each only made them contend for the interpreter:
-    ~2 ms of CPU a unit). The others, whose ends wait out grace periods, get one thread
-    each when there are several, so none waits for another's tree to die."""
+    """Settle units together: one thread each when there are several, so none waits for
+    another's tree to die nor for another's fsyncs. A unit whose worker exited and whose
+    token no process carries (one look for all of them) has no tree to end: its thread
+    only writes its files (a look at the process tree in each thread made them contend
+    for the interpreter: ~1-2 ms of CPU a unit)."""
     exited = [u.token for u, why in ending if why == "exited"]
     left = procs.with_tokens(exited) if exited else {}
-    quick = [u for u, why in ending if why == "exited" and not left[u.token]]
-    slow = [(u, why) for u, why in ending if u not in quick]
-    if len(slow) == 1 and not quick:
-        slow[0][0].settle(slow[0][1])
+    clear = {id(u) for u, why in ending if why == "exited" and not left[u.token]}
+    if len(ending) == 1:
+        u, why = ending[0]
+        u.settle(why, none_left=id(u) in clear)
         return
     errors: list[BaseException] = []
 
     def one(u: Unit, why: str) -> None:
         try:
-            u.settle(why)
+            u.settle(why, none_left=id(u) in clear)
         except BaseException as e:  # re-raised below, in the supervisor's thread
             errors.append(e)
 
-    threads = [threading.Thread(target=one, args=pair) for pair in slow]
+    threads = [threading.Thread(target=one, args=pair) for pair in ending]
     for t in threads:
         t.start()
-    try:
-        for u in quick:
-            u.settle("exited", none_left=True)
-    finally:
-        for t in threads:
-            t.join()
+    for t in threads:
+        t.join()
     if errors:
         raise errors[0]
 
