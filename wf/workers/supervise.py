@@ -25,7 +25,6 @@ import os
 import select
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -176,11 +175,11 @@ class Unit:
         env[procs.DIR_VAR] = str(self.folder.resolve())  # whoever signals the tree marks the folder
         log = open(self.folder / "worker.log", "wb")  # noqa: SIM115 - closed in _close_files
         err = open(self.folder / "worker.err", "wb")  # noqa: SIM115
-        # The prompt from an unlinked file, not a pipe: the worker shares its offset, so
+        # The prompt from a file (prompt.txt), not a pipe: the worker shares its offset, so
         # how much it read is known when it ends; a file never blocks the supervisor and
         # ends in EOF (Codex and opencode wait forever on an open stdin).
         data = self.adapter.stdin(spec)
-        prompt = self._prompt_file(data)
+        prompt = runs.stdin_file(self.folder, data)
         self._stdin = prompt
         self._files = [log, err, prompt]
         self.status["stdin_bytes"] = len(data)
@@ -211,24 +210,6 @@ class Unit:
         self.state = "running"
         self.status.update(state="running", started=runs.now_iso(), pid=self.proc.pid, argv=argv)
         self.save()
-
-    def _prompt_file(self, data: bytes) -> Any:
-        """The worker's stdin: prompt.txt itself, opened read-only, when it holds exactly
-        ``data`` (no second file for the same bytes); else an unlinked copy."""
-        try:
-            f = open(self.folder / "prompt.txt", "rb")  # noqa: SIM115 - closed in _close_files
-        except OSError:
-            f = None
-        if f is not None:
-            if f.read(len(data) + 1) == data:
-                f.seek(0)
-                return f
-            f.close()
-        prompt = tempfile.TemporaryFile(dir=self.folder)  # noqa: SIM115 - closed in _close_files
-        prompt.write(data)
-        prompt.flush()
-        prompt.seek(0)
-        return prompt
 
     def _read_new(self) -> bool:
         path = self.folder / "worker.log"
@@ -303,8 +284,7 @@ class Unit:
 
     def settle(self, why: str, *, none_left: bool = False) -> None:
         """End the unit for ``why`` (from due()); its status is final afterwards.
-        ``none_left``: its worker exited and the caller just found no process carrying
-        its token, so there is no tree left to end."""
+        ``none_left``: no process carries its token any more (the caller looked)."""
         if why == "exited":
             self._finish(None, none_left=none_left)
         else:
@@ -473,10 +453,8 @@ class Unit:
 
 def settle_all(ending: list[tuple[Unit, str]]) -> None:
     """Settle units together: one thread each when there are several, so none waits for
-    another's tree to die nor for another's fsyncs. A unit whose worker exited and whose
-    token no process carries (one look for all of them) has no tree to end: its thread
-    only writes its files (a look at the process tree in each thread made them contend
-    for the interpreter: ~1-2 ms of CPU a unit)."""
+    another's tree to die or fsyncs. One look finds which exited units left processes;
+    the others skip the tree scan (in every thread, it made them fight for the GIL)."""
     exited = [u.token for u, why in ending if why == "exited"]
     left = procs.with_tokens(exited) if exited else {}
     clear = {id(u) for u, why in ending if why == "exited" and not left[u.token]}
