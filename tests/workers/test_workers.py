@@ -273,6 +273,46 @@ def test_grandchild_does_not_outlive_the_unit(w: Workers, tmp_path: Path) -> Non
     assert w.status("r1", "g1")["leftovers_killed"] >= 1
 
 
+@pytest.mark.timeout(120)
+def test_units_ending_together_each_end_their_own_leftovers(w: Workers, tmp_path: Path) -> None:
+    """Units that exit in the same pass are settled together, the ones that left
+    nothing behind without a thread of their own: each that left a detached grandchild
+    has it ended at its own end (the run still going), none is taken for another."""
+    fork = (
+        "import subprocess, sys; "
+        "p = subprocess.Popen(['sleep', '300'], start_new_session=True); "
+        f"open({str(tmp_path)!r} + '/' + sys.argv[1] + '.pid', 'w').write(str(p.pid))"
+    )
+    check = (
+        "import os, sys, time\n"
+        "def dead(pid):\n"
+        "    try:\n"
+        "        return open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[0] in 'ZX'\n"
+        "    except OSError:\n"
+        "        return True\n"
+        f"files = [{str(tmp_path)!r} + f'/g{{i}}.pid' for i in range(3)]\n"
+        "deadline = time.monotonic() + 60\n"
+        "while time.monotonic() < deadline:\n"
+        "    if all(os.path.exists(f) and open(f).read() and dead(int(open(f).read())) for f in files):\n"
+        "        print('all ended'); sys.exit(0)\n"
+        "    time.sleep(0.05)\n"
+        "sys.exit(1)\n"
+    )
+    units = [{"id": f"g{i}", "prompt": "x", "cmd": [sys.executable, "-c", fork, f"g{i}"]} for i in range(3)]
+    units += [{"id": f"q{i}", "prompt": "x", "cmd": ["true"]} for i in range(4)]
+    units.append({"id": "watch", "prompt": "x", "cmd": [sys.executable, "-c", check]})
+    m = manifest(tmp_path / "m.json", units, adapter="cmd")
+    r = w.run("run", str(m), "--run", "tg", "--max-parallel", "8", timeout=100)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert w.output("tg", "watch") == "all ended"  # ended while the run still went on
+    for i in range(3):
+        st = w.status("tg", f"g{i}")
+        assert st["state"] == "done" and st["leftovers_killed"] == 1
+        assert not alive(int((tmp_path / f"g{i}.pid").read_text()))
+    for i in range(4):
+        assert w.status("tg", f"q{i}")["leftovers_killed"] == 0
+
+
 def test_crash_gets_a_fallback_answer(w: Workers) -> None:
     r = w.run("dispatch", "r1", "c1", "--adapter", "claude", "--prompt", "CRASH")
     assert r.returncode == 4

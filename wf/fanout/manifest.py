@@ -312,7 +312,8 @@ def save_requests(project: Project, run: str, reqs: list[UnitRequest]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     known = {r.id: r for r in saved_requests(project, run)}
     known.update({r.id: r for r in reqs})
-    store.write_json(folder / "manifest.json", [r._asdict() for r in known.values()], durable=False)
+    saved = [r._asdict() for r in known.values()]
+    store.write_json(folder / "manifest.json", saved, indent=None, durable=False)  # C encoder: one line
 
 
 def saved_requests(project: Project, run: str) -> list[UnitRequest]:

@@ -80,6 +80,27 @@ def write_new(path: Path, data: bytes) -> None:
         f.write(data)
 
 
+def stdin_file(folder: Path, data: bytes) -> Any:
+    """A worker's stdin: its prompt.txt, opened read-only, when that holds exactly
+    ``data`` (no second file for the same bytes); else an unlinked copy in ``folder``."""
+    try:
+        f = open(folder / "prompt.txt", "rb")  # noqa: SIM115 - the worker's stdin, closed by the caller
+    except OSError:
+        f = None
+    if f is not None:
+        if f.read(len(data) + 1) == data:
+            f.seek(0)
+            return f
+        f.close()
+    import tempfile  # only for an adapter whose stdin is not its prompt
+
+    copy = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 - closed by the caller
+    copy.write(data)
+    copy.flush()
+    copy.seek(0)
+    return copy
+
+
 def write_status(folder: Path, status: dict[str, Any], *, durable: bool = False) -> None:
     """``finite=False``: the status holds what the worker reported (a cost it printed as
     NaN); read_status takes it, and a worker's odd number must not crash its supervisor."""

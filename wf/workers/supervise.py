@@ -25,7 +25,6 @@ import os
 import select
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -54,10 +53,17 @@ MAX_LINE = 64 << 20  # a claude result event carries the whole answer on one lin
 _versions: dict[str, str | None] = {}
 
 
+_START: tuple[int, int | None] = (0, None)
+
+
 def _my_start() -> int | None:
-    """With the pid, names this supervisor for the readers (read when asked: a process
-    forked from this one is another supervisor)."""
-    return pids.start_ticks(os.getpid())
+    """With the pid, names this supervisor for the readers (read once per process: a
+    process forked from this one has another pid, and is another supervisor)."""
+    global _START
+    pid = os.getpid()
+    if _START[0] != pid:
+        _START = (pid, pids.start_ticks(pid))
+    return _START[1]
 
 
 def tool_version(adapter: Adapter) -> str | None:
@@ -169,14 +175,11 @@ class Unit:
         env[procs.DIR_VAR] = str(self.folder.resolve())  # whoever signals the tree marks the folder
         log = open(self.folder / "worker.log", "wb")  # noqa: SIM115 - closed in _close_files
         err = open(self.folder / "worker.err", "wb")  # noqa: SIM115
-        # The prompt from an unlinked file, not a pipe: the worker shares its offset, so
+        # The prompt from a file (prompt.txt), not a pipe: the worker shares its offset, so
         # how much it read is known when it ends; a file never blocks the supervisor and
         # ends in EOF (Codex and opencode wait forever on an open stdin).
         data = self.adapter.stdin(spec)
-        prompt = tempfile.TemporaryFile(dir=self.folder)  # noqa: SIM115 - closed in _close_files
-        prompt.write(data)
-        prompt.flush()
-        prompt.seek(0)
+        prompt = runs.stdin_file(self.folder, data)
         self._stdin = prompt
         self._files = [log, err, prompt]
         self.status["stdin_bytes"] = len(data)
@@ -279,10 +282,11 @@ class Unit:
             return "timeout"
         return None
 
-    def settle(self, why: str) -> None:
-        """End the unit for ``why`` (from due()); its status is final afterwards."""
+    def settle(self, why: str, *, none_left: bool = False) -> None:
+        """End the unit for ``why`` (from due()); its status is final afterwards.
+        ``none_left``: no process carries its token any more (the caller looked)."""
         if why == "exited":
-            self._finish(None)
+            self._finish(None, none_left=none_left)
         else:
             self.stop(why)
 
@@ -320,11 +324,11 @@ class Unit:
                 pass
         self._files = []
 
-    def _finish(self, why: str | None) -> None:
+    def _finish(self, why: str | None, *, none_left: bool = False) -> None:
         proc = self.proc
         assert proc is not None
         # Whatever the worker left behind (a detached grandchild) ends with the unit.
-        leftovers = procs.kill_tree(None, self.token, grace=1.0, mark=False)  # its worker has exited
+        leftovers = [] if none_left else procs.kill_tree(None, self.token, grace=1.0, mark=False)
         code = proc.poll()
         if code is None:
             try:
@@ -448,16 +452,21 @@ class Unit:
 
 
 def settle_all(ending: list[tuple[Unit, str]]) -> None:
-    """Settle units together (each stop waits out its grace periods): one thread each
-    when there are several, so none waits for another's tree to die."""
+    """Settle units together: one thread each when there are several, so none waits for
+    another's tree to die or fsyncs. One look finds which exited units left processes;
+    the others skip the tree scan (in every thread, it made them fight for the GIL)."""
+    exited = [u.token for u, why in ending if why == "exited"]
+    left = procs.with_tokens(exited) if exited else {}
+    clear = {id(u) for u, why in ending if why == "exited" and not left[u.token]}
     if len(ending) == 1:
-        ending[0][0].settle(ending[0][1])
+        u, why = ending[0]
+        u.settle(why, none_left=id(u) in clear)
         return
     errors: list[BaseException] = []
 
     def one(u: Unit, why: str) -> None:
         try:
-            u.settle(why)
+            u.settle(why, none_left=id(u) in clear)
         except BaseException as e:  # re-raised below, in the supervisor's thread
             errors.append(e)
 
