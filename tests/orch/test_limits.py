@@ -178,7 +178,11 @@ def test_a_five_hour_limit_parks_the_lane_then_the_same_run_finishes_the_task(wf
     assert f"park lane c: parked until {clock} (five_hour)" in out, out
     ran = units(wf)
     assert [u["failure"] for u in ran] == ["usage_limit", None], ran
-    assert ran[0]["limit"] == {"window": "five_hour", "resets_at": reset, "utilization": 1}
+    limit = ran[0]["limit"]
+    assert (limit["window"], limit["resets_at"]) == ("five_hour", reset), limit
+    # the utilization comes from claude's rate_limit_event, which the real claude, on a
+    # loaded machine, does not always stream before its error: when it is known, it is 1
+    assert limit["utilization"] in (1, None), limit
     assert ran[1]["started"] >= time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(reset)), "ran before the reset"
     assert ran[1]["session_id"] == ran[0]["session_id"]  # the same session, resumed
     assert len(api.requests) == 3  # the rejected one, then the Bash call and the report
