@@ -68,3 +68,75 @@ def test_an_edit_on_a_and_a_claim_on_b_both_survive_a_sync_on_either_side(
             == shared.refs()["refs/heads/main"]
         )
         assert a.git("status", "--porcelain", "-uno") == b.git("status", "--porcelain", "-uno") == ""
+
+
+def edit(m: Machine, old: str, new: str) -> None:
+    text = tasks(m)
+    assert old in text
+    (m.root / "TASKS.md").write_text(text.replace(old, new, 1))
+
+
+def test_a_persons_text_changed_on_both_is_a_conflict_shown_never_written(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        edit(a, "Body of one.", "A's body.")
+        sync(a)
+        edit(b, "Body of one.", "B's body.")
+        edit(b, "## t3: Three\n", "## t3: Three on b\n")  # a change that merges cleanly
+        before_b, remote_before = tasks(b), shared.refs()["refs/heads/main"]
+        head_b = b.git("rev-parse", "HEAD")
+        r = b.wf("sync")
+        assert r.returncode == 4, r.stdout + r.stderr
+        assert "t1: body" in r.stderr and "A's body." in r.stderr and "B's body." in r.stderr
+        assert tasks(b) == before_b and b.git("rev-parse", "HEAD") == head_b
+        assert shared.refs()["refs/heads/main"] == remote_before
+        j = b.wf("sync", "--json")
+        assert j.returncode == 4
+        [c] = json.loads(j.stdout)["conflicts"]
+        assert (c["task"], c["part"], c["kind"]) == ("t1", "body", "text")
+        assert "B's body." in c["ours"] and "A's body." in c["theirs"]
+        no_markers(tasks(a), tasks(b), remote_tasks(shared))
+        # the person decides: the remote's text of t1; t3's rename still merges
+        sync(b, "--theirs", "t1")
+        assert "A's body." in tasks(b) and "B's body." not in tasks(b) and "## t3: Three on b\n" in tasks(b)
+        assert remote_tasks(shared) == tasks(b)
+
+
+def test_ours_keeps_this_machines_text_of_a_conflicting_task(tmp_path: Path) -> None:
+    with Shared(tmp_path) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        edit(a, "## t2: Two\n", "## t2: Two by a\n")
+        sync(a)
+        edit(b, "## t2: Two\n", "## t2: Two by a and b\n")
+        assert b.wf("sync").returncode == 4
+        sync(b, "--ours", "t2")
+        sync(a)
+        for text in (tasks(a), tasks(b), remote_tasks(shared)):
+            assert "## t2: Two by a and b\n" in text
+        r = b.wf("sync", "--ours", "t2", "--theirs", "t2")
+        assert r.returncode == 2 and "both name t2" in r.stderr
+        r = b.wf("sync", "--ours", "../x")
+        assert r.returncode == 1 and "bad id" in r.stderr
+
+
+def test_tasks_added_on_each_machine_are_all_kept_in_place(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        edit(a, "## t2: Two\n", "## a1: Added on a\nModel: haiku\nDone: true\n\n## t2: Two\n")
+        a.wf("add", "Last on a", "--id", "a2", check=True)
+        b.wf("add", "Last on b", "--id", "b1", check=True)
+        b.wf("note", "t3", "a note from b", check=True)
+        a.wf("note", "t3", "a note from a", check=True)
+        sync(a)
+        out = sync(b)
+        assert out["added"] == ["a1", "a2"]
+        sync(a)
+        assert tasks(a) == tasks(b) == remote_tasks(shared)
+        text = tasks(a)
+        assert text.index("## t1:") < text.index("## a1:") < text.index("## t2:") < text.index("## t3:")
+        assert "## b1: Last on b" in text and "## a2: Last on a" in text
+        assert "a note from a" in text and "a note from b" in text
+        assert a.wf("check").returncode == 0

@@ -168,7 +168,12 @@ def _merge_fields(
     bn = [ln for ln in base if _key(ln) == "note"]
     on = [ln for ln in ours if _key(ln) == "note"]
     tn = [ln for ln in theirs if _key(ln) == "note"]
-    notes = [n for n in on if n in tn or n not in bn] + [n for n in tn if n not in on and n not in bn]
+    clean, picked = _pick(bn, on, tn)  # one side left the notes alone: the other's, in its order
+    notes = (
+        list(picked)  # type: ignore[call-overload]
+        if clean
+        else [n for n in on if n in tn or n not in bn] + [n for n in tn if n not in on and n not in bn]
+    )
     out: list[str] = []
     placed: set[str] = set()
     for k in o:  # ours' order first, then what theirs added, after its neighbour in theirs
@@ -193,8 +198,10 @@ def _opt(line: str | None) -> str | None:
 def _merge_block(
     tid: str, base: Block | None, ours: Block, theirs: Block, times: _Times
 ) -> tuple[Block, list[Conflict]]:
-    if ours == theirs:
+    if ours == theirs or theirs == base:
         return ours, []
+    if ours == base:
+        return theirs, []
     b = base or Block("", (), ())
     conflicts: list[Conflict] = []
     clean, heading = _pick(b.heading, ours.heading, theirs.heading)
