@@ -140,3 +140,108 @@ def test_tasks_added_on_each_machine_are_all_kept_in_place(tmp_path: Path) -> No
         assert "## b1: Last on b" in text and "## a2: Last on a" in text
         assert "a note from a" in text and "a note from b" in text
         assert a.wf("check").returncode == 0
+
+
+def test_the_newer_status_wins_when_both_machines_changed_it(tmp_path: Path) -> None:
+    with Shared(tmp_path) as shared:
+        a = shared.seed("a", TASKS.replace("## t1: One\n", "## t1: One\nStatus: wip: half done\n"))
+        b = shared.machine("b")
+        edit(a, "Status: wip: half done\n", "Status: in progress: worker since 2026-01-01T10:00Z\n")
+        edit(b, "Status: wip: half done\n", "Status: in progress: pat since 2026-01-01T11:00Z\n")
+        sync(a)
+        sync(b)  # no conflict: wf's own status line, the newer wins
+        sync(a)
+        for text in (tasks(a), tasks(b), remote_tasks(shared)):
+            assert "Status: in progress: pat since 2026-01-01T11:00Z\n" in text and "worker since" not in text
+
+
+def test_the_archive_is_a_union_and_an_archived_task_leaves_a_claim_behind(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        a.wf("done", "t1", check=True)
+        a.git("add", "TASKS.md", "DONE.md")
+        a.git("commit", "-qm", "archive t1 on a")
+        b.wf("status", "t1", "progress", "worker", check=True)  # b claimed it meanwhile: wf's lines only
+        b.wf("done", "t3", check=True)
+        sync(a)
+        out = sync(b)
+        assert out["removed"] == ["t1"] and out["archived"] == 1
+        sync(a)
+        done_a, done_b = (a.root / "DONE.md").read_text(), (b.root / "DONE.md").read_text()
+        assert done_a == done_b == git(shared.bare, "show", "main:DONE.md")
+        assert done_a.count(" t1 lane=") == 1 and done_a.count(" t3 lane=") == 1
+        for text in (tasks(a), tasks(b), remote_tasks(shared)):
+            assert "## t1:" not in text and "## t3:" not in text and "## t2: Two\n" in text
+        assert a.wf("check").returncode == 0 and b.wf("check").returncode == 0
+
+
+def test_a_task_archived_there_and_edited_here_is_a_conflict(tmp_path: Path) -> None:
+    with Shared(tmp_path) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        a.wf("done", "t1", check=True)
+        sync(a)
+        edit(b, "Body of one.", "Body b rewrote.")
+        r = b.wf("sync", "--json")
+        assert r.returncode == 4
+        [c] = json.loads(r.stdout)["conflicts"]
+        assert (c["task"], c["kind"], c["theirs"]) == ("t1", "deleted", None) and "Body b rewrote." in c[
+            "ours"
+        ]
+        sync(b, "--theirs", "t1")
+        assert "## t1:" not in tasks(b) and " t1 lane=" in (b.root / "DONE.md").read_text()
+
+
+def test_the_cost_log_is_a_union_without_duplicates(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        for m, lines in ((a, ["ts=1 id=t1 usd=1", "ts=2 id=t2 usd=2"]), (b, ["ts=3 id=t3 usd=3"])):
+            (m.root / "out").mkdir()
+            (m.root / "out" / "wf-cost.log").write_text("".join(x + "\n" for x in lines))
+        sync(a)
+        assert sync(b)["cost_lines"] == 2
+        assert sync(a)["cost_lines"] == 1
+        assert sync(b)["state"] == "up to date"
+        want = {"ts=1 id=t1 usd=1", "ts=2 id=t2 usd=2", "ts=3 id=t3 usd=3"}
+        for m in (a, b):
+            got = (m.root / "out" / "wf-cost.log").read_text().splitlines()
+            assert sorted(got) == sorted(want)
+        shared_log = git(shared.bare, "show", "refs/wf/cost/log:wf-cost.log").splitlines()
+        assert sorted(shared_log) == sorted(want)
+
+
+def test_offline_sync_refuses_and_writes_nothing(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS)
+        edit(a, "Body of one.", "Edited offline.")
+        before, head = tasks(a), a.git("rev-parse", "HEAD")
+        shared.stop()
+        r = a.wf("sync")
+        assert r.returncode == 1 and "unreachable" in r.stderr and "Traceback" not in r.stderr
+        assert tasks(a) == before and a.git("rev-parse", "HEAD") == head
+
+
+def test_without_a_shared_remote_sync_says_how_to_set_one(tmp_path: Path) -> None:
+    with Shared(tmp_path) as shared:
+        a = shared.seed("a", TASKS, toml="")
+        r = a.wf("sync")
+        assert r.returncode == 1 and "shared" in r.stderr and "wf.toml" in r.stderr
+
+
+def test_uncommitted_changes_to_a_file_the_merge_changes_are_never_overwritten(tmp_path: Path) -> None:
+    with Shared(tmp_path) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        (a.root / "code.py").write_text("x = 1\n")
+        a.git("add", "code.py")
+        a.git("commit", "-qm", "code on a")
+        sync(a)
+        (b.root / "code.py").write_text("mine = 2\n")  # untracked on b, where a's commit adds it
+        edit(b, "Body of two.", "Two on b.")
+        head = b.git("rev-parse", "HEAD")
+        r = b.wf("sync")
+        assert r.returncode == 1 and "code.py" in r.stderr
+        assert (b.root / "code.py").read_text() == "mine = 2\n" and b.git("rev-parse", "HEAD") == head
+        assert "Two on b." in tasks(b) and "Two on b." not in remote_tasks(shared)

@@ -304,10 +304,15 @@ def _render(preamble: list[str], blocks: list[Block], sample: str) -> str:
     return "".join(out)
 
 
-def merge_archive(ours: str | None, theirs: str | None, path: str = "DONE.md") -> str | None:
-    """Ours' archive with every line of theirs it lacks (by id) appended, each with the
-    quoted lines kept under it; None when neither side has one."""
-    if ours is None:
+def merge_archive(
+    base: str | None, ours: str | None, theirs: str | None, path: str = "DONE.md"
+) -> str | None:
+    """The side that changed the archive since ``base``; if both did, ours with every
+    line of theirs it lacks (by id) appended, each with the quoted lines kept under it.
+    None when neither side has one."""
+    if theirs == base:
+        return ours
+    if ours is None or ours == base:
         return theirs
     if theirs is None:
         return ours

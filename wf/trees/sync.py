@@ -183,16 +183,17 @@ def _merge_local(
     tasks_rel, archive_rel = project.tasks_in_git, project.archive_in_git
     ours_t = read_bytes(project.tasks_path)
     ours_a = read_bytes(project.archive_path)
-    base_t, theirs_t, theirs_a, theirs_time = "", "", None, 0.0
+    base_t, base_a, theirs_t, theirs_a, theirs_time = "", None, "", None, 0.0
     if theirs is not None:
         mb = gitops.run(root, "merge-base", head, theirs, ok=(0, 1)).out.strip() or None
         base_t = (gitops.show(root, mb, tasks_rel) or "") if mb else ""
+        base_a = gitops.show(root, mb, archive_rel) if mb else None
         theirs_t = gitops.show(root, theirs, tasks_rel) or ""
         theirs_a = gitops.show(root, theirs, archive_rel)
         theirs_time = float(gitops.out(root, "log", "-1", "--format=%ct", theirs).strip() or 0)
     ours_text = (ours_t or b"").decode("utf-8", "surrogateescape")
     ours_arch = ours_a.decode("utf-8", "surrogateescape") if ours_a is not None else None
-    merged_a = merge_archive(ours_arch, theirs_a, project.config.archive)
+    merged_a = merge_archive(base_a, ours_arch, theirs_a, project.config.archive)
     arch = archivemod.parse(merged_a.encode() if merged_a is not None else None, project.config.archive)
     mtime = os.stat(project.tasks_path).st_mtime if ours_t is not None else 0.0
     m = merge_tasks(
