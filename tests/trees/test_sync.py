@@ -5,6 +5,7 @@ and the cost log as unions, pushes that are leases, conflicts shown and never wr
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -245,3 +246,64 @@ def test_uncommitted_changes_to_a_file_the_merge_changes_are_never_overwritten(t
         assert r.returncode == 1 and "code.py" in r.stderr
         assert (b.root / "code.py").read_text() == "mine = 2\n" and b.git("rev-parse", "HEAD") == head
         assert "Two on b." in tasks(b) and "Two on b." not in remote_tasks(shared)
+
+
+def fresh(shared: Shared, name: str, text: str) -> Machine:
+    """A machine that made its own repository (wf init on its own), the remote empty."""
+    home, root = shared.tmp / f"home-{name}", shared.tmp / name
+    home.mkdir()
+    root.mkdir()
+    m = Machine(root, name, home)
+    m.git("init", "-q", "-b", "main")
+    (root / "TASKS.md").write_text(text)
+    (root / "wf.toml").write_text('shared = "origin"\n')
+    (root / ".gitignore").write_text(".wf/\nout/\n")
+    m.git("add", "-A")
+    m.git("commit", "-qm", f"the backlog of {name}")
+    m.git("remote", "add", "origin", shared.url)
+    return m
+
+
+def wait_all(procs: list[subprocess.Popen[str]]) -> list[tuple[int, str]]:
+    return [(p.wait(timeout=120), (p.communicate()[1] or "")) for p in procs]
+
+
+def test_a_first_sync_on_two_machines_at_once_makes_one_history(tmp_path: Path) -> None:
+    for round_ in range(3):
+        (tmp_path / str(round_)).mkdir()
+        with Shared(tmp_path / str(round_), daemon=True) as shared:
+            a = fresh(shared, "a", "# Tasks\n\n## x1: From a\nModel: sonnet\nDone: true\n")
+            b = fresh(shared, "b", "# Tasks\n\n## y1: From b\nModel: sonnet\nDone: true\n")
+            ends = wait_all([a.popen("sync"), b.popen("sync")])
+            assert [code for code, _ in ends] == [0, 0], ends
+            sync(a)
+            sync(b)
+            main = shared.refs()["refs/heads/main"]
+            for m in (a, b):
+                assert m.git("rev-parse", "HEAD").strip() == main
+                for root in git(m.root, "rev-list", "--max-parents=0", "main").split():
+                    git(shared.bare, "merge-base", "--is-ancestor", root, main)
+                assert "## x1: From a" in tasks(m) and "## y1: From b" in tasks(m)
+            assert len(git(shared.bare, "rev-list", "--max-parents=0", "main").split()) == 2
+            assert [r for r in shared.refs() if r.startswith("refs/heads/")] == ["refs/heads/main"]
+
+
+def test_three_machines_syncing_at_once_lose_nothing(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        first = shared.seed("a", TASKS)
+        ms = [first, shared.machine("b"), shared.machine("c")]
+        added = []
+        for n in range(3):
+            for m in ms:
+                tid = f"{m.name}{n}"
+                m.wf("add", f"Task {tid}", "--id", tid, check=True)
+                added.append(tid)
+            ends = wait_all([m.popen("sync") for m in ms])
+            assert all(code == 0 for code, _ in ends), ends
+        for m in [*ms, *ms]:
+            sync(m)
+        for m in ms:
+            text = tasks(m)
+            assert all(f"## {tid}: Task {tid}\n" in text for tid in added), text
+            assert text == remote_tasks(shared)
+            no_markers(text)

@@ -246,6 +246,10 @@ def merge_tasks(
     take = take or {}
     tm = _Times(*times)
     b, o, t = split_doc(base, path), split_doc(ours, path), split_doc(theirs, path)
+    if ours == base or theirs == base:  # one side left the file alone: the other's, as it is
+        changed, other = (t, theirs) if ours == base else (o, ours)
+        removed = tuple(i for i in o.order if i not in changed.blocks)
+        return Merged(other, (), tuple(i for i in changed.order if i not in o.blocks), removed)
     conflicts: list[Conflict] = []
     result: dict[str, Block] = {}
     for tid in [*o.order, *(i for i in t.order if i not in o.blocks)]:
@@ -287,7 +291,7 @@ def _order(ours: list[str], theirs: list[str], result: Mapping[str, Block]) -> l
     prev: str | None = None
     for tid in theirs:
         if tid in result and tid not in out:
-            out.insert(out.index(prev) + 1 if prev in out else len(out), tid)
+            out.insert(out.index(prev) + 1 if prev in out else 0, tid)
         if tid in out:
             prev = tid
     return out
@@ -297,9 +301,11 @@ def _render(preamble: list[str], blocks: list[Block], sample: str) -> str:
     lines = split_lines(sample)
     eol = next((eol_of(x) for x in lines if eol_of(x)), "\n")
     out = list(preamble)
-    for block in blocks:
+    for n, block in enumerate(blocks):
         if out and not eol_of(out[-1]):
             out[-1] += eol
+        if n and content_of(out[-1]).strip():  # a task that was last on its side: a blank line after it
+            out.append(eol)
         out.extend(block.lines())
     return "".join(out)
 
