@@ -5,6 +5,10 @@ and the cost log as unions, pushes that are leases, conflicts shown and never wr
 from __future__ import annotations
 
 import json
+import os
+import random
+import signal
+import time
 import subprocess
 from pathlib import Path
 
@@ -307,3 +311,50 @@ def test_three_machines_syncing_at_once_lose_nothing(tmp_path: Path) -> None:
             assert all(f"## {tid}: Task {tid}\n" in text for tid in added), text
             assert text == remote_tasks(shared)
             no_markers(text)
+
+
+def test_kills_of_wf_sync_during_its_push_lose_no_task_archive_or_cost_line(tmp_path: Path) -> None:
+    rng = random.Random(24)
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        added: list[str] = []
+        archived: list[str] = []
+        costs: list[str] = []
+        killed = 0
+        for n in range(12):
+            for m in (a, b):
+                tid = f"{m.name}{n}"
+                m.wf("add", f"Task {tid}", "--id", tid, check=True)
+                added.append(tid)
+                (m.root / "out").mkdir(exist_ok=True)
+                with open(m.root / "out" / "wf-cost.log", "a") as f:
+                    f.write(f"ts={n} id={tid} usd=0.{n}\n")
+                costs.append(f"ts={n} id={tid} usd=0.{n}")
+            if n % 3 == 2:
+                a.wf("done", f"a{n - 1}", check=True)
+                archived.append(f"a{n - 1}")
+            procs = [a.popen("sync"), b.popen("sync")]
+            time.sleep(rng.uniform(0.0, 1.5))
+            for p in procs:
+                if p.poll() is None:
+                    os.kill(p.pid, signal.SIGKILL)
+                    killed += 1
+                p.wait(timeout=60)
+                p.communicate()
+        for m in (a, b, a, b):
+            sync(m)
+        print(
+            f"wf sync kills: {killed} of {2 * 12} syncs killed; lost tasks 0, archive lines 0, cost lines 0"
+        )
+        assert killed > 0
+        for m in (a, b):
+            text, done = tasks(m), (m.root / "DONE.md").read_text()
+            for tid in added:
+                assert (f"## {tid}: Task {tid}\n" in text) != (f" {tid} lane=" in done), tid
+            for tid in archived:
+                assert done.count(f" {tid} lane=") == 1 and f"## {tid}:" not in text
+            log = (m.root / "out" / "wf-cost.log").read_text().splitlines()
+            assert sorted(log) == sorted(costs)
+            no_markers(text, done)
+            assert text == remote_tasks(shared)

@@ -81,6 +81,17 @@ class Block(NamedTuple):
     def without_wf_lines(self) -> Block:
         return Block(self.heading, tuple(f for f in self.fields if _key(f) not in _WF_KEYS), self.body)
 
+    def trimmed(self) -> Block:
+        """Without the blank lines at its end (the space before the next task)."""
+        return Block(self.heading, self.fields, _trim(self.body))
+
+
+def _trim(body: tuple[str, ...]) -> tuple[str, ...]:
+    n = len(body)
+    while n and not content_of(body[n - 1]).strip():
+        n -= 1
+    return body[:n]
+
 
 def _key(field_line: str) -> str:
     return field_line.partition(":")[0].strip().lower()
@@ -211,10 +222,12 @@ def _merge_block(
         )
     fields, more = _merge_fields(tid, b.fields, ours.fields, theirs.fields, times)
     conflicts += more
-    clean, body = _pick(b.body, ours.body, theirs.body)
+    clean, body = _pick(_trim(b.body), _trim(ours.body), _trim(theirs.body))
+    assert isinstance(body, tuple)
+    body = body + ours.body[len(_trim(ours.body)) :]  # the blank lines after it: ours'
     if not clean:
         conflicts.append(Conflict(tid, ConflictKind.TEXT, "body", "".join(ours.body), "".join(theirs.body)))
-    assert isinstance(heading, str) and isinstance(body, tuple)
+    assert isinstance(heading, str)
     return Block(heading, tuple(fields), body), conflicts
 
 
@@ -223,7 +236,8 @@ def _gone(
 ) -> tuple[Block | None, list[Conflict]]:
     """A task one side deleted: deleted too if the other left it alone (or only claimed
     it, and it is archived); else a conflict."""
-    if kept == base or (archived and kept.without_wf_lines() == base.without_wf_lines()):
+    kept_t, base_t = kept.trimmed(), base.trimmed()
+    if kept_t == base_t or (archived and kept_t.without_wf_lines() == base_t.without_wf_lines()):
         return None, []
     text = "".join(kept.lines())
     ours, theirs = (text, None) if side is Side.OURS else (None, text)
