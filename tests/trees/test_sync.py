@@ -8,8 +8,8 @@ import json
 import os
 import random
 import signal
-import time
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
