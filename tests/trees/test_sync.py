@@ -358,3 +358,24 @@ def test_kills_of_wf_sync_during_its_push_lose_no_task_archive_or_cost_line(tmp_
             assert sorted(log) == sorted(costs)
             no_markers(text, done)
             assert text == remote_tasks(shared)
+
+
+def test_orch_pick_syncs_before_it_picks_and_post_after_it_posts(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", "# Tasks\n\n## t1: One\nModel: sonnet\nDone: true\n")
+        (a.root / ".gitignore").write_text(".wf/\n.worktrees/\nout/\n")
+        a.git("add", ".gitignore")
+        a.git("commit", "-qm", "ignore wf's folders")
+        a.git("push", "-q", "origin", "main")
+        b = shared.machine("b")
+        a.wf("add", "Urgent", "--id", "u1", "-p", "0", "--model", "sonnet", "--done", "true", check=True)
+        sync(a)
+        picked = json.loads(b.wf("orch", "pick", "--json", check=True).stdout)
+        assert picked["record"]["id"] == "u1"  # a's task, known to b only through the sync
+        r = b.wf("orch", "post", "sonnet", "--result", "wip", "--note", "half way", "--no-pick", check=True)
+        assert "not synced" not in r.stdout
+        assert "## u1: Urgent\nModel: sonnet\nPrio: 0\nDone: true\nStatus: wip: half way\n" in remote_tasks(
+            shared
+        )
+        sync(a)
+        assert "Status: wip: half way\n" in tasks(a)

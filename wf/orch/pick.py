@@ -114,6 +114,7 @@ def pick(
     on_wait: Callable[[str], None] | None = None,
     cloud: CloudPlug | None = None,
     admit: Admit | None = None,
+    synced: bool = False,
 ) -> Pick:
     """Choose, claim and ready the next task of a lane (or of the first lane that has one).
 
@@ -121,7 +122,8 @@ def pick(
     interactive orchestrator). A record is only ever taken over when whoever held it is
     gone. ``cloud``: the cloud lane, which a project with ``cloud = true`` must be given.
     ``admit``: the run's budget gate (``wf.orch.budget``), asked about a fresh pick's task
-    before its claim; its stop reason stops the lane with nothing claimed."""
+    before its claim; its stop reason stops the lane with nothing claimed. With a shared
+    remote (wf.toml), the backlog is synced first unless ``synced`` (a post just did)."""
     if lane is not None:
         check_id(lane, "lane")
     if task_id is not None:
@@ -140,6 +142,10 @@ def pick(
     if state.stop_file(project).exists() and recovery is None:
         where = state.stop_file(project).relative_to(project.root)
         return stopped(lane or "*", Stop.STOP_FILE, f"stop file {where} exists")
+    if project.config.shared and not synced:
+        from wf.trees import sync  # only with a shared remote
+
+        sync.if_shared(project, on_wait=on_wait)  # the backlog of every machine, first
     with project_lock(project.wf_dir, project.lock_timeout, on_wait):
         bl = backlogmod.load(project)
         if lane is None:

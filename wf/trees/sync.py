@@ -155,6 +155,22 @@ def sync(
     )
 
 
+def if_shared(project: Project, *, on_wait: Callable[[str], None] | None = None) -> str | None:
+    """Sync when wf.toml names a shared remote (``wf orch pick`` before it picks, ``post``
+    after it posts); None when synced or nothing is shared. A remote that cannot be reached
+    is said in the line returned (local work goes on: a claim of shared work refuses on
+    its own); any other refusal (a conflict a person must settle) is raised."""
+    if not project.config.shared:
+        return None
+    try:
+        sync(project, on_wait=on_wait)
+    except remote.RemoteError as e:
+        if e.fault is not remote.RemoteFault.UNREACHABLE:
+            raise
+        return f"not synced: {e}"
+    return None
+
+
 def _fetch(root: Path, name: str, main: str, costref: str) -> tuple[str | None, str | None]:
     """The remote's main and cost ref as fetched now (None: it has none)."""
     heads = remote.ls_remote(root, name, "refs/heads")
