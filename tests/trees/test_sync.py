@@ -379,3 +379,21 @@ def test_orch_pick_syncs_before_it_picks_and_post_after_it_posts(tmp_path: Path)
         )
         sync(a)
         assert "Status: wip: half way\n" in tasks(a)
+
+
+def test_a_file_both_machines_changed_that_git_cannot_merge_refuses_the_sync(tmp_path: Path) -> None:
+    with Shared(tmp_path) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        for m, text in ((a, "x = 'a'\n"), (b, "x = 'b'\n")):
+            (m.root / "code.py").write_text(text)
+            m.git("add", "code.py")
+            m.git("commit", "-qm", f"code on {m.name}")
+        sync(a)
+        edit(b, "Body of two.", "Two on b.")
+        head, remote_main = b.git("rev-parse", "HEAD"), shared.refs()["refs/heads/main"]
+        r = b.wf("sync", "--json")
+        assert r.returncode == 4 and json.loads(r.stdout)["paths"] == ["code.py"]
+        assert b.git("rev-parse", "HEAD") == head and shared.refs()["refs/heads/main"] == remote_main
+        assert (b.root / "code.py").read_text() == "x = 'b'\n" and "Two on b." in tasks(b)
+        no_markers((b.root / "code.py").read_text(), tasks(b))
