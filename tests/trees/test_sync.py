@@ -232,7 +232,10 @@ def test_without_a_shared_remote_sync_says_how_to_set_one(tmp_path: Path) -> Non
     with Shared(tmp_path) as shared:
         a = shared.seed("a", TASKS, toml="")
         r = a.wf("sync")
-        assert r.returncode == 1 and "shared" in r.stderr and "wf.toml" in r.stderr
+        assert r.returncode == 1 and 'set shared = "<remote>" in wf.toml' in r.stderr
+        assert "Traceback" not in r.stderr and shared.refs() == {
+            "refs/heads/main": a.git("rev-parse", "HEAD").strip()
+        }
 
 
 def test_uncommitted_changes_to_a_file_the_merge_changes_are_never_overwritten(tmp_path: Path) -> None:
@@ -304,6 +307,9 @@ def test_three_machines_syncing_at_once_lose_nothing(tmp_path: Path) -> None:
                 added.append(tid)
             ends = wait_all([m.popen("sync") for m in ms])
             assert all(code == 0 for code, _ in ends), ends
+            # a sync that ended well pushed its tasks (it retried when another machine won)
+            on_remote = remote_tasks(shared)
+            assert [tid for tid in added if f"## {tid}: " not in on_remote] == []
         for m in [*ms, *ms]:
             sync(m)
         for m in ms:
@@ -397,3 +403,21 @@ def test_a_file_both_machines_changed_that_git_cannot_merge_refuses_the_sync(tmp
         assert b.git("rev-parse", "HEAD") == head and shared.refs()["refs/heads/main"] == remote_main
         assert (b.root / "code.py").read_text() == "x = 'b'\n" and "Two on b." in tasks(b)
         no_markers((b.root / "code.py").read_text(), tasks(b))
+
+
+def test_archive_lines_added_on_both_machines_since_their_last_sync_are_kept_once(tmp_path: Path) -> None:
+    with Shared(tmp_path) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        a.wf("done", "t3", check=True)
+        sync(a)
+        sync(b)
+        a.wf("done", "t1", check=True)
+        b.wf("done", "t2", check=True)
+        sync(a)
+        sync(b)
+        sync(a)
+        for m in (a, b):
+            done = (m.root / "DONE.md").read_text()
+            assert [done.count(f" {t} lane=") for t in ("t1", "t2", "t3")] == [1, 1, 1], done
+            assert done == git(shared.bare, "show", "main:DONE.md")
