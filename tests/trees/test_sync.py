@@ -421,3 +421,25 @@ def test_archive_lines_added_on_both_machines_since_their_last_sync_are_kept_onc
             done = (m.root / "DONE.md").read_text()
             assert [done.count(f" {t} lane=") for t in ("t1", "t2", "t3")] == [1, 1, 1], done
             assert done == git(shared.bare, "show", "main:DONE.md")
+
+
+def test_a_host_that_takes_only_branches_gets_the_cost_log_under_refs_heads(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        hook = shared.bare / "hooks" / "update"
+        hook.write_text(
+            '#!/bin/sh\ncase "$1" in refs/heads/*) exit 0;; esac\necho "only branches here" >&2\nexit 1\n'
+        )
+        hook.chmod(0o755)
+        a = shared.seed("a", TASKS)
+        (a.root / "out").mkdir()
+        (a.root / "out" / "wf-cost.log").write_text("ts=1 id=t1 usd=1\n")
+        r = a.wf("sync")
+        assert r.returncode == 1 and "refused refs/wf/cost/log" in r.stderr
+        assert 'claim_refs = "refs/heads/wf-claims"' in r.stderr
+        (a.root / "wf.toml").write_text('shared = "origin"\nclaim_refs = "refs/heads/wf-claims"\n')
+        sync(a)
+        assert git(shared.bare, "show", "refs/heads/wf-cost/log:wf-cost.log") == "ts=1 id=t1 usd=1\n"
+        b = shared.machine("b")
+        (b.root / "wf.toml").write_text('shared = "origin"\nclaim_refs = "refs/heads/wf-claims"\n')
+        assert sync(b)["cost_lines"] == 1
+        assert (b.root / "out" / "wf-cost.log").read_text() == "ts=1 id=t1 usd=1\n"

@@ -142,7 +142,7 @@ def sync(
                 f"shared remote {name!r} refused {', '.join(p.ref for p in refused)}: {refused[0].detail}"
                 + (
                     ' (a host that takes only refs/heads/: claim_refs = "refs/heads/wf-claims")'
-                    if costref != refused[0].ref
+                    if any(p.ref == costref for p in refused) and not costref.startswith("refs/heads/")
                     else ""
                 )
             )
