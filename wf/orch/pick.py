@@ -122,8 +122,7 @@ def pick(
     interactive orchestrator). A record is only ever taken over when whoever held it is
     gone. ``cloud``: the cloud lane, which a project with ``cloud = true`` must be given.
     ``admit``: the run's budget gate (``wf.orch.budget``), asked about a fresh pick's task
-    before its claim; its stop reason stops the lane with nothing claimed. With a shared
-    remote (wf.toml), the backlog is synced first unless ``synced`` (a post just did)."""
+    before its claim; its stop reason stops the lane with nothing claimed."""
     if lane is not None:
         check_id(lane, "lane")
     if task_id is not None:
@@ -142,10 +141,7 @@ def pick(
     if state.stop_file(project).exists() and recovery is None:
         where = state.stop_file(project).relative_to(project.root)
         return stopped(lane or "*", Stop.STOP_FILE, f"stop file {where} exists")
-    if project.config.shared and not synced:
-        from wf.trees import sync  # only with a shared remote
-
-        sync.if_shared(project, on_wait=on_wait)  # the backlog of every machine, first
+    _sync_first(project, synced, on_wait)
     with project_lock(project.wf_dir, project.lock_timeout, on_wait):
         bl = backlogmod.load(project)
         if lane is None:
@@ -186,6 +182,15 @@ def pick(
     rec = rec.but(worktree=tree.path, base=tree.base, state=RecordState.READY, picker=None)
     state.save(project, rec)
     return Pick(lane, None, rec, prompt_for(project, rec))
+
+
+def _sync_first(project: Project, synced: bool, on_wait: Callable[[str], None] | None) -> None:
+    """With a shared remote (wf.toml), the backlog of every machine first (wf sync),
+    unless ``synced`` (a post just did)."""
+    if project.config.shared and not synced:
+        from wf.trees import sync  # only with a shared remote
+
+        sync.if_shared(project, on_wait=on_wait)
 
 
 def _recovered(
