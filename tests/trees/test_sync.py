@@ -443,3 +443,39 @@ def test_a_host_that_takes_only_branches_gets_the_cost_log_under_refs_heads(tmp_
         (b.root / "wf.toml").write_text('shared = "origin"\nclaim_refs = "refs/heads/wf-claims"\n')
         assert sync(b)["cost_lines"] == 1
         assert (b.root / "out" / "wf-cost.log").read_text() == "ts=1 id=t1 usd=1\n"
+
+
+@pytest.mark.parametrize("whole_group", [True, False])
+def test_a_sync_killed_while_the_host_takes_its_push_loses_nothing(tmp_path: Path, whole_group: bool) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        marker = tmp_path / "receiving"
+        hook = shared.bare / "hooks" / "pre-receive"
+        hook.write_text(f"#!/bin/sh\ncat >/dev/null\ntouch '{marker}'\nsleep 3\n")
+        hook.chmod(0o755)
+        a.wf("add", "Added on a", "--id", "a1", check=True)
+        edit(a, "Body of one.", "Edited on a.")
+        a.wf("done", "t3", check=True)
+        p = a.popen("sync")
+        for _ in range(600):  # until the host is taking the push (its hook runs)
+            if marker.exists() or p.poll() is not None:
+                break
+            time.sleep(0.05)
+        assert marker.exists() and p.poll() is None
+        if whole_group:  # the machine goes down: git's push dies with wf
+            os.killpg(p.pid, signal.SIGKILL)
+        else:
+            os.kill(p.pid, signal.SIGKILL)
+        p.wait(timeout=60)
+        p.communicate()
+        hook.unlink()
+        b.wf("add", "Added on b", "--id", "b1", check=True)
+        for m in (b, a, b):
+            sync(m)
+        for text in (tasks(a), tasks(b), remote_tasks(shared)):
+            assert "## a1: Added on a" in text and "## b1: Added on b" in text and "Edited on a." in text
+            assert "## t3:" not in text
+        for m in (a, b):
+            assert (m.root / "DONE.md").read_text().count(" t3 lane=") == 1
+        assert tasks(a) == tasks(b)
