@@ -39,6 +39,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "done": ("tasks", "Archive task ID: one line in the archive, the task removed from TASKS.md."),
     "wt": ("git", "Lane worktrees (or clones) in .worktrees/: add, list, rm, prune."),
     "merge": ("git", "Merge task branch LANE/ID into the main branch in the main checkout."),
+    "sync": (
+        "git",
+        "Share the backlog with the other machines: fetch, merge TASKS.md by task, push with a lease.",
+    ),
     "doctor": (
         "git",
         "Reconcile tree records, worktrees, LANE/* branches, live pids and stale git lock files; "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from wf.base.errors import WfError
+from wf.base.errors import UsageError, WfError
 from wf.base.text import safe
 from wf.cli.base import _echo_json, _Group, _n, _on_wait, _project, cli
 
@@ -198,6 +198,67 @@ def merge_cmd(ctx: click.Context, target: str | None, no_gate: bool, as_json: bo
     }.get(started)
     if said:
         click.echo(safe(said))
+
+
+@cli.command("sync")
+@click.option(
+    "--ours", "ours", multiple=True, metavar="ID", help="On a conflict in task ID, keep this machine's text."
+)
+@click.option(
+    "--theirs",
+    "theirs",
+    multiple=True,
+    metavar="ID",
+    help="On a conflict in task ID, take the remote's text.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome (or the conflicts) as JSON.")
+@click.pass_context
+def sync_cmd(ctx: click.Context, ours: tuple[str, ...], theirs: tuple[str, ...], as_json: bool) -> None:
+    """Share the backlog with the other machines: fetch, merge TASKS.md by task, push with a lease.
+
+    \b
+    Needs shared = "<remote>" in wf.toml. One round:
+    - fetch the remote's main (and its cost log ref);
+    - merge TASKS.md task by task with it: tasks added on either side are kept,
+      a Status both changed: the newer wins, notes are a union; a person's text
+      both changed is a conflict (exit 4, both texts shown, nothing written);
+    - the archive and out/wf-cost.log: unions without duplicates;
+    - commit that on main (TASKS.md and the archive, with this machine's
+      uncommitted edits of them), the working files following;
+    - push main and the cost log, each a lease on what was fetched; if another
+      machine pushed first: fetch, merge and push again.
+    Never --force; nothing is pushed before what was fetched is merged.
+    Examples:
+      wf sync
+      wf sync --theirs fetch-retry   # a conflict in fetch-retry: take the remote's text
+      wf sync --json
+    """
+    from wf.tasks.merge3 import Side
+    from wf.tasks.taskfile import check_id
+    from wf.trees import sync
+
+    both = set(ours) & set(theirs)
+    if both:
+        raise UsageError(f"--ours and --theirs both name {', '.join(sorted(both))}")
+    take = {check_id(i): Side.OURS for i in ours} | {check_id(i): Side.THEIRS for i in theirs}
+    try:
+        outcome = sync.sync(_project(ctx), take=take, on_wait=_on_wait)
+    except sync.SyncConflict as e:
+        if not as_json:
+            raise
+        _echo_json({"state": "conflict", "conflicts": [c.as_dict() for c in e.conflicts], "paths": e.paths})
+        ctx.exit(e.exit_code)
+    if as_json:
+        _echo_json(outcome.as_dict())
+        return
+    click.echo(f"{outcome.state.value}: {outcome.main} at {outcome.commit[:12]} on {outcome.remote}")
+    for word, ids in (("from the remote", outcome.added), ("deleted on the remote", outcome.removed)):
+        if ids:
+            click.echo(safe(f"tasks {word}: {', '.join(ids)}"))
+    if outcome.archived or outcome.cost_lines:
+        click.echo(
+            f"from the remote: {_n(outcome.archived, 'archive line')}, {_n(outcome.cost_lines, 'cost line')}"
+        )
 
 
 @cli.command()

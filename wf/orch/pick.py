@@ -114,6 +114,7 @@ def pick(
     on_wait: Callable[[str], None] | None = None,
     cloud: CloudPlug | None = None,
     admit: Admit | None = None,
+    synced: bool = False,
 ) -> Pick:
     """Choose, claim and ready the next task of a lane (or of the first lane that has one).
 
@@ -140,6 +141,7 @@ def pick(
     if state.stop_file(project).exists() and recovery is None:
         where = state.stop_file(project).relative_to(project.root)
         return stopped(lane or "*", Stop.STOP_FILE, f"stop file {where} exists")
+    _sync_first(project, synced, on_wait)
     with project_lock(project.wf_dir, project.lock_timeout, on_wait):
         bl = backlogmod.load(project)
         if lane is None:
@@ -180,6 +182,15 @@ def pick(
     rec = rec.but(worktree=tree.path, base=tree.base, state=RecordState.READY, picker=None)
     state.save(project, rec)
     return Pick(lane, None, rec, prompt_for(project, rec))
+
+
+def _sync_first(project: Project, synced: bool, on_wait: Callable[[str], None] | None) -> None:
+    """With a shared remote (wf.toml), the backlog of every machine first (wf sync),
+    unless ``synced`` (a post just did)."""
+    if project.config.shared and not synced:
+        from wf.trees import sync  # only with a shared remote
+
+        sync.if_shared(project, on_wait=on_wait)
 
 
 def _recovered(

@@ -153,14 +153,30 @@ def post(
             d = denied_decision(d, rec.id, refused, _one_line(note))
             posted = apply(project, rec, d, spent=spent, duration=duration)
     rule = TABLE[d.outcome]
+    if project.config.shared:
+        posted = _synced(project, posted, on_wait)
     if rule.next is Next.RECOVERY:
         why = f"crashed{': ' + d.status_note if d.status_note else ''}"
         return posted._replace(
-            next=pick(project, lane, recovery=why, owner=owner, on_wait=on_wait, cloud=cloud)
+            next=pick(project, lane, recovery=why, owner=owner, on_wait=on_wait, cloud=cloud, synced=True)
         )
     if rule.next is Next.PICK and not no_pick:
-        return posted._replace(next=pick(project, lane, owner=owner, on_wait=on_wait, cloud=cloud))
+        return posted._replace(
+            next=pick(project, lane, owner=owner, on_wait=on_wait, cloud=cloud, synced=True)
+        )
     return posted
+
+
+def _synced(project: Project, posted: Posted, on_wait: Callable[[str], None] | None) -> Posted:
+    """The post shared with the other machines (wf sync); the post stands if that fails
+    (the next sync carries it), and says why in its lines."""
+    from wf.trees import sync  # only with a shared remote
+
+    try:
+        line = sync.if_shared(project, on_wait=on_wait)
+    except WfError as e:
+        line = f"not synced: {e}"
+    return posted._replace(lines=[*posted.lines, line]) if line else posted
 
 
 def release(project: Project, lane: str, why: str, *, on_wait: Callable[[str], None] | None = None) -> Posted:

@@ -8,7 +8,8 @@
   rm, prune) and releasing trees;
 - ``merge``: ``wf merge``, the merge that never loses a commit, and its archive commit;
 - ``remote``: the shared remote of several machines: fetch, ls-remote, and pushes that are
-  each a compare-and-swap (a lease), with typed outcomes.
+  each a compare-and-swap (a lease), with typed outcomes; ``sync``: ``wf sync``, the
+  backlog merged with the shared remote's and pushed with a lease.
 
 (The scripted worker and ``wf demo`` run git themselves, as a person or an agent does.)
 

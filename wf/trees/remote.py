@@ -123,6 +123,11 @@ def push(cwd: Path, remote: str, updates: list[Update]) -> list[Pushed]:
     return _porcelain(r.out, [u.ref for u in updates], remote, r.err)
 
 
+# receive-pack's reasons (its ``ng <ref> <reason>`` protocol line) for a ref another push
+# moved after this push's lease was checked: the race was lost on the host, not refused
+_LOST_ON_HOST = ("(failed to update ref)", "(failed to lock)")
+
+
 def _porcelain(text: str, refs: list[str], remote: str, err: str) -> list[Pushed]:
     """git push --porcelain: ``<flag>\\t<from>:<to>\\t<summary>`` per ref; the flag says
     what happened (``=`` up to date, ``!`` rejected, others written)."""
@@ -136,7 +141,9 @@ def _porcelain(text: str, refs: list[str], remote: str, err: str) -> list[Pushed
         if flag == "=":
             outcome = PushOutcome.SAME
         elif flag == "!":
-            outcome = PushOutcome.REFUSED if summary.startswith("[remote rejected]") else PushOutcome.STALE
+            outcome = PushOutcome.STALE
+            if summary.startswith("[remote rejected]") and not summary.endswith(_LOST_ON_HOST):
+                outcome = PushOutcome.REFUSED
         else:
             outcome = PushOutcome.OK
         seen[ref] = Pushed(ref, outcome, summary)
