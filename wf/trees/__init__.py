@@ -8,7 +8,9 @@
   rm, prune) and releasing trees;
 - ``merge``: ``wf merge``, the merge that never loses a commit, and its archive commit;
 - ``remote``: the shared remote of several machines: fetch, ls-remote, and pushes that are
-  each a compare-and-swap (a lease), with typed outcomes.
+  each a compare-and-swap (a lease), with typed outcomes; ``claims``: claims across
+  machines, each a ref on the shared remote made by compare-and-swap (take, release,
+  steal, renew, what ``wf check`` says of them).
 
 (The scripted worker and ``wf demo`` run git themselves, as a person or an agent does.)
 
