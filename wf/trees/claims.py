@@ -368,9 +368,12 @@ def settle(project: Project, task_id: str) -> Settled:
     (done, archived, back to pending, awaiting, blocked). Offline the ref stays."""
     from wf.tasks import backlog as backlogmod
 
-    task = backlogmod.load(project).doc.find(task_id)
+    bl = backlogmod.load(project)
+    task = bl.doc.find(task_id)
     if task is not None and task.status.state == "progress":
         return Settled.KEPT
+    if task is not None and local_only(project, bl.lane_of(task)):
+        return Settled.NONE  # this machine's lane alone: its claims have no ref
     try:
         return Settled.RELEASED if release(project, task_id) is not None else Settled.NONE
     except ClaimError:
