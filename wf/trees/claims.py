@@ -211,6 +211,7 @@ def take(project: Project, task_id: str, who: str, lane: str | None) -> tuple[Cl
     this machine already holds is kept (the project lock decides between its own
     processes); another machine's is a ClaimError naming it; offline an OfflineClaim."""
     name, ref = shared(project), ref_of(project, task_id)
+    refused = 0
     for _ in range(5):
         now = time.time()
         try:
@@ -220,16 +221,19 @@ def take(project: Project, task_id: str, who: str, lane: str | None) -> tuple[Cl
                 claim = Claim(task_id, who, this_machine(), lane, now, sha)
                 _note(project, task_id, claim)
                 return claim, True
-            if pushed.outcome is PushOutcome.REFUSED:
-                raise WfError(
-                    f"cannot claim {task_id}: {name} refused {ref} ({pushed.detail}); "
-                    f'a host that takes only branches needs claim_refs = "refs/heads/wf-claims"'
-                )
             held = holder(project, task_id)
         except RemoteError as e:
             raise OfflineClaim(task_id, e) from None
         if held is None:
-            continue  # released between the push and the look: try again
+            if pushed.outcome is PushOutcome.REFUSED and refused:
+                raise WfError(
+                    f"cannot claim {task_id}: {name} refused {ref} ({pushed.detail}); "
+                    f'a host that takes only branches needs claim_refs = "refs/heads/wf-claims"'
+                )
+            # released between the push and the look, or refused while another machine's
+            # push held the ref's lock there (a race lost that left no claim): try again
+            refused += pushed.outcome is PushOutcome.REFUSED
+            continue
         if held.machine == this_machine():
             return held, False
         raise ClaimError(task_id, f"already claimed on machine {held.machine} ({held.line()})", held.who)
