@@ -240,3 +240,68 @@ def test_without_a_shared_remote_nothing_changes(tmp_path: Path) -> None:
         assert set(shared.refs()) == {"refs/heads/main"}
         c = a.wf("claims")
         assert c.returncode == 1 and "no shared remote" in c.stderr
+
+
+def test_a_ref_left_by_an_offline_release_is_reused_by_its_machine_and_refuses_others(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS, TOML)
+        b = shared.machine("b")
+        a.wf("status", "t1", "progress", "alice", check=True)
+        shared.stop()
+        back = a.wf("status", "t1", "pending")
+        assert back.returncode == 0 and "claim ref stays" in back.stderr
+        shared.start()
+        a.git("remote", "set-url", "origin", shared.url)
+        b.git("remote", "set-url", "origin", shared.url)
+        assert REF in shared.refs()
+        said = [i["message"] for i in json.loads(a.wf("check", "--json").stdout)["issues"]]
+        assert any("t1" in m and "does not claim" in m for m in said), said
+        lost = b.wf("status", "t1", "progress", "bob")
+        assert lost.returncode == 1 and "machine a" in lost.stderr
+        again = a.wf("status", "t1", "progress", "alice")  # its own ref: reused
+        assert again.returncode == 0, again.stderr
+
+
+def test_a_claim_that_cannot_be_written_leaves_no_ref(tmp_path: Path) -> None:
+    tasks = TASKS + "\n## t4: Four\nModel: sonnet\nAfter: t1\nDone: true\n"
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", tasks, TOML)
+        r = a.wf("status", "t4", "progress", "alice")
+        assert r.returncode == 1 and "not runner-ready" in r.stderr
+        assert "refs/wf/claims/t4" not in shared.refs()
+        two = a.wf("status", "t1", "progress", "al\nice")
+        assert two.returncode == 1 and "one line" in two.stderr and "Traceback" not in two.stderr
+        assert REF not in shared.refs()
+
+
+def test_a_pick_that_looks_for_work_passes_lanes_of_other_machines(tmp_path: Path) -> None:
+    toml = (
+        'shared = "origin"\n[lanes.desk]\nmodel = "haiku"\nmachine = "a"\n[lanes.sonnet]\nmodel = "sonnet"\n'
+    )
+    with Shared(tmp_path, daemon=True) as shared:
+        shared.seed("a", TASKS, toml)
+        b = shared.machine("b")
+        p = b.wf("orch", "pick")
+        assert p.returncode == 0 and "Task: t1" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_local_only_task_in_progress_needs_no_ref_and_check_says_nothing(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS, TOML)
+        a.wf("status", "t3", "progress", "alice", check=True)
+        assert not any("claims" in ref for ref in shared.refs())
+        said = [i["message"] for i in json.loads(a.wf("check", "--json").stdout)["issues"]]
+        assert not any("t3" in m for m in said), said
+
+
+def test_a_recovery_pick_stops_when_another_machine_took_the_claim(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS, TOML)
+        a.wf("orch", "pick", "sonnet", check=True)
+        from tests.machines import git
+
+        git(shared.bare, "update-ref", "-d", REF)
+        forge(a, "t1", "c", time.time())  # machine c stole it (a was silent)
+        r = a.wf("orch", "pick", "sonnet", "--recovery", "the worker died")
+        assert r.returncode == 1 and "another machine holds" in r.stderr, r.stdout + r.stderr
+        assert claim_of(shared)["machine"] == "c"
