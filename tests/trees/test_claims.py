@@ -305,3 +305,62 @@ def test_a_recovery_pick_stops_when_another_machine_took_the_claim(tmp_path: Pat
         r = a.wf("orch", "pick", "sonnet", "--recovery", "the worker died")
         assert r.returncode == 1 and "another machine holds" in r.stderr, r.stdout + r.stderr
         assert claim_of(shared)["machine"] == "c"
+
+
+def test_a_remote_that_reads_but_takes_no_push_refuses_a_pick_with_nothing_written(tmp_path: Path) -> None:
+    """The claims could be read (the pick knows which tasks are free) but the claim's
+    push fails: the pick is refused, exit 1, no record, no Status line."""
+    import socket
+    import subprocess
+
+    from tests.machines import _free_port
+
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS, TOML)
+        before = (a.root / "TASKS.md").read_bytes()
+        port = _free_port()
+        reader = subprocess.Popen(
+            ["git", "daemon", "--reuseaddr", "--listen=127.0.0.1", f"--port={port}", "--export-all",
+             f"--base-path={tmp_path}", str(tmp_path)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            a.git("remote", "set-url", "origin", f"git://127.0.0.1:{port}/shared.git")
+            assert a.wf("claims", "--json", check=True).stdout.strip() == "[]"  # reads work
+            p = a.wf("orch", "pick", "sonnet")
+            assert p.returncode == 1 and "nothing was written" in p.stderr, p.stdout + p.stderr
+            assert (a.root / "TASKS.md").read_bytes() == before
+            assert not (a.root / ".worktrees" / "sonnet").exists()
+        finally:
+            reader.terminate()
+            reader.wait(timeout=10)
+
+
+def test_a_steal_for_a_who_of_two_lines_takes_nothing(tmp_path: Path) -> None:
+    toml = TOML.replace('shared = "origin"\n', 'shared = "origin"\nclaim_stale = "1h"\n')
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS, toml)
+        forge(a, "t1", "c", time.time() - 7200)
+        sha = shared.refs()[REF]
+        r = a.wf("claims", "steal", "t1", "bob\nmachine: c")
+        assert r.returncode == 1 and "one line" in r.stderr
+        assert shared.refs()[REF] == sha
+
+
+def test_a_release_on_one_machine_is_seen_by_the_others(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS, TOML)
+        b = shared.machine("b")
+        b.wf("status", "t2", "progress", "bob", check=True)
+        assert [c["task"] for c in json.loads(a.wf("claims", "--json", check=True).stdout)] == ["t2"]
+        b.wf("status", "t2", "pending", check=True)
+        assert json.loads(a.wf("claims", "--json", check=True).stdout) == []
+        rows = {r["id"]: r for r in json.loads(a.wf("list", "--json", check=True).stdout)}
+        assert rows["t2"]["machine"] is None

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from wf.base.text import safe
-from wf.cli.base import _Group, _on_wait, _print, _project, cli
+from wf.cli.base import _echo_json, _Group, _on_wait, _print, _project, _warn, cli
 
 if TYPE_CHECKING:
+    from wf.base.project import Project
     from wf.trees.claims import Claim
 
 
@@ -109,3 +110,21 @@ def renew(ctx: click.Context, as_json: bool) -> None:
 
     done = claimsmod.renew(_project(ctx))
     _print(as_json, [asdict(c) for c in done], [safe(f"renewed: {c.line()}") for c in done] or ["no claims"])
+
+
+def shared_status(
+    proj: Project, task_id: str, state: str, note: str | None, force: bool, as_json: bool
+) -> None:
+    """``wf status`` with a shared remote (called by wf.cli.tasks): a claim is a ref too."""
+    from wf.trees import claims
+
+    st, claim, settled = claims.set_status(proj, task_id, state, note, force=force, on_wait=_on_wait)
+    if settled is claims.Settled.OFFLINE:
+        _warn(
+            f"{task_id}: the shared remote is unreachable; its claim ref stays (wf claims release {task_id})"
+        )
+    if as_json:
+        machine = claim.machine if claim else None
+        _echo_json({"id": task_id, "state": st.state, "status": str(st), "machine": machine})
+    else:
+        click.echo(safe(f"{task_id}: {st}" + (f" (on {claim.machine})" if claim else "")))

@@ -248,15 +248,10 @@ def list_cmd(
     for line in warnings:
         _warn(line)
     if proj.config.shared:  # which machine holds each claim, as this machine last saw
-        records = _with_machines(proj, records)
+        from wf.trees import claims
+
+        records = claims.with_machines(proj, records)
     _print(as_json, records, views.list_text(records, total, runner=runner))
-
-
-def _with_machines(proj: Project, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from wf.trees import claims
-
-    seen = claims.seen(proj)
-    return [{**r, "machine": seen[r["id"]].machine if r["id"] in seen else None} for r in records]
 
 
 @cli.command()
@@ -281,14 +276,7 @@ def lanes(ctx: click.Context, as_json: bool) -> None:
     if bl.config.shared:  # each lane's machine, and the machine of each claim of its tasks
         from wf.trees import claims
 
-        seen = claims.seen(bl.project)
-        for r in records:
-            ln = bl.config.lane(r["lane"])
-            r["machine"] = ln.machine if ln else None
-            r["claims"] = {
-                c.task: c.machine for c in seen.values() if c.lane == r["lane"] or (
-                    bl.doc.find(c.task) is not None and bl.lane_of(bl.doc.task(c.task)) == r["lane"])
-            }  # fmt: skip
+        claims.with_lane_claims(bl, records)
     _print(as_json, records, views.lanes_text(records))
 
 
@@ -498,30 +486,15 @@ def status(
         raise click.UsageError(f"{state} needs {what}: wf status {task_id} {state} ...")
     proj = _project(ctx)
     if proj.config.shared:  # a claim is also a ref on the shared remote (docs/machines.md)
-        _shared_status(proj, task_id, state, note, force, as_json)
+        from wf.cli.claims import shared_status
+
+        shared_status(proj, task_id, state, note, force, as_json)
         return
     st = ops.set_status(proj, task_id, state, note, force=force, on_wait=_on_wait)
     if as_json:
         _echo_json({"id": task_id, "state": st.state, "status": str(st)})
     else:
         click.echo(safe(f"{task_id}: {st}"))
-
-
-def _shared_status(
-    proj: Project, task_id: str, state: str, note: str | None, force: bool, as_json: bool
-) -> None:
-    from wf.trees import claims
-
-    st, claim, settled = claims.set_status(proj, task_id, state, note, force=force, on_wait=_on_wait)
-    if settled is claims.Settled.OFFLINE:
-        _warn(
-            f"{task_id}: the shared remote is unreachable; its claim ref stays (wf claims release {task_id})"
-        )
-    if as_json:
-        machine = claim.machine if claim else None
-        _echo_json({"id": task_id, "state": st.state, "status": str(st), "machine": machine})
-    else:
-        click.echo(safe(f"{task_id}: {st}" + (f" (on {claim.machine})" if claim else "")))
 
 
 @cli.command()

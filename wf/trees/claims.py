@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 from wf.base.errors import ClaimError, WfError
 from wf.base.fsutil import atomic_write_text
@@ -32,6 +33,9 @@ from wf.base.project import Project
 from wf.tasks.fields import Status
 from wf.trees import gitops, remote
 from wf.trees.remote import PushOutcome, RemoteError, Update
+
+if TYPE_CHECKING:
+    from wf.tasks.backlog import Backlog
 
 SEEN = "refs/wf/seen-claims"  # where a fetch keeps the remote's claims, in this checkout
 CACHE = "claims-seen.json"
@@ -177,6 +181,27 @@ def _store(project: Project, claims: dict[str, Claim]) -> None:
     project.wf_dir.mkdir(exist_ok=True)
     data = {"claims": {k: asdict(c) for k, c in sorted(claims.items())}}
     atomic_write_text(project.wf_dir / CACHE, json.dumps(data, indent=1) + "\n")
+
+
+def with_machines(project: Project, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``wf list``'s records, each with the machine that holds its claim (as last seen)."""
+    claims = seen(project)
+    return [{**r, "machine": claims[r["id"]].machine if r["id"] in claims else None} for r in records]
+
+
+def with_lane_claims(bl: Backlog, records: list[dict[str, Any]]) -> None:
+    """``wf lanes``'s records, each given its lane's machine and its tasks' claims
+    (task -> machine, as last seen; a task's lane is the one TASKS.md gives here, else the
+    claim's)."""
+    lane_of: dict[str, list[tuple[str, str]]] = {}
+    for c in seen(bl.project).values():
+        task = bl.doc.find(c.task)
+        lane = bl.lane_of(task) if task is not None else c.lane
+        lane_of.setdefault(lane or "", []).append((c.task, c.machine))
+    for r in records:
+        ln = bl.config.lane(r["lane"])
+        r["machine"] = ln.machine if ln else None
+        r["claims"] = dict(lane_of.get(r["lane"], []))
 
 
 def _note(project: Project, task_id: str, claim: Claim | None) -> None:
