@@ -364,3 +364,10 @@ def test_a_release_on_one_machine_is_seen_by_the_others(tmp_path: Path) -> None:
         assert json.loads(a.wf("claims", "--json", check=True).stdout) == []
         rows = {r["id"]: r for r in json.loads(a.wf("list", "--json", check=True).stdout)}
         assert rows["t2"]["machine"] is None
+
+
+def test_without_a_shared_remote_a_lanes_machine_changes_nothing(tmp_path: Path) -> None:
+    with Shared(tmp_path) as shared:
+        b = shared.seed("b", TASKS, TOML.replace('shared = "origin"\n', ""))
+        p = b.wf("orch", "pick", "desk")
+        assert p.returncode == 0 and "Task: t3" in p.stdout, p.stdout + p.stderr

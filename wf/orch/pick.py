@@ -229,9 +229,10 @@ def _keep_claim(project: Project, rec: LaneRecord) -> None:
 
 
 def _elsewhere(project: Project, lane: str) -> str | None:
-    """Why this machine does not run ``lane`` (its ``machine`` is another), or None."""
+    """Why this machine does not run ``lane`` (its ``machine`` is another), or None.
+    Only with a shared remote: without one, nothing changes."""
     ln = project.config.lane(lane)
-    if ln is None or ln.machine is None:
+    if ln is None or ln.machine is None or not project.config.shared:
         return None
     from wf.base.machine import this_machine
 
