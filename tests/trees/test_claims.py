@@ -168,6 +168,9 @@ def test_check_reports_stale_and_orphan_claims_and_a_stale_one_can_be_stolen(tmp
         assert stolen.returncode == 0, stolen.stderr
         assert claim_of(shared)["machine"] == "b"
         assert "Status: in progress: bob since" in (b.root / "TASKS.md").read_text()
+        ghost = b.wf("claims", "steal", "ghost", "bob")  # no such task here: nothing is taken
+        assert ghost.returncode == 1 and "no task 'ghost'" in ghost.stderr
+        assert claim_of(shared, "refs/wf/claims/ghost")["machine"] == "c"
         # a ref left without a task may be released by any machine (a lease on what was seen)
         assert b.wf("claims", "release", "ghost").returncode == 0
         assert "refs/wf/claims/ghost" not in shared.refs()

@@ -64,10 +64,11 @@ def steal(ctx: click.Context, task_id: str, who: str, as_json: bool) -> None:
     Example:
       wf claims steal fetch-retry alice
     """
-    from wf.tasks import ops
+    from wf.tasks import backlog, ops
     from wf.trees import claims as claimsmod
 
     proj = _project(ctx)
+    backlog.load(proj).doc.task(task_id)  # an open task here, before anything is taken
     claim = claimsmod.steal(proj, task_id, who)
     ops.set_status(proj, task_id, "progress", who, force=True, on_wait=_on_wait)
     _print(as_json, asdict(claim), [safe(f"stolen: {claim.line()}")])
