@@ -374,3 +374,38 @@ def test_without_a_shared_remote_a_lanes_machine_changes_nothing(tmp_path: Path)
         b = shared.seed("b", TASKS, TOML.replace('shared = "origin"\n', ""))
         p = b.wf("orch", "pick", "desk")
         assert p.returncode == 0 and "Task: t3" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_pick_that_died_half_way_is_not_finished_once_another_machine_holds_the_claim(
+    tmp_path: Path,
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.machines import git
+    from wf.base.lock import project_lock
+
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS, TOML)
+        record = a.root / ".wf" / "orch" / "sonnet.json"
+        (a.root / ".wf").mkdir(exist_ok=True)
+        with project_lock(a.root / ".wf", 5, None, name="wt.lock"):  # the pick waits here, claimed
+            p = subprocess.Popen(
+                [sys.executable, "-m", "wf", "orch", "pick", "sonnet"], cwd=a.root, env=a.env,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+            deadline = time.monotonic() + 60
+            while not (record.exists() and "in progress" in (a.root / "TASKS.md").read_text()):
+                assert time.monotonic() < deadline and p.poll() is None, "the pick never claimed t1"
+                time.sleep(0.05)
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+        assert json.loads(record.read_text())["state"] == "picking" and REF in shared.refs()
+        git(shared.bare, "update-ref", "-d", REF)
+        forge(a, "t1", "c", time.time())  # machine c stole it meanwhile
+        r = a.wf("orch", "pick", "sonnet")
+        assert r.returncode == 1 and "another machine holds" in r.stderr, r.stdout + r.stderr
+        assert claim_of(shared)["machine"] == "c"
+        assert not (a.root / ".worktrees" / "sonnet").exists()
