@@ -2,7 +2,8 @@
 
 Each command collects its options, calls one core function and prints the result. One
 module of commands per part: ``tasks``, ``git``, ``workers`` (dispatch, run), ``runs``,
-``watch`` (monitor, gather), ``apply``, ``orch``, ``usage``, ``batch``, ``top``, ``cloud``;
+``watch`` (monitor, gather), ``apply``, ``orch``, ``usage``, ``batch``, ``top``, ``cloud``,
+``claims`` (claims across machines);
 ``base`` holds the group, the shared helpers and the entry point.
 Exit codes: 0 ok, 1 an expected error (message on stderr), 2 a usage error,
 3 a bug (traceback saved to a crash log), 4 a person or the caller must act,
@@ -37,6 +38,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "note": ("tasks", "Append a dated 'Note:' line to task ID."),
     "edit": ("tasks", "Edit task ID in $VISUAL or $EDITOR (default vi), safely beside wf's own writes."),
     "done": ("tasks", "Archive task ID: one line in the archive, the task removed from TASKS.md."),
+    "claims": (
+        "claims",
+        "The claims on the shared remote: who holds each task, on which machine, since when.",
+    ),
     "wt": ("git", "Lane worktrees (or clones) in .worktrees/: add, list, rm, prune."),
     "merge": ("git", "Merge task branch LANE/ID into the main branch in the main checkout."),
     "sync": (

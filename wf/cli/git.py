@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from wf.base.errors import UsageError, WfError
 from wf.base.text import safe
 from wf.cli.base import _echo_json, _Group, _n, _on_wait, _project, cli
+
+if TYPE_CHECKING:
+    from wf.base.project import Project
 
 # ---------------------------------------------------------------- git: worktrees, merge, doctor
 
@@ -248,6 +252,7 @@ def sync_cmd(ctx: click.Context, ours: tuple[str, ...], theirs: tuple[str, ...],
             raise
         _echo_json({"state": "conflict", "conflicts": [c.as_dict() for c in e.conflicts], "paths": e.paths})
         ctx.exit(e.exit_code)
+    _see_claims(_project(ctx))
     if as_json:
         _echo_json(outcome.as_dict())
         return
@@ -295,3 +300,15 @@ def doctor(ctx: click.Context, fix: bool, as_json: bool) -> int:
     if not as_json:
         click.echo("all consistent" if not problems else f"{_n(problems, 'problem')} to look at")
     return 1 if problems else 0
+
+
+def _see_claims(proj: Project) -> None:
+    """After a sync, what wf list and wf lanes show of other machines' claims is fetched
+    too (the claim refs; a remote that went away meanwhile leaves the last look)."""
+    from wf.trees import claims
+    from wf.trees.remote import RemoteError
+
+    try:
+        claims.refresh(proj)
+    except RemoteError:
+        pass

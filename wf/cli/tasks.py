@@ -175,6 +175,11 @@ def check(ctx: click.Context, as_json: bool) -> int:
     for lane in bl.config.lanes:  # a lane whose model, effort or access does not fit its tool
         for p in adapters.lane_problems(lane):
             issues.append(ParseIssue("wf.toml", 0, "error", f"lanes.{lane.name}: {p.message}; {p.fix}"))
+    if bl.config.shared:  # claims across machines: stale, without a task, tasks without a ref
+        from wf.trees import claims
+
+        for ci in claims.audit(bl.project):
+            issues.append(ParseIssue("claims", 0, "warning", ci.text))
     summary = views.check_summary(bl, issues)
     if as_json:
         _echo_json(summary)
@@ -243,6 +248,10 @@ def list_cmd(
     records, total, warnings = listcache.answer(proj, options, lambda: settle.read_backlog(proj), compute)
     for line in warnings:
         _warn(line)
+    if proj.config.shared:  # which machine holds each claim, as this machine last saw
+        from wf.trees import claims
+
+        records = claims.with_machines(proj, records)
     _print(as_json, records, views.list_text(records, total, runner=runner))
 
 
@@ -265,6 +274,10 @@ def lanes(ctx: click.Context, as_json: bool) -> None:
 
         virtual.append(lane_row(bl))
     records = views.lanes(bl, virtual)
+    if bl.config.shared:  # each lane's machine, and the machine of each claim of its tasks
+        from wf.trees import claims
+
+        claims.with_lane_claims(bl, records)
     _print(as_json, records, views.lanes_text(records))
 
 
@@ -472,7 +485,13 @@ def status(
     if state != "pending" and not (note or "").strip():
         what = "WHO (the claimer)" if state == "progress" else "a NOTE (why, or the question)"
         raise click.UsageError(f"{state} needs {what}: wf status {task_id} {state} ...")
-    st = ops.set_status(_project(ctx), task_id, state, note, force=force, on_wait=_on_wait)
+    proj = _project(ctx)
+    if proj.config.shared:  # a claim is also a ref on the shared remote (docs/machines.md)
+        from wf.cli.claims import shared_status
+
+        shared_status(proj, task_id, state, note, force, as_json)
+        return
+    st = ops.set_status(proj, task_id, state, note, force=force, on_wait=_on_wait)
     if as_json:
         _echo_json({"id": task_id, "state": st.state, "status": str(st)})
     else:
@@ -566,5 +585,11 @@ def done(ctx: click.Context, task_id: str, commit: str | None, as_json: bool) ->
     """
     from wf.tasks import ops
 
-    line = ops.done_task(_project(ctx), task_id, commit=commit, on_wait=_on_wait)
+    proj = _project(ctx)
+    line = ops.done_task(proj, task_id, commit=commit, on_wait=_on_wait)
+    if proj.config.shared:
+        from wf.trees import claims
+
+        if claims.settle(proj, task_id) is claims.Settled.OFFLINE:
+            _warn(f"{task_id}: the shared remote is unreachable; its claim ref stays (wf check lists it)")
     _echo_json({"id": task_id, "archived": line}) if as_json else click.echo(safe(line))

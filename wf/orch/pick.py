@@ -17,7 +17,7 @@ from importlib import resources
 from typing import NamedTuple, Protocol
 
 from wf.base.config import CLOUD_LANE
-from wf.base.errors import WfError
+from wf.base.errors import ClaimError, WfError
 from wf.base.lock import project_lock
 from wf.base.project import Project
 from wf.orch import state
@@ -150,6 +150,9 @@ def pick(
                 return stopped("*", Stop.NO_WORK, "no runner-ready task in any free lane")
         if project.config.lane(lane) is None:
             raise WfError(f"no lane {lane!r} (wf lanes)")
+        elsewhere = _elsewhere(project, lane)
+        if elsewhere is not None:
+            return stopped(lane, Stop.NO_WORK, elsewhere)
         worktrees.lane_clash(lane, worktrees.main_branch(project))  # a lane chosen here
         rec = state.load(project, lane)
         if recovery is not None:
@@ -157,20 +160,19 @@ def pick(
             if isinstance(got, Pick):
                 return got
             rec = got
+            _keep_claim(project, rec)
         elif rec is not None and (rec.state is RecordState.READY or live_holder(rec)):
             raise WfError(
                 f"lane {lane} already has an active task {rec.id} (since {rec.started}); "
                 f"post its report (wf orch post {lane} ...) or re-pick it with --recovery WHY"
             )
         elif rec is None:
-            chosen = _choose(project, bl, lane, task_id, cloud)
-            if isinstance(chosen, StopReason):
-                return Pick(lane, chosen, None, "")
-            refused = admit(project, chosen, lane) if admit is not None else None
-            if refused is not None:
-                return Pick(lane, refused, None, "")
-            rec = _new_record(project, bl, lane, chosen, owner)
-        # else: a record left "picking" by a pick that died: finish that one, never a second
+            got = _fresh(project, bl, lane, task_id, cloud, admit, owner)
+            if isinstance(got, Pick):
+                return got
+            rec = got
+        else:  # a record left "picking" by a pick that died: finish that one, never a second
+            _keep_claim(project, rec)
         rec = rec.but(picker=os.getpid())
         state.save(project, rec)  # first the record, then the claim: a claim never exists without it
         task_now = backlogmod.load(project).doc.find(rec.id)
@@ -191,6 +193,62 @@ def _sync_first(project: Project, synced: bool, on_wait: Callable[[str], None] |
         from wf.trees import sync  # only with a shared remote
 
         sync.if_shared(project, on_wait=on_wait)
+
+
+def _fresh(
+    project: Project,
+    bl: backlogmod.Backlog,
+    lane: str,
+    task_id: str | None,
+    cloud: CloudPlug | None,
+    admit: Admit | None,
+    owner: int | None,
+) -> LaneRecord | Pick:
+    """The record of a fresh pick, or the stop. With a shared remote the task's claim ref
+    is taken here, before any write: tasks other machines hold are skipped, a race lost
+    to another machine picks the next task, an offline remote refuses (OfflineClaim)."""
+    skip: set[str] = set()
+    if project.config.shared:
+        from wf.trees import claims
+
+        skip = claims.for_pick(project, lane)
+    while True:
+        chosen = _choose(project, bl, lane, task_id, cloud, skip)
+        if isinstance(chosen, StopReason):
+            return Pick(lane, chosen, None, "")
+        refused = admit(project, chosen, lane) if admit is not None else None
+        if refused is not None:
+            return Pick(lane, refused, None, "")
+        if project.config.shared and not claims.take_for_pick(project, chosen.id, state.WHO, lane):
+            if task_id is not None:
+                raise ClaimError(task_id, "another machine claimed it first (wf claims)")
+            skip.add(chosen.id)
+            continue
+        return _new_record(project, bl, lane, chosen, owner)
+
+
+def _keep_claim(project: Project, rec: LaneRecord) -> None:
+    """A pick that goes on with a record's task: with a shared remote, its claim ref must
+    still be this machine's (another machine may have stolen a stale one)."""
+    if project.config.shared:
+        from wf.trees import claims
+
+        if not claims.take_for_pick(project, rec.id, state.WHO, rec.lane):
+            raise ClaimError(
+                rec.id, "another machine holds its claim now (wf claims); drop this lane's record"
+            )
+
+
+def _elsewhere(project: Project, lane: str) -> str | None:
+    """Why this machine does not run ``lane`` (its ``machine`` is another), or None.
+    Only with a shared remote: without one, nothing changes."""
+    ln = project.config.lane(lane)
+    if ln is None or ln.machine is None or not project.config.shared:
+        return None
+    from wf.base.machine import this_machine
+
+    me = this_machine()
+    return None if ln.machine == me else f"lane {lane} runs on machine {ln.machine} (this is {me})"
 
 
 def _recovered(
@@ -270,13 +328,22 @@ def _first_lane(
         return lane
     busy = {r.lane for r in state.records(project)}
     for ln in project.config.lanes:
-        if ln.name not in busy and isinstance(_choose(project, bl, ln.name, None, cloud), Task):
+        if (
+            ln.name not in busy
+            and _elsewhere(project, ln.name) is None
+            and isinstance(_choose(project, bl, ln.name, None, cloud), Task)
+        ):
             return ln.name
     return None
 
 
 def _choose(
-    project: Project, bl: backlogmod.Backlog, lane: str, task_id: str | None, cloud: CloudPlug | None
+    project: Project,
+    bl: backlogmod.Backlog,
+    lane: str,
+    task_id: str | None,
+    cloud: CloudPlug | None,
+    skip: frozenset[str] | set[str] = frozenset(),
 ) -> Task | StopReason:
     """The task to pick, or the reason to stop the lane."""
     others = [r for r in state.records(project) if r.lane != lane]
@@ -298,13 +365,16 @@ def _choose(
         ready_all = bl.runner_ready(lane)  # a handed-back task is not ready: one rule, the backlog's
         # a batch's open cloud lane takes its Cloud: yes tasks: local lanes leave them to it
         left = {t.id for t in ready_all if cloud is not None and cloud.leaves(project, bl, t)}
-        ready = [t for t in ready_all if t.id not in left]
+        ready = [t for t in ready_all if t.id not in left and t.id not in skip]
         if not ready:
             counts, handed = _lane_counts(bl, lane)
             if handed:
                 counts = ", ".join(x for x in (counts, f"{handed} handed back, waiting for a person") if x)
             if left:
                 counts = ", ".join(x for x in (counts, f"{len(left)} left to the cloud lane") if x)
+            taken = [t for t in ready_all if t.id in skip]
+            if taken:
+                counts = ", ".join(x for x in (counts, f"{len(taken)} claimed on other machines") if x)
             text = f"no runner-ready task ({counts})" if counts else "no runner-ready task"
             return StopReason(Stop.NO_WORK, text)
         head = ready[0]

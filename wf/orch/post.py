@@ -152,6 +152,7 @@ def post(
             d = decide(project, rec, res, _one_line(note), on_wait)
             d = denied_decision(d, rec.id, refused, _one_line(note))
             posted = apply(project, rec, d, spent=spent, duration=duration)
+    _settle_claim(project, rec.id)
     rule = TABLE[d.outcome]
     if project.config.shared:
         posted = _synced(project, posted, on_wait)
@@ -191,7 +192,18 @@ def release(project: Project, lane: str, why: str, *, on_wait: Callable[[str], N
         if task is not None and task.status.state == "progress":
             _restore_status(project, rec.id, rec.prior_status, on_wait)
         d = Decision(Outcome.RELEASED, None, why, None, ())
-        return apply(project, rec, d, spent=None, duration=None)
+        posted = apply(project, rec, d, spent=None, duration=None)
+    _settle_claim(project, rec.id)
+    return posted
+
+
+def _settle_claim(project: Project, task_id: str) -> None:
+    """With a shared remote: this machine's claim ref of a task no longer in progress is
+    released (offline it stays, and wf check lists it)."""
+    if project.config.shared:
+        from wf.trees import claims
+
+        claims.settle(project, task_id)
 
 
 def _restore_status(

@@ -101,6 +101,8 @@ def list_text(records: list[dict[str, Any]], total: int, *, runner: bool) -> lis
             rows.append([rid, r["lane"] or "-", f"p{r['prio']}", _fmt_effort(r["effort"]), r["title"]])
         else:
             state = r["state"] if r["state"] != "progress" else f"progress:{r['who'] or '?'}"
+            if r.get("machine"):  # a shared remote: the machine that holds the claim
+                state += f"@{r['machine']}"
             rows.append([r["id"], r["lane"] or "-", f"p{r['prio']}", state, r["title"]])
     lines = table(rows)
     if total > len(records):
@@ -211,6 +213,13 @@ def lanes_text(records: list[dict[str, Any]]) -> list[str]:
         )
         if r.get("corrupt"):
             notes.append(r["corrupt"])
+        if "claims" in r:  # a shared remote: the lane's machine, and who holds its claims
+            rows[-1] += [
+                r["machine"] or "*",
+                ", ".join(f"{t}@{m}" for t, m in sorted(r["claims"].items())) or "-",
+            ]
+    if any("claims" in r for r in records):
+        rows[0] += ["machine", "claims"]
     return table(rows) + notes
 
 

@@ -9,7 +9,9 @@
 - ``merge``: ``wf merge``, the merge that never loses a commit, and its archive commit;
 - ``remote``: the shared remote of several machines: fetch, ls-remote, and pushes that are
   each a compare-and-swap (a lease), with typed outcomes; ``sync``: ``wf sync``, the
-  backlog merged with the shared remote's and pushed with a lease.
+  backlog merged with the shared remote's and pushed with a lease; ``claims``: claims
+  across machines, each a ref on the shared remote made by compare-and-swap (take,
+  release, steal, renew, what ``wf check`` says of them).
 
 (The scripted worker and ``wf demo`` run git themselves, as a person or an agent does.)
 
