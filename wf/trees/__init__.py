@@ -8,7 +8,10 @@
   rm, prune) and releasing trees;
 - ``merge``: ``wf merge``, the merge that never loses a commit, and its archive commit;
 - ``remote``: the shared remote of several machines: fetch, ls-remote, and pushes that are
-  each a compare-and-swap (a lease), with typed outcomes.
+  each a compare-and-swap (a lease), with typed outcomes;
+- ``xmerge``: ``wf merge`` across machines (the task's branch pushed first, main brought
+  level with the shared remote's, pushed with a lease, a lost race redone on the new
+  main); ``books``: the files of wf's archive commit and its trailer.
 
 (The scripted worker and ``wf demo`` run git themselves, as a person or an agent does.)
 
