@@ -194,3 +194,35 @@ def test_without_a_shared_remote_wf_merge_never_talks_to_it(tmp_path: Path) -> N
         assert "origin" not in r.stdout
         assert shared.refs() == before
         assert a.git("rev-list", "--count", "origin/main..main").strip() == "3"
+
+
+def test_edits_next_to_the_remotes_changes_are_carried_task_by_task(tmp_path: Path) -> None:
+    """a's person renames t4 (the heading right below t3, which b archives) and appends a
+    line to the archive (where b appends t3's): a line merge would conflict on both; wf
+    carries both over, task by task and as a union, with no markers."""
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        branch(a, "t1")
+        a.wf("merge", "t1", check=True)
+        b.git("pull", "-q", "origin", "main")
+        branch(b, "t3")
+        branch(a, "t5")
+        edit(a, "## t4: Task 4\n", "## t4: Task four, renamed on a\n")
+        with (a.root / "DONE.md").open("a") as f:
+            f.write("A person's note at the end of the archive.\n")
+        b.wf("merge", "t3", check=True)
+        a.wf("merge", "t5", check=True)
+        here = (a.root / "TASKS.md").read_text()
+        assert "## t4: Task four, renamed on a\n" in here and "## t3:" not in here and "## t5:" not in here
+        archive = (a.root / "DONE.md").read_text()
+        assert "\nA person's note at the end of the archive.\n" in archive
+        assert [ln.split()[2] for ln in archive.splitlines() if ln.startswith("- ")] == ["t1", "t3", "t5"]
+        assert not any(x in here + archive for x in MARKERS)
+        remote_archive = _show(shared, "main:DONE.md")
+        assert [ln.split()[2] for ln in remote_archive.splitlines() if ln.startswith("- ")] == [
+            "t1",
+            "t3",
+            "t5",
+        ]
+        assert "A person's note" not in remote_archive and "Task four" not in _show(shared, "main:TASKS.md")

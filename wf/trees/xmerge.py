@@ -37,6 +37,7 @@ from wf.trees import books, gitfiles, gitops, remote
 from wf.trees.remote import PushOutcome, Update
 
 TRIES = 20  # pushes of main that may lose the race before wf gives up (each one redoes the merge)
+REFUSALS = 3  # refusals of a push of main before wf takes it as the host's answer
 PENDING = "xmerge-carry.json"
 
 
@@ -142,7 +143,7 @@ def sync_main(project: Project, main: str, notes: list[str]) -> bool:
     remote's main when both moved. True if this machine's main changed."""
     shared, root = _shared(project), project.root
     notes.extend(recover(project))
-    moved = False
+    moved, refused = False, 0
     for _ in range(TRIES):
         theirs = _remote_main(project, shared, main)
         ours = gitops.rev(root, main)
@@ -165,8 +166,10 @@ def sync_main(project: Project, main: str, notes: list[str]) -> bool:
         if done.outcome in (PushOutcome.OK, PushOutcome.SAME):
             gitops.update_ref(root, f"refs/remotes/{shared}/{main}", ours)
             return moved
-        if done.outcome is PushOutcome.REFUSED:
-            raise WfError(f"{shared} refused {main} ({done.detail}); the merge is on this machine only")
+        if done.outcome is PushOutcome.REFUSED:  # a hook, or a ref another push held locked: again
+            refused += 1
+            if refused == REFUSALS:
+                raise WfError(f"{shared} refused {main} ({done.detail}); the merge is on this machine only")
     raise WfError(
         f"{shared}'s {main} kept moving: {TRIES} pushes lost the race; the merge is on this "
         "machine's main only. Run wf merge again to push it."
@@ -246,13 +249,25 @@ def _blob(root: Path, commit: str, path: str) -> bytes | None:
     return None if blob is None else gitops.read_blob(root, blob)
 
 
-def carry(root: Path, base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
+def carry(root: Path, base: bytes, ours: bytes, theirs: bytes, *, tasks: bool = False) -> bytes | None:
     """The three-way merge of a file's uncommitted bytes ``ours`` with the change from
-    ``base`` to ``theirs``; None when it conflicts (no markers are ever returned)."""
+    ``base`` to ``theirs``; None when it conflicts (no markers are ever returned).
+    TASKS.md (``tasks``) merges task by task; an archive whose uncommitted change only
+    appends lines gets them after ``theirs`` (a union); else git merges it by lines."""
     if ours in (base, theirs):
         return theirs
     if theirs == base:
         return ours
+    merged = _carry_tasks(base, ours, theirs) if tasks else None
+    if merged is not None:
+        return merged
+    if not tasks and ours.startswith(base):
+        extra = [
+            ln
+            for ln in ours[len(base) :].splitlines(keepends=True)
+            if ln not in theirs.splitlines(keepends=True)
+        ]
+        return theirs + (b"\n" if theirs and not theirs.endswith(b"\n") else b"") + b"".join(extra)
     folder = gitops.git_dir(root)
     names = [folder / f"wf-carry-{os.getpid()}-{n}" for n in ("ours", "base", "theirs")]
     try:
@@ -263,6 +278,55 @@ def carry(root: Path, base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
         for name in names:
             name.unlink(missing_ok=True)
     return done.out.encode("utf-8", "surrogateescape") if done.status == 0 else None
+
+
+def _chunks(data: bytes) -> tuple[str, dict[str, str], list[str]] | None:
+    """(preamble, id -> the task's text up to the next task, the ids in order); None when
+    the file has errors that make tasks unclear (a duplicate id, a bad heading)."""
+    from wf.tasks import taskfile
+
+    try:
+        doc = taskfile.parse_text(data.decode("utf-8"))
+    except (UnicodeDecodeError, WfError):
+        return None
+    if doc.errors:
+        return None
+    starts = [t.span[0] for t in doc.tasks] + [len(doc.text)]
+    texts = {t.id: doc.text[starts[i] : starts[i + 1]] for i, t in enumerate(doc.tasks)}
+    return doc.text[: starts[0]], texts, [t.id for t in doc.tasks]
+
+
+def _carry_tasks(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
+    """TASKS.md merged task by task: a task changed (or added, or removed) on one side
+    only takes that side; changed on both the same way, either; else a conflict."""
+    split = [_chunks(x) for x in (base, ours, theirs)]
+    if split[0] is None or split[1] is None or split[2] is None:
+        return None  # tasks unclear on one side: git merges the file by lines
+    (b_pre, b, _), (o_pre, o, o_ids), (t_pre, t, t_ids) = split[0], split[1], split[2]
+
+    def pick(was: str | None, mine: str | None, other: str | None) -> tuple[str | None, bool]:
+        if mine in (was, other):
+            return other, True
+        return (mine, True) if other == was else (None, False)
+
+    pre, ok = pick(b_pre, o_pre, t_pre)
+    if not ok:
+        return None
+    order = list(t_ids)
+    for i, task_id in enumerate(o_ids):  # a task only ours has: after the task before it in ours
+        if task_id not in order:
+            before = next((x for x in reversed(o_ids[:i]) if x in order), None)
+            order.insert(order.index(before) + 1 if before is not None else 0, task_id)
+    out = [pre or ""]
+    for task_id in order:
+        text, ok = pick(b.get(task_id), o.get(task_id), t.get(task_id))
+        if not ok:
+            return None
+        if text is not None:
+            if not out[-1].endswith("\n") and len(out) > 1:  # the last task of a side, now not last
+                out[-1] += "\n"
+            out.append(text)
+    return "".join(out).encode("utf-8")
 
 
 def advance(project: Project, old: str, new: str) -> None:
@@ -282,7 +346,7 @@ def advance(project: Project, old: str, new: str) -> None:
         base, theirs, ours = _blob(root, old, path), _blob(root, new, path), read_bytes(root / path)
         if base is None or theirs is None or ours is None:
             raise Uncarried(path, "it is added or removed on one side")
-        merged = carry(root, base, ours, theirs)
+        merged = carry(root, base, ours, theirs, tasks=path == project.tasks_in_git)
         if merged is None:
             raise Uncarried(path, "they and the remote's changes touch the same lines")
         carried[path] = (base, ours, theirs, merged)
