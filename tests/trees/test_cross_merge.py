@@ -226,3 +226,66 @@ def test_edits_next_to_the_remotes_changes_are_carried_task_by_task(tmp_path: Pa
             "t5",
         ]
         assert "A person's note" not in remote_archive and "Task four" not in _show(shared, "main:TASKS.md")
+
+
+def test_a_conflict_with_the_remotes_main_is_found_before_merging(tmp_path: Path) -> None:
+    """a merges a branch that writes shared.txt; b's branch writes it too. b fetches
+    first, so its merge conflicts on the remote's main and makes no merge commit at all
+    (its main is the remote's, the branch untouched)."""
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        for m, task in ((a, "t1"), (b, "t2")):
+            m.git("switch", "-qc", f"sonnet/{task}")
+            (m.root / "shared.txt").write_text(f"{m.name}'s version\n")
+            m.git("add", "shared.txt")
+            m.git("commit", "-qm", f"work {task}")
+            m.git("switch", "-q", "main")
+        a.wf("merge", "t1", check=True)
+        tip = b.git("rev-parse", "sonnet/t2")
+        r = b.wf("merge", "t2")
+        assert r.returncode == 1 and "conflicts" in r.stderr and "shared.txt" in r.stderr
+        assert b.git("rev-parse", "main").strip() == shared.refs()["refs/heads/main"]
+        assert b.git("rev-parse", "sonnet/t2") == tip
+        assert b.git("rev-list", "--merges", "main").count("\n") == 1  # a's merge only
+
+
+def test_another_uncommitted_file_the_move_would_touch_refuses(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS, toml='shared = "origin"\n\n\n\n# a comment\n')
+        b = shared.machine("b")
+        branch(b, "t2")
+        (a.root / "wf.toml").write_text('shared = "origin"\n\n\n\n# a comment, changed on a\n')
+        a.git("commit", "-qam", "a's wf.toml")
+        a.git("push", "-q", "origin", "main")
+        mine = 'shared = "origin"  # b\'s own note\n\n\n\n# a comment\n'
+        (b.root / "wf.toml").write_text(mine)
+        main_before = b.git("rev-parse", "main")
+        r = b.wf("merge", "t2")
+        assert r.returncode == 1 and "wf.toml" in r.stderr, r.stdout + r.stderr
+        assert (b.root / "wf.toml").read_text() == mine
+        assert b.git("rev-parse", "main") == main_before
+
+
+def test_a_move_of_main_killed_half_way_is_finished_by_the_next_merge(tmp_path: Path) -> None:
+    """The state a kill leaves inside a move of main (see xmerge.advance): TASKS.md set
+    back to the old main's version, the person's bytes saved in .wf/xmerge-carry.json.
+    The next wf merge puts them back before doing anything else."""
+    import base64
+    import json
+
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS)
+        branch(a, "t1")
+        mine = edit(a, "Body of task 4.", "Body of task 4, a person's words.")
+        head = a.git("rev-parse", "HEAD").strip()
+        (a.root / "TASKS.md").write_text(TASKS)  # as the move left it, before git moved main
+        saved = base64.b64encode(mine.encode()).decode()
+        record = {"old": head, "new": "0" * 40, "files": {"TASKS.md": [saved, saved]}}
+        (a.root / ".wf").mkdir(exist_ok=True)
+        (a.root / ".wf" / "xmerge-carry.json").write_text(json.dumps(record))
+        r = a.wf("merge", "t1", check=True)
+        assert "put back the uncommitted changes of TASKS.md" in r.stdout
+        here = (a.root / "TASKS.md").read_text()
+        assert "Body of task 4, a person's words." in here and "## t1:" not in here
+        assert not (a.root / ".wf" / "xmerge-carry.json").exists()
