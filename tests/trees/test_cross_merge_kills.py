@@ -105,7 +105,11 @@ def _machine_merges(
     for task in tasks:
         tip = m.git("rev-parse", f"sonnet/{task}").strip()
         p = m.popen("merge", task, "--no-gate")
-        time.sleep(rng.uniform(0.2, 2.5))
+        if rng.random() < 0.5:  # anywhere in the run
+            time.sleep(rng.uniform(0.2, 2.5))
+        else:  # once the branch is on the remote: in the merge, the archive or the pushes of main
+            _wait_for_branch(p, bare, f"refs/heads/sonnet/{task}")
+            time.sleep(rng.uniform(0.0, 1.0))
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.communicate()
@@ -116,6 +120,15 @@ def _machine_merges(
         _finish(m, task, figures, lock)
         with lock:
             figures.merges += 1
+
+
+def _wait_for_branch(p: subprocess.Popen[str], bare: Path, ref: str) -> None:
+    deadline = time.monotonic() + 30
+    while p.poll() is None and time.monotonic() < deadline:
+        r = subprocess.run(["git", "rev-parse", "--verify", "-q", ref], cwd=bare, capture_output=True)
+        if r.returncode == 0:
+            return
+        time.sleep(0.02)
 
 
 def _where(m: Machine, bare: Path, tip: str, figures: Figures) -> None:
