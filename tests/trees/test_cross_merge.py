@@ -6,6 +6,7 @@ else; whatever refuses changes nothing."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -272,7 +273,6 @@ def test_a_move_of_main_killed_half_way_is_finished_by_the_next_merge(tmp_path: 
     back to the old main's version, the person's bytes saved in .wf/xmerge-carry.json.
     The next wf merge puts them back before doing anything else."""
     import base64
-    import json
 
     with Shared(tmp_path, daemon=True) as shared:
         a = shared.seed("a", TASKS)
@@ -289,3 +289,60 @@ def test_a_move_of_main_killed_half_way_is_finished_by_the_next_merge(tmp_path: 
         here = (a.root / "TASKS.md").read_text()
         assert "Body of task 4, a person's words." in here and "## t1:" not in here
         assert not (a.root / ".wf" / "xmerge-carry.json").exists()
+
+
+def test_a_branch_another_machine_pushed_is_merged_from_the_remote(tmp_path: Path) -> None:
+    """a pushed its task's branch (the first step of its wf merge) and went away; b has
+    no such branch, and merges the remote's."""
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        tip = branch(a, "t1")
+        a.git("push", "-q", "origin", "sonnet/t1")
+        r = b.wf("merge", "t1", check=True)
+        assert "fetched sonnet/t1 from origin" in r.stdout
+        assert _is_ancestor(shared, tip) and " t1 " in _show(shared, "main:DONE.md")
+        assert "refs/heads/sonnet/t1" not in shared.refs()
+
+
+def test_a_carry_record_wf_did_not_write_is_refused(tmp_path: Path) -> None:
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS)
+        branch(a, "t1")
+        head = a.git("rev-parse", "HEAD").strip()
+        (a.root / ".wf").mkdir(exist_ok=True)
+        record = {"old": head, "new": head, "files": {"../outside": ["", ""]}}
+        (a.root / ".wf" / "xmerge-carry.json").write_text(json.dumps(record))
+        r = a.wf("merge", "t1")
+        assert r.returncode == 1 and "is not one wf wrote" in r.stderr and "Traceback" not in r.stderr
+        assert a.git("rev-parse", "main").strip() == head
+
+
+def test_a_merge_killed_before_its_archive_commit_is_finished_on_the_new_main(tmp_path: Path) -> None:
+    """The state a kill of a's wf merge leaves after the merge commit and the archiving,
+    before the archive commit: the merge commit unpushed, TASKS.md without t1 and a new
+    archive with t1's line, both uncommitted. Meanwhile b merged t2 (its archive is new
+    too). a's next wf merge redoes the merge on b's main and keeps both archive lines,
+    t1's naming the redone merge commit."""
+    from wf.tasks.archive import HEADER
+
+    with Shared(tmp_path, daemon=True) as shared:
+        a = shared.seed("a", TASKS)
+        b = shared.machine("b")
+        tip = branch(a, "t1")
+        branch(b, "t2")
+        a.git("merge", "-q", "--no-ff", "-m", "t1: Task 1", "sonnet/t1")
+        made = a.git("rev-parse", "HEAD").strip()
+        edit(a, "## t1: Task 1\nModel: sonnet\nDone: true\n\nBody of task 1.\n\n", "")
+        line = f"- 2026-12-03T10:00Z t1 lane=sonnet model=sonnet commit={made} -- Task 1\n"
+        (a.root / "DONE.md").write_text(HEADER + line)
+        b.wf("merge", "t2", check=True)
+        r = a.wf("merge", "t1", check=True)
+        assert "redid this machine's commits" in r.stdout
+        remote_archive = _show(shared, "main:DONE.md")
+        lines = [ln for ln in remote_archive.splitlines() if ln.startswith("- ")]
+        assert [ln.split()[2] for ln in lines] == ["t2", "t1"]
+        named = lines[1].split("commit=")[1].split()[0]
+        assert named != made and _is_ancestor(shared, named) and _is_ancestor(shared, tip)
+        assert "## t1:" not in _show(shared, "main:TASKS.md")
+        assert (a.root / "DONE.md").read_text() == remote_archive

@@ -213,7 +213,7 @@ def merge(
         notes.extend(repair(project, main))
         tip = gitops.rev(root, branch)
         if project.config.shared:  # the branch on the remote first, then main level with the remote's
-            xmerge.before(project, main, branch, tip, notes)
+            tip = xmerge.before(project, main, branch, tip, notes)
         bl = backlogmod.load(project)
         entry = bl.archive.find(task_id)
         task = bl.doc.find(task_id)

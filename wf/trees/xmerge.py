@@ -39,6 +39,9 @@ from wf.trees.remote import PushOutcome, Update
 TRIES = 20  # pushes of main that may lose the race before wf gives up (each one redoes the merge)
 REFUSALS = 3  # refusals of a push of main before wf takes it as the host's answer
 PENDING = "xmerge-carry.json"
+Carried = tuple[
+    bytes | None, bytes, bytes, bytes
+]  # a file's (old main's, uncommitted, new main's, merged) bytes
 
 
 class Diverged(WfError):
@@ -80,12 +83,28 @@ def _shared(project: Project) -> str:
     return name
 
 
-def before(project: Project, main: str, branch: str, tip: str | None, notes: list[str]) -> None:
+def before(project: Project, main: str, branch: str, tip: str | None, notes: list[str]) -> str | None:
     """What ``wf merge`` does first with a shared remote: the task's branch pushed (unless
-    main holds it), then main made level with the remote's."""
-    if tip is not None and not gitops.is_ancestor(project.root, tip, gitops.rev(project.root, main) or main):
+    main holds it), or fetched when only the remote has it (another machine's work), then
+    main made level with the remote's. The branch's tip."""
+    if tip is None:
+        tip = _fetch_branch(project, branch, notes)
+    elif not gitops.is_ancestor(project.root, tip, gitops.rev(project.root, main) or main):
         push_branch(project, branch, tip)
     sync_main(project, main, notes)
+    return tip
+
+
+def _fetch_branch(project: Project, branch: str, notes: list[str]) -> str | None:
+    """The task's branch from the remote, when this machine has none (its tip, or None)."""
+    shared, root = _shared(project), project.root
+    ref = f"refs/heads/{branch}"
+    seen = remote.ls_remote(root, shared, f"refs/heads/{branch.split('/')[0]}").get(ref)
+    if seen is None:
+        return None
+    remote.fetch(root, shared, f"{ref}:{ref}")
+    notes.append(f"fetched {branch} from {shared} (pushed there by another machine)")
+    return gitops.rev(root, branch)
 
 
 def push_branch(project: Project, branch: str, tip: str) -> None:
@@ -156,8 +175,8 @@ def sync_main(project: Project, main: str, notes: list[str]) -> bool:
             notes.append(f"brought {main} up to {shared}'s {theirs[:12]} first")
             return True
         if theirs is not None and not gitops.is_ancestor(root, theirs, ours):
-            redone = replay(project, main, theirs, ours)
-            advance(project, ours, redone)
+            redone, renamed = replay(project, main, theirs, ours)
+            advance(project, ours, redone, renamed)
             notes.append(f"{shared}'s {main} had moved: redid this machine's commits on {theirs[:12]}")
             ours, moved = redone, True
             if ours == theirs:
@@ -176,7 +195,7 @@ def sync_main(project: Project, main: str, notes: list[str]) -> bool:
     )
 
 
-def replay(project: Project, main: str, onto: str, ours: str) -> str:
+def replay(project: Project, main: str, onto: str, ours: str) -> tuple[str, dict[str, str]]:
     """This machine's commits of ``ours`` that ``onto`` lacks, redone on ``onto``: the
     new tip. Only wf's own kinds of commit are redone (a merge of a branch, an archive
     commit); anything else is :class:`Diverged`."""
@@ -204,7 +223,7 @@ def replay(project: Project, main: str, onto: str, ours: str) -> str:
                 head = gitops.commit_tree(root, _tree(root, head, files), [head], message)
         else:
             raise Diverged(main, str(project.config.shared), commit, "not a merge or archive commit of wf's")
-    return head
+    return head, renamed
 
 
 def _rearchive(
@@ -329,7 +348,7 @@ def _carry_tasks(base: bytes, ours: bytes, theirs: bytes) -> bytes | None:
     return "".join(out).encode("utf-8")
 
 
-def advance(project: Project, old: str, new: str) -> None:
+def advance(project: Project, old: str, new: str, renamed: dict[str, str] | None = None) -> None:
     """Move the main checkout from commit ``old`` to ``new``, carrying over uncommitted
     changes of TASKS.md and the archive; refuses (nothing changed) when it cannot."""
     root = project.root
@@ -341,14 +360,18 @@ def advance(project: Project, old: str, new: str) -> None:
         raise Uncarried(
             others[0], "a file the remote's main changes; only TASKS.md and the archive are carried"
         )
-    carried: dict[str, tuple[bytes, bytes, bytes, bytes]] = {}  # path -> (base, ours, theirs, merged)
+    carried: dict[str, Carried] = {}
     for path in dirty:
         base, theirs, ours = _blob(root, old, path), _blob(root, new, path), read_bytes(root / path)
-        if base is None or theirs is None or ours is None:
+        if theirs is None or ours is None or (base is None and path != project.archive_in_git):
             raise Uncarried(path, "it is added or removed on one side")
-        merged = carry(root, base, ours, theirs, tasks=path == project.tasks_in_git)
+        # an archive new on both sides (its first line, made on each): their union
+        merged = carry(root, base or b"", ours, theirs, tasks=path == project.tasks_in_git)
         if merged is None:
             raise Uncarried(path, "they and the remote's changes touch the same lines")
+        if path == project.archive_in_git:  # an uncommitted archive line names the redone merge
+            for was, now in (renamed or {}).items():
+                merged = merged.replace(f" commit={was} ".encode(), f" commit={now} ".encode())
         carried[path] = (base, ours, theirs, merged)
     pending = project.wf_dir / PENDING
     record = {
@@ -358,7 +381,7 @@ def advance(project: Project, old: str, new: str) -> None:
     }
     atomic_write(pending, json.dumps(record).encode())
     for path, (base, ours, _, _) in carried.items():
-        if settle.replace_checked(root / path, base, ours, project.lock_timeout) is None:
+        if not _put(project, path, base, ours):
             _restore(project, carried)
             pending.unlink(missing_ok=True)
             raise Uncarried(path, "it changed while wf was moving main; run wf merge again")
@@ -370,13 +393,24 @@ def advance(project: Project, old: str, new: str) -> None:
         pending.unlink(missing_ok=True)
         raise Uncarried(", ".join(sorted(dirty)) or "main", f"git refused to move it: {e.reason}") from None
     for path, (_, _, theirs, merged) in carried.items():
-        settle.replace_checked(root / path, merged, theirs, project.lock_timeout)
+        _put(project, path, merged, theirs)
     pending.unlink(missing_ok=True)
 
 
-def _restore(project: Project, carried: dict[str, tuple[bytes, bytes, bytes, bytes]]) -> None:
+def _put(project: Project, path: str, data: bytes | None, expect: bytes | None) -> bool:
+    """Set a file to ``data`` (None: remove it) if it holds ``expect``; whether it did."""
+    target = project.root / path
+    if data is None:
+        if read_bytes(target) != expect:
+            return False
+        target.unlink()
+        return True
+    return settle.replace_checked(target, data, expect, project.lock_timeout) is not None
+
+
+def _restore(project: Project, carried: dict[str, Carried]) -> None:
     for path, (base, ours, _, _) in carried.items():
-        settle.replace_checked(project.root / path, ours, base, project.lock_timeout)
+        _put(project, path, ours, base)
 
 
 def recover(project: Project) -> list[str]:
@@ -388,6 +422,14 @@ def recover(project: Project) -> list[str]:
         return []
     record = json.loads(data)
     root = project.root
+    books = {project.tasks_in_git, project.archive_in_git}
+    shas = [record.get("old"), record.get("new")]
+    if not all(isinstance(x, str) and len(x) == 40 and set(x) <= set("0123456789abcdef") for x in shas) or (
+        not set(record.get("files", {})) <= books
+    ):
+        raise WfError(
+            f"{pending} is not one wf wrote (commit ids, TASKS.md and the archive only); look, remove it"
+        )
     head = gitops.rev(root, "HEAD")
     moved = head == record["new"]
     done = []
@@ -396,7 +438,7 @@ def recover(project: Project) -> list[str]:
         at = _blob(root, record["new"] if moved else record["old"], path)
         now = read_bytes(root / path)
         if now == at and now != want:
-            settle.replace_checked(root / path, want, now, project.lock_timeout)
+            _put(project, path, want, now)
             done.append(f"put back the uncommitted changes of {path} that a killed wf merge was carrying")
     pending.unlink(missing_ok=True)
     return done
