@@ -315,6 +315,7 @@ def test_a_carry_record_wf_did_not_write_is_refused(tmp_path: Path) -> None:
         (a.root / ".wf" / "xmerge-carry.json").write_text(json.dumps(record))
         r = a.wf("merge", "t1")
         assert r.returncode == 1 and "is not one wf wrote" in r.stderr and "Traceback" not in r.stderr
+        assert not (a.root.parent / "outside").exists()
         assert a.git("rev-parse", "main").strip() == head
 
 
