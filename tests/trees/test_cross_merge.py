@@ -10,6 +10,8 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.machines import Machine, Shared, git
 
 TASKS = "".join(
@@ -48,8 +50,11 @@ def _is_ancestor(shared: Shared, sha: str) -> bool:
     return r.returncode == 0
 
 
-def test_a_machine_behind_fetches_first_and_keeps_a_persons_uncommitted_edit(tmp_path: Path) -> None:
-    with Shared(tmp_path, daemon=True) as shared:
+@pytest.mark.parametrize("daemon", [True, False], ids=["git-daemon", "file"])
+def test_a_machine_behind_fetches_first_and_keeps_a_persons_uncommitted_edit(
+    tmp_path: Path, daemon: bool
+) -> None:
+    with Shared(tmp_path, daemon=daemon) as shared:
         a = shared.seed("a", TASKS)
         b = shared.machine("b")
         t1, t2 = branch(a, "t1"), branch(b, "t2")
