@@ -39,9 +39,8 @@ from wf.trees.remote import PushOutcome, Update
 TRIES = 20  # pushes of main that may lose the race before wf gives up (each one redoes the merge)
 REFUSALS = 3  # refusals of a push of main before wf takes it as the host's answer
 PENDING = "xmerge-carry.json"
-Carried = tuple[
-    bytes | None, bytes, bytes, bytes
-]  # a file's (old main's, uncommitted, new main's, merged) bytes
+# a file's bytes as the old main has them (None: not there), uncommitted, the new main's, merged
+Carried = tuple[bytes | None, bytes, bytes, bytes]
 
 
 class Diverged(WfError):
