@@ -171,6 +171,9 @@ def merge_cmd(ctx: click.Context, target: str | None, no_gate: bool, as_json: bo
     - the gate (wf.toml's gate) started in the background at the new main
       commit, as wf orch post does (--no-gate: not started, and said so).
     Running it again after success, failure or a kill finishes what is left.
+    With shared = "origin" in wf.toml (docs/machines.md): the branch is pushed
+    to the remote first, main brought level with the remote's before the merge
+    and pushed with a lease after it; a lost race is redone on the new main.
     Examples:
       wf merge fetch-retry
       cd .worktrees/sonnet && wf merge

@@ -11,7 +11,10 @@
   each a compare-and-swap (a lease), with typed outcomes; ``sync``: ``wf sync``, the
   backlog merged with the shared remote's and pushed with a lease; ``claims``: claims
   across machines, each a ref on the shared remote made by compare-and-swap (take,
-  release, steal, renew, what ``wf check`` says of them).
+  release, steal, renew, what ``wf check`` says of them);
+- ``xmerge``: ``wf merge`` across machines (the task's branch pushed first, main brought
+  level with the shared remote's, pushed with a lease, a lost race redone on the new
+  main); ``books``: the files of wf's archive commit and its trailer.
 
 (The scripted worker and ``wf demo`` run git themselves, as a person or an agent does.)
 

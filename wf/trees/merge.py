@@ -28,7 +28,8 @@ from wf.base.project import Project
 from wf.tasks import backlog as backlogmod
 from wf.tasks import ops
 from wf.tasks.taskfile import check_id
-from wf.trees import gitops, worktrees
+from wf.trees import gitops, worktrees, xmerge
+from wf.trees.books import ARCHIVE_TRAILER, archived_by, bookkeeping_files
 
 
 class MergeConflict(WfError):
@@ -132,16 +133,6 @@ def repair(project: Project, main: str) -> list[str]:
     return done
 
 
-ARCHIVE_TRAILER = "Wf-Archive"  # in wf's own archive commit: the id of the task it archives
-
-
-def archived_by(root: Path, commit: str) -> str | None:
-    """The task id ``commit`` archives, when it is wf's own archive commit (its trailer
-    says so, whatever its subject), else None."""
-    fmt = f"--format=%(trailers:key={ARCHIVE_TRAILER},valueonly)"
-    return gitops.out(root, "log", "-1", fmt, commit).strip() or None
-
-
 def resolve(project: Project, target: str | None, cwd: Path) -> tuple[str, str]:
     """(lane, id) of what to merge: an id, a ``<lane>/<id>`` branch, or the branch of
     the tree ``cwd`` is in."""
@@ -221,6 +212,8 @@ def merge(
             _fetch_from_clone(project, Path(tree.path), branch)
         notes.extend(repair(project, main))
         tip = gitops.rev(root, branch)
+        if project.config.shared:  # the branch on the remote first, then main level with the remote's
+            tip = xmerge.before(project, main, branch, tip, notes)
         bl = backlogmod.load(project)
         entry = bl.archive.find(task_id)
         task = bl.doc.find(task_id)
@@ -249,6 +242,8 @@ def merge(
             )
 
         archived = _archive(project, bl, main, branch, lane, task_id, merge_commit, notes)
+        if project.config.shared and xmerge.sync_main(project, main, notes):  # a lost race: redone
+            archived, merge_commit = _redone(project, task_id, tip, merge_commit, archived)
         new_main = gitops.rev(root, main) or main_sha
         parked = _park_tree(project, tree, branch, new_main, notes) if tree is not None else None
         if gitops.branch_exists(root, branch):
@@ -259,8 +254,22 @@ def merge(
         if tree is not None and parked is Parked.DETACHED:
             with project_lock(project.wf_dir, worktrees.WT_LOCK_TIMEOUT, on_wait, name="wt.lock"):
                 worktrees.release(project, tree.name)
+        if project.config.shared and tip is not None:
+            xmerge.drop_branch(project, branch, tip, notes)
         notes.extend(_prune_backups(project))
         return Outcome(task_id, branch, merge_commit, already, archived, notes)
+
+
+def _redone(
+    project: Project, task_id: str, tip: str | None, merge_commit: str | None, archived: str | None
+) -> tuple[str | None, str | None]:
+    """(archive line, merge commit) after main was redone on the shared remote's main."""
+    root = project.root
+    main = worktrees.main_branch(project)
+    if tip is not None:
+        merge_commit = gitops.find_merge_of(root, gitops.rev(root, main) or main, tip) or merge_commit
+    entry = backlogmod.load(project).archive.find(task_id)
+    return (entry.raw if entry is not None else archived), merge_commit
 
 
 def _archive(
@@ -369,22 +378,13 @@ def _commit_bookkeeping(project: Project, main: str, task_id: str, line: str) ->
     in the main commit, minus the task and plus its archive line. Other uncommitted
     changes of those files (a claim, a person's edit) stay uncommitted."""
     from wf.tasks import archive as archivemod
-    from wf.tasks import edits, taskfile
 
-    root = project.root
-    tasks_at = gitops.show(root, main, project.tasks_in_git)
-    archive_at = gitops.show(root, main, project.archive_in_git)
-    files: dict[str, str] = {}
-    if tasks_at is not None:
-        doc = taskfile.parse_text(tasks_at, project.tasks_in_git)
-        if doc.find(task_id) is not None:
-            files[project.tasks_in_git] = edits.remove_task(doc, task_id).text
-    arch = archivemod.parse(archive_at.encode() if archive_at is not None else None, project.archive_in_git)
-    if arch.find(task_id) is None:
-        kept = archivemod.kept_under(archivemod.parse(read_bytes(project.archive_path)), task_id)
-        files[project.archive_in_git] = archivemod.appended(arch, line, kept).decode("utf-8")
+    kept = archivemod.kept_under(archivemod.parse(read_bytes(project.archive_path)), task_id)
+    files = bookkeeping_files(project, main, task_id, line, kept)
     if files:
-        gitops.commit_files(root, main, files, f"wf: archive {task_id}\n\n{ARCHIVE_TRAILER}: {task_id}\n")
+        gitops.commit_files(
+            project.root, main, files, f"wf: archive {task_id}\n\n{ARCHIVE_TRAILER}: {task_id}\n"
+        )
 
 
 def _park_tree(
