@@ -8,11 +8,13 @@ every case the full path refuses. Each refusal below is of a file whose parse is
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import WfRunner
+from wf.base import settle
 from wf.tasks import backlog, edits, parsecache, taskfile
 
 TASK = "## {id}: Task {id}\nModel: sonnet\nDone: it works\n{extra}\nSome text of {id}.\n\n"
@@ -165,3 +167,27 @@ def test_a_file_that_is_not_utf8_stops_a_claim_with_its_error(wf: WfRunner) -> N
     path = wf.root / "TASKS.md"
     path.write_bytes(path.read_bytes() + b"caf\xe9\n")
     _refused(wf, "a", "not UTF-8 text (byte 0xe9)")
+
+
+def test_a_save_between_the_read_and_the_write_starts_the_claim_over(
+    wf: WfRunner, monkeypatch: pytest.MonkeyPatch, full_loads: list[int]
+) -> None:
+    """A person's editor saves TASKS.md after the fast claim read it and before its
+    write: the write is not made, the claim starts over from the person's file (cold in
+    the cache: the full path), and both the save and the claim stand."""
+    _write(wf, _task("a") + _task("b"))
+    real = settle.replace_checked
+    saves: list[bytes] = []
+
+    def save_first(path: Path, data: bytes, expect: bytes | None, *args: Any) -> Any:
+        if not saves and path.name == "TASKS.md" and expect is not None:
+            saves.append(expect + _task("c").encode())
+            path.write_bytes(saves[0])
+        return real(path, data, expect, *args)
+
+    monkeypatch.setattr(settle, "replace_checked", save_first)
+    full_loads.clear()
+    wf.ok("status", "a", "progress", "bench")
+    after = (wf.root / "TASKS.md").read_bytes()
+    _claimed_as_the_full_path_would(saves[0], after, "a")
+    assert full_loads == [1]
