@@ -136,7 +136,9 @@ def _load(cache_dir: Path, name: str, data: bytes, text: str) -> TasksFile | Non
     try:
         _, _, _, blobs, place_blobs, shifts, issues = parts
         chunks: list[list[Content]] = [marshal.loads(b) for b in blobs]
-        places = [p for pb, sh in zip(place_blobs, shifts, strict=True) for p in _places(pb, sh)]
+        places: list[Place] = []
+        for pb, sh in zip(place_blobs, shifts, strict=True):
+            places += _places(pb, sh)  # extended in C, not a Python loop per task
         new = tuple.__new__  # a Task without the Python-level __new__ of NamedTuple: ~3 ms less
         rows = zip((c for chunk in chunks for c in chunk), places, strict=True)  # ValueError if they disagree
         tasks = [new(Task, (i, title, s, e, fl, kv, span)) for (i, title, fl, kv), (s, e, span) in rows]
