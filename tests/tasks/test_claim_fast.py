@@ -191,3 +191,17 @@ def test_a_save_between_the_read_and_the_write_starts_the_claim_over(
     after = (wf.root / "TASKS.md").read_bytes()
     _claimed_as_the_full_path_would(saves[0], after, "a")
     assert full_loads == [1]
+
+
+def test_a_file_with_a_byte_order_mark_keeps_it_through_claims(wf: WfRunner, full_loads: list[int]) -> None:
+    """The first task's edit parses the whole file (the mark belongs to the file): that
+    claim goes the full way; a later task's is fast. Both are the full path's edit."""
+    data = _write(wf, "\ufeff" + _task("a") + _task("b"))
+    full_loads.clear()
+    for task_id, loads in (("a", [1]), ("b", [1])):
+        wf.ok("status", task_id, "progress", "bench")
+        after = (wf.root / "TASKS.md").read_bytes()
+        _claimed_as_the_full_path_would(data, after, task_id)
+        assert after.startswith(b"\xef\xbb\xbf") and full_loads == loads
+        _cache_is_a_parse(wf)
+        data = after
