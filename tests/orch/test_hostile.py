@@ -380,8 +380,8 @@ def _save_during_read(monkeypatch: pytest.MonkeyPatch, save: object) -> None:
     real = settle._read_fd
     done: list[bool] = []
 
-    def read(fd: int) -> bytes:
-        data = real(fd)
+    def read(fd: int, *size: int) -> bytes:
+        data = real(fd, *size)
         if not done:
             done.append(True)
             save()  # type: ignore[operator]
