@@ -76,11 +76,9 @@ class Backlog:
     # ------------------------------------------------------------ readiness
     def open_children(self) -> dict[str, list[str]]:
         if self._children is None:
-            children: dict[str, list[str]] = {}
-            for t in self.doc.tasks:
-                if "parent" in t.kv and t.parent:
-                    children.setdefault(t.parent, []).append(t.id)
-            self._children = children
+            from wf.tasks import taskfile
+
+            self._children = taskfile.open_children(self.doc.tasks)
         return self._children
 
     @property

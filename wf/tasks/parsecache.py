@@ -36,7 +36,7 @@ from typing import Any
 from wf import __version__
 from wf.base.errors import IssueKind, ParseIssue
 from wf.base.fsutil import atomic_write
-from wf.tasks.taskfile import Task, TasksFile
+from wf.tasks.taskfile import Task, TasksFile, open_children
 
 FORMAT = 8  # bump whenever the rows change shape, or the parser finds other issues
 CHUNK = 256  # tasks per marshalled chunk of content
@@ -226,11 +226,7 @@ def store(cache_dir: Path, doc: TasksFile, data: bytes) -> None:
         starts.append(at)
         place_blobs.append(marshal.dumps([(t.start, t.end, t.span) for t in tasks[at : at + len(chunk)]]))
         at += len(chunk)
-    children: dict[str, list[str]] = {}  # as Backlog.open_children finds them
-    for t in tasks:
-        if "parent" in t.kv and t.parent:
-            children.setdefault(t.parent, []).append(t.id)
-    index = marshal.dumps(({t.id: i for i, t in enumerate(tasks)}, children, starts))
+    index = marshal.dumps(({t.id: i for i, t in enumerate(tasks)}, open_children(tasks), starts))
     _write(cache_dir, doc.path, (FORMAT, key, index, blobs, place_blobs, [(0, 0)] * len(chunks), _rows(doc)))
     _remember(chunks, blobs)
 
@@ -249,7 +245,7 @@ def _write(cache_dir: Path, name: str, parts: tuple[Any, ...]) -> None:
 
 class Index:
     """A cached parse opened for one task (``open_index``): every id's row, each
-    parent's children (as ``Backlog.open_children`` finds them), the file's issues; the
+    parent's children (``taskfile.open_children``), the file's issues; the
     one task is loaded by ``task``, and ``store_edit`` stores the file as it is after an
     edit of that task alone."""
 
