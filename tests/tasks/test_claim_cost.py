@@ -30,9 +30,10 @@ def _rows(doc: taskfile.TasksFile) -> list[tuple[Any, ...]]:
     return [(t.id, t.title, t.start, t.end, t.pairs, t.kv, t.span) for t in doc.tasks]
 
 
-def test_a_claim_checks_the_backlog_once(wf: WfRunner, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The write checks the whole backlog; the claim then asks for its task's errors: one
-    check, not two (at 10,000 tasks each costs ~15 ms)."""
+def test_a_status_change_checks_the_backlog_once(wf: WfRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The write checks the whole backlog; the status change then asks for its task's
+    errors: one check, not two (at 10,000 tasks each costs ~15 ms). (A claim of a ready
+    task checks none: tests/tasks/test_claim_fast.py.)"""
     task_id = _add_tasks(wf, 2)[0]
     calls: list[str] = []
     real = backlog.Backlog._cycles
@@ -42,23 +43,32 @@ def test_a_claim_checks_the_backlog_once(wf: WfRunner, monkeypatch: pytest.Monke
         return real(self)
 
     monkeypatch.setattr(backlog.Backlog, "_cycles", counted)
-    wf.ok("status", task_id, "progress", "me")
+    wf.ok("status", task_id, "awaiting", "which one?")
     assert calls == ["cycles"]
 
 
-def test_a_claim_marshals_only_the_chunk_it_changed(wf: WfRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+def _content(value: Any) -> bool:
+    """A chunk of content rows (id, title, fields, kv), not of places."""
+    return isinstance(value, list) and bool(value) and len(value[0]) == 4 and isinstance(value[0][3], dict)
+
+
+@pytest.mark.parametrize("write", [("status", "progress", "me"), ("status", "awaiting", "which one?")])
+def test_a_write_marshals_only_the_chunk_it_changed(
+    wf: WfRunner, monkeypatch: pytest.MonkeyPatch, write: tuple[str, ...]
+) -> None:
+    """A claim (the fast path) and a status change (the full path) alike."""
     monkeypatch.setattr(parsecache, "CHUNK", 4)
     ids = _add_tasks(wf, 20)
     wf.ok("list")  # loads the parse the last add stored: this process knows its chunks
     dumped: list[int] = []
 
     def dumps(value: Any, *args: Any) -> bytes:
-        if isinstance(value, list):
+        if _content(value):
             dumped.append(len(value))
         return marshal.dumps(value, *args)
 
     monkeypatch.setattr(parsecache, "marshal", SimpleNamespace(dumps=dumps, loads=marshal.loads))
-    wf.ok("status", ids[9], "progress", "me")
+    wf.ok(write[0], ids[9], *write[1:])
     assert dumped == [4]  # the chunk of ids[8:12], and none of the other four
     monkeypatch.setattr(parsecache, "marshal", marshal)
     cached = _cached(wf)

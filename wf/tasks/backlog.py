@@ -37,6 +37,7 @@ class Backlog:
         data: bytes,
         archive_data: bytes | None = None,
         held: holdsmod.HeldRecords | None = None,
+        children: dict[str, list[str]] | None = None,
     ) -> None:
         self.project = project
         self._held = held  # the handback records: read on first need, once
@@ -46,7 +47,8 @@ class Backlog:
         self.data = data
         self.archive_data = archive_data  # the archive's exact bytes (None: no file)
         self._archived = archive.ids()
-        self._children: dict[str, list[str]] | None = None
+        # each parent's open children; given when ``doc`` holds only some of the tasks
+        self._children: dict[str, list[str]] | None = children
         self._checked: dict[str | None, list[ParseIssue]] = {}  # check(finishing), by finishing
         self._error_lines = sorted(i.line for i in doc.issues if i.level == "error")
         cfg = project.config
@@ -74,11 +76,9 @@ class Backlog:
     # ------------------------------------------------------------ readiness
     def open_children(self) -> dict[str, list[str]]:
         if self._children is None:
-            children: dict[str, list[str]] = {}
-            for t in self.doc.tasks:
-                if "parent" in t.kv and t.parent:
-                    children.setdefault(t.parent, []).append(t.id)
-            self._children = children
+            from wf.tasks import taskfile
+
+            self._children = taskfile.open_children(self.doc.tasks)
         return self._children
 
     @property

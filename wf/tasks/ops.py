@@ -38,6 +38,13 @@ class Change(NamedTuple):
     archive: bytes | None = None  # the new archive bytes
 
 
+class FastWrite(NamedTuple):
+    """A change made without loading the whole backlog (``transact``'s ``fast``)."""
+
+    data: bytes  # TASKS.md's new bytes (the archive does not change)
+    store: Callable[[], None]  # stores their parse in the cache, once written
+
+
 def _touched(old: TasksFile, new: TasksFile | None) -> set[str]:
     """The ids of the tasks an edit added, removed or changed (the blank lines an added
     task puts after the one before it do not change that one)."""
@@ -55,9 +62,14 @@ def transact(
     on_wait: Callable[[str], None] | None = None,
     finishing: str | None = None,
     fixing: str | None = None,
-) -> Backlog:
+    fast: Callable[[bytes, bytes | None], FastWrite | None] | None = None,
+) -> Backlog | None:
     """Apply ``fn`` to a fresh, settled backlog under the project lock; return the new
     backlog.
+
+    ``fast``, given the settled bytes of TASKS.md and the archive, may make the change
+    itself (returning the new bytes; None: it declines, and ``fn`` runs as always): it
+    must decline whatever ``fn`` would refuse or do otherwise. Nothing is returned then.
 
     Structural errors of the file stop every write; errors inside one task stop only a
     change that touches that task. ``finishing`` names a task whose archiving was
@@ -79,6 +91,14 @@ def transact(
             old_archive, archive_stamp = settle.settled_read(
                 project.archive_path, archive_name, settle.load_seen(wf_dir, archive_name), left, b"- "
             )
+            quick = fast(data, old_archive) if fast is not None and data is not None else None
+            if quick is not None:
+                stamp = settle.replace_checked(project.tasks_path, quick.data, data, left)
+                settle.save_seen(wf_dir, {tasks_name: stamp or tasks_stamp, archive_name: archive_stamp})
+                if stamp is None:
+                    continue
+                quick.store()
+                return None
             bl = backlogmod.from_bytes(project, data, old_archive)
             structural, by_task = bl.write_errors(finishing)
             if structural:
@@ -343,8 +363,65 @@ def set_status(
             holds.release(project.wf_dir, task_id)
         return Change(tasks=doc)
 
-    transact(project, change, on_wait=on_wait)
+    def fast(data: bytes, archive_data: bytes | None) -> FastWrite | None:
+        quick = _fast_claim(project, task_id, value, data, archive_data)
+        if quick is not None:
+            result[:] = [parse_status(value)]  # type: ignore[list-item]
+        return quick
+
+    transact(project, change, on_wait=on_wait, fast=fast if state == "progress" and not force else None)
     return result[0]
+
+
+def _fast_claim(
+    project: Project, task_id: str, value: str, data: bytes, archive_data: bytes | None
+) -> FastWrite | None:
+    """The claim of a runner-ready task without loading the whole backlog: the cached
+    parse's index, the task's own chunk, the archive. Declines (None) unless the claim
+    surely succeeds as the full path would make it. What the full path refuses on, and
+    what stands for it here:
+
+    - an error anywhere in TASKS.md (structural ones stop every write, the task's own stop
+      its claim): the fast path takes a file with no error at all (the archive's parse
+      reports warnings only);
+    - the task's errors that ``Backlog.check`` finds across files: archived already (not
+      taken here), an After id unknown, itself or in a cycle (here every After id must
+      be archived, by ``blockers``, and none may be in TASKS.md: no edge of a cycle leaves
+      the task), a Parent unknown (taken only if known; itself: an open child of itself);
+    - not runner-ready: ``Backlog.blockers`` itself, with the open children from the index;
+    - the edit's own refusals (``edits.set_field``, on the file's text with this task
+      alone: it splices the same lines, the other tasks only move; it looks the task up
+      by id, so an index that names another row declines too).
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    cache = backlogmod.cache_dir(project)
+    index = parsecache.open_index(cache, project.config.tasks, data)
+    row = None if index is None else index.ids.get(task_id)
+    if index is None or row is None or any(i.level == "error" for i in index.issues):
+        return None
+    try:
+        task = index.task(row)
+    except (ValueError, TypeError, IndexError, EOFError):
+        return None
+    archive = archivemod.parse(archive_data, project.config.archive)
+    archived = archive.ids()
+    if task_id in archived or ("after" in task.kv and any(a in index.ids for a in task.after)):
+        return None
+    parent = task.parent if "parent" in task.kv else None
+    if parent is not None and parent not in index.ids and parent not in archived:
+        return None
+    doc = TasksFile(project.config.tasks, text, [task], index.issues)
+    if Backlog(project, doc, archive, data, archive_data, children=index.children).blockers(task):
+        return None
+    try:
+        new_doc = edits.set_field(doc, task_id, "status", value)
+    except WfError:
+        return None
+    new, new_data = new_doc.tasks[0], new_doc.render()
+    return FastWrite(new_data, lambda: index.store_edit(cache, task, new, new_doc, new_data))
 
 
 def add_note(

@@ -131,6 +131,16 @@ class Task(NamedTuple):
         return self.get_all("note")
 
 
+def open_children(tasks: list[Task]) -> dict[str, list[str]]:
+    """Each Parent id named in TASKS.md, and the ids of the tasks that name it, in order
+    (the backlog's open slices; the parse cache's index keeps them too)."""
+    children: dict[str, list[str]] = {}
+    for t in tasks:
+        if "parent" in t.kv and t.parent:
+            children.setdefault(t.parent, []).append(t.id)
+    return children
+
+
 def split_lines(text: str) -> list[str]:
     """Split after every ``\\n``; the last line may lack one."""
     parts = text.split("\n")
