@@ -133,9 +133,10 @@ def gather(
     passed first.
 
     With --compare, each panel's answers are lined up instead, one row per
-    section marked agree, differ or missing (files named by one unit and not
-    another, opposite conclusions); exit 0 when every section of every panel
-    agrees, 4 when one differs or is missing (or a unit is not done).
+    section marked agree (the same text, files or stated Verdict), differ (files
+    named by one unit and not another, opposite verdicts, other text) or missing;
+    exit 0 when every section of every panel agrees, 4 when one differs or is
+    missing (or a unit is not done), 1 at once for a run with no panel.
 
     \b
     wf gather r1 > answers.txt
