@@ -408,6 +408,13 @@ def test_a_missing_member_does_not_hide_the_others_disagreement(w: Workers, tmp_
     assert "opposite verdicts: a yes, b no; missing: c" in text and "no answer: c" in text
 
 
+def test_compare_on_a_run_not_started_waits_for_it_then_gives_up_with_5(w: Workers) -> None:
+    code, data = compare(w, "later", "--timeout", "0.2")
+    assert (code, data) == (5, {"run": "later", "code": 5, "agree": False, "panels": []})
+    r = w.run("gather", "later", "--compare", "--timeout", "0.2")
+    assert r.returncode == 5 and "gave up after 0.2s; run later has not started" in r.stdout, r.stdout
+
+
 def test_compare_on_a_run_without_a_panel_is_refused_before_waiting(w: Workers, tmp_path: Path) -> None:
     """Its units still running, --timeout long: exit 1 at once, the unit still running."""
     slow = [sys.executable, "-c", "import time; time.sleep(30)"]

@@ -403,7 +403,7 @@ def run_json(run: str, code: int, panels: list[Panel]) -> dict[str, Any]:
     return {
         "run": run,
         "code": code,
-        "agree": all(p.agree for p in panels),
+        "agree": bool(panels) and all(p.agree for p in panels),  # none: the run never started
         "panels": [panel_json(p) for p in panels],
     }
 
