@@ -55,3 +55,10 @@ def test_the_instructions_name_every_required_section() -> None:
     text = contract.instructions(("Conclusion", "Risk"))
     assert "# result" in text and "Conclusion:" in text and "Risk:" in text
     assert "Verification" not in text
+
+
+def test_a_section_that_only_repeats_its_hint_is_blank() -> None:
+    echoed = contract.instructions()
+    v = contract.check(echoed)
+    assert (v.why, v.sections) == (Invalid.BLANK, contract.SECTIONS)
+    assert contract.check(GOOD.replace("none", "<none yet> but see a.py")).ok

@@ -426,3 +426,23 @@ def test_the_real_claude_is_given_the_contract_and_its_answer_is_checked(wf: WfR
             "no contract in my prompt"
         )
         assert wf_run(wf.root, env, "gather", "r1", "--quiet", "0.1").returncode == 0
+
+
+def test_a_unit_that_echoes_its_prompt_only_repeats_the_hints_and_is_invalid(
+    w: Workers, tmp_path: Path
+) -> None:
+    """A cmd unit ``cat`` prints its prompt back, whose end is the contract's
+    instructions: every section present, but saying only ``<hint>``: each is blank."""
+    units = [
+        {"id": "echo", "prompt": "Is it safe?", "cmd": ["cat"]},
+        {"id": "good", "prompt": "x", "cmd": prints(FULL)},
+    ]
+    m = manifest(tmp_path / "m.json", units, adapter="cmd")
+    assert w.run("run", str(m), "--run", "r1").returncode == 0
+    assert "Conclusion: <what you found" in w.output("r1", "echo")
+    g = w.run("gather", "r1", "--quiet", "0.1")
+    assert g.returncode == 4, g.stdout
+    assert ledger_lines(g.stdout, "r1") == [
+        "echo: invalid: blank sections: Conclusion, Files, Open items, Verification"
+    ]
+    assert w.status("r1", "echo")["result"]["why"] == "blank sections"

@@ -284,52 +284,153 @@ def test_compare_shows_an_injected_disagreement(w: Workers, tmp_path: Path) -> N
     ] * 2
 
 
-def test_compare_agrees_across_wording_and_path_notation(w: Workers, tmp_path: Path) -> None:
-    """The same files in other notations, the same verdict in other words: exit 0."""
+def test_the_same_verdict_in_other_words_is_no_agree(w: Workers, tmp_path: Path) -> None:
+    """Files in other notations agree; texts that only sound alike differ (``different
+    text``: a person reads them), their stances shown; the same text agrees."""
     one = result("No issues: the parser is safe.", "- `./src/parse.py:12`\n- src/lex.py", "None.",
                  "Ran pytest: 12 passed")  # fmt: skip
     two = result("Yes, it is safe; empty input returns an empty tree.", "I read src/lex.py and src/parse.py:40", "n/a",
                  "pytest tests/ -q: all pass")  # fmt: skip
     assert run_cmd_panel(w, tmp_path, "a1", {"cmd": one, "cmd-2": two}).returncode == 0
     code, data = compare(w, "a1")
-    assert code == 0 and data["agree"] is True, data
+    assert code == 4 and data["agree"] is False, data
     rows = sections(data["panels"][0])
     assert [(s, r["mark"], r["why"]) for s, r in rows.items()] == [
-        ("Conclusion", "agree", "same verdict"),
+        ("Conclusion", "differ", "different text"),
         ("Files", "agree", "same files"),
         ("Open items", "agree", "same text"),
-        ("Verification", "agree", "same verdict"),
+        ("Verification", "differ", "different text"),
     ]
-    text = w.run("gather", "a1", "--compare", "--quiet", "0")
+    assert rows["Conclusion"]["verdicts"] == {"cmd": "yes", "cmd-2": "yes"}
+    assert (
+        run_cmd_panel(w, tmp_path, "a2", {"cmd": one, "cmd-2": one.replace("safe.", "SAFE")}).returncode == 0
+    )
+    text = w.run("gather", "a2", "--compare", "--quiet", "0")
     assert text.returncode == 0 and text.stdout.splitlines()[-1] == "panel panel: all 4 sections agree"
 
 
-def test_differing_words_without_a_clear_verdict_differ(w: Workers, tmp_path: Path) -> None:
-    one = result("The parser reads tokens.", "src/parse.py", "Check the lexer too.")
-    two = result("The lexer splits words.", "src/parse.py", "none")
-    assert run_cmd_panel(w, tmp_path, "t1", {"cmd": one, "cmd-2": two}).returncode == 0
-    code, data = compare(w, "t1")
+def say(answer: str) -> list[str]:
+    return [sys.executable, "-c", "import sys; print(sys.argv[1])", answer]
+
+
+# a yes and a no the word heuristic once read as two yeses (or a no as a yes)
+OPPOSITES = [
+    ("The parser is safe on empty input.", "The parser isn't safe on empty input."),
+    ("It is safe.", "It is never safe."),
+    ("The cache is thread-safe.", "The cache is not thread-safe."),
+    ("Safe? Yes.", "Safe? No."),
+    ("It does not fail on empty input.", "It fails on empty input."),
+]
+
+
+def test_opposite_answers_in_negated_words_differ_and_never_agree(w: Workers, tmp_path: Path) -> None:
+    units = [
+        {"id": f"{side}{n}", "panel": f"q{n}", "cmd": say(result(text, "none"))}
+        for n, pair in enumerate(OPPOSITES)
+        for side, text in zip("yn", pair, strict=True)
+    ]
+    m = manifest(tmp_path / "m.json", units, adapter="cmd", prompt=QUESTION)
+    assert w.run("run", str(m), "--run", "o1").returncode == 0
+    code, data = compare(w, "o1")
+    assert code == 4 and data["agree"] is False
+    for n, panel in enumerate(data["panels"]):
+        row = sections(panel)["Conclusion"]
+        assert (panel["panel"], row["mark"], row["why"]) == (f"q{n}", "differ", "opposite verdicts"), row
+        assert row["verdicts"] == {f"y{n}": "yes", f"n{n}": "no"}, row
+    text = w.run("gather", "o1", "--compare", "--quiet", "0")
+    assert text.returncode == 4 and "opposite verdicts: y0 yes, n0 no" in text.stdout
+
+
+def test_verdict_lines_that_match_agree_and_one_of_its_own_is_a_row(w: Workers, tmp_path: Path) -> None:
+    """A ``Verdict:`` line in a section: the same stated verdict agrees, whatever the
+    words around it; a ``Verdict:`` line of its own is a row after the contract's."""
+    one = result("Verdict: pass\nIt looks fine.", "none") + "Verdict: yes\n"
+    two = result("Verdict: ok\nNothing wrong with it.", "none") + "Verdict: Yes.\n"
+    assert run_cmd_panel(w, tmp_path, "v2", {"cmd": one, "cmd-2": two}).returncode == 0
+    code, data = compare(w, "v2")
     rows = sections(data["panels"][0])
-    assert code == 4
-    assert (rows["Conclusion"]["mark"], rows["Conclusion"]["why"]) == ("differ", "different text")
-    assert rows["Conclusion"]["verdicts"] == {"cmd": "unclear", "cmd-2": "unclear"}
-    assert (rows["Open items"]["mark"], rows["Files"]["mark"]) == ("differ", "agree")
+    assert code == 0, data
+    assert list(rows) == ["Conclusion", "Files", "Open items", "Verification", "Verdict"]
+    assert (rows["Conclusion"]["mark"], rows["Conclusion"]["why"]) == ("agree", "same verdict")
+    assert rows["Verification"]["answers"] == {"cmd": "Read the code.", "cmd-2": "Read the code."}
+    assert (rows["Verdict"]["mark"], rows["Verdict"]["why"]) == ("agree", "same text")
+    three = result("Verdict: pass\nIt looks fine.", "none") + "Verdict: no\n"
+    assert run_cmd_panel(w, tmp_path, "v3", {"cmd": one, "cmd-2": three}).returncode == 0
+    code, data = compare(w, "v3")
+    rows = sections(data["panels"][0])
+    assert code == 4 and (rows["Verdict"]["mark"], rows["Verdict"]["why"]) == ("differ", "opposite verdicts")
 
 
-def test_a_verdict_line_decides_and_other_sections_are_compared(w: Workers, tmp_path: Path) -> None:
-    """A ``Verdict:`` line wins over the words around it; a section only one answer gives
-    (Risks) is a row of its own, missing in the other."""
+def test_a_verdict_line_decides_and_other_lines_stay_in_their_section(w: Workers, tmp_path: Path) -> None:
+    """A ``Verdict:`` line wins over the words around it; a ``Name:`` line the contract
+    does not know (Risks, Note) is part of the section above it, not a row."""
     one = result("Verdict: fail\nIt looks fine at first sight.", "none") + "Risks: a crash on empty input\n"
-    two = result("Verdict: pass", "none")
+    two = result("Verdict: pass", "none", "none\nNote: the lexer was not read")
     assert run_cmd_panel(w, tmp_path, "v1", {"cmd": one, "cmd-2": two}).returncode == 0
     code, data = compare(w, "v1")
     rows = sections(data["panels"][0])
-    assert code == 4 and list(rows) == ["Conclusion", "Files", "Open items", "Verification", "Risks"]
+    assert code == 4 and list(rows) == ["Conclusion", "Files", "Open items", "Verification"]
     assert rows["Conclusion"]["verdicts"] == {"cmd": "no", "cmd-2": "yes"}
     assert rows["Conclusion"]["why"] == "opposite verdicts"
     assert (rows["Files"]["mark"], rows["Files"]["files"]) == ("agree", {"cmd": [], "cmd-2": []})
-    assert (rows["Risks"]["mark"], rows["Risks"]["why"]) == ("missing", "section not given")
-    assert rows["Risks"]["answers"] == {"cmd": "a crash on empty input", "cmd-2": None}
+    assert rows["Verification"]["answers"]["cmd"] == "Read the code.\nRisks: a crash on empty input"
+    assert rows["Open items"]["answers"]["cmd-2"] == "none\nNote: the lexer was not read"
+
+
+def test_a_manifests_own_sections_are_the_rows(w: Workers, tmp_path: Path) -> None:
+    answer = "# result\nConclusion: The parser is safe.\nRisk: low\nNote: read twice\n"
+    units = [{"id": "a", "panel": "q", "cmd": say(answer)}, {"id": "b", "panel": "q", "cmd": say(answer)}]
+    m = manifest(tmp_path / "m.json", units, adapter="cmd", prompt=QUESTION, sections=["Conclusion", "Risk"])
+    assert w.run("run", str(m), "--run", "s2").returncode == 0
+    code, data = compare(w, "s2")
+    rows = sections(data["panels"][0])
+    assert code == 0 and list(rows) == ["Conclusion", "Risk"], data
+    assert rows["Risk"]["answers"]["a"] == "low\nNote: read twice"
+
+
+def test_a_missing_member_does_not_hide_the_others_disagreement(w: Workers, tmp_path: Path) -> None:
+    units = [
+        {"id": "a", "panel": "q", "cmd": say(SAFE)},
+        {"id": "b", "panel": "q", "cmd": say(UNSAFE)},
+        {"id": "c", "panel": "q", "cmd": ["false"]},
+    ]
+    m = manifest(tmp_path / "m.json", units, adapter="cmd", prompt=QUESTION)
+    assert w.run("run", str(m), "--run", "m3").returncode == 4
+    code, data = compare(w, "m3")
+    rows = sections(data["panels"][0])
+    assert code == 4
+    assert (rows["Conclusion"]["mark"], rows["Conclusion"]["why"]) == ("differ", "opposite verdicts")
+    assert rows["Conclusion"]["verdicts"] == {"a": "yes", "b": "no"}
+    assert (rows["Files"]["mark"], rows["Files"]["only_in"]) == ("differ", {"a": ["src/lex.py"]})
+    assert (rows["Open items"]["mark"], rows["Open items"]["why"]) == ("missing", "no answer")
+    assert all(r["missing"] == ["c"] for r in rows.values())
+    text = w.run("gather", "m3", "--compare", "--quiet", "0").stdout
+    assert "opposite verdicts: a yes, b no; missing: c" in text and "no answer: c" in text
+
+
+def test_compare_on_a_run_not_started_waits_for_it_then_gives_up_with_5(w: Workers) -> None:
+    code, data = compare(w, "later", "--timeout", "0.2")
+    assert (code, data) == (5, {"run": "later", "code": 5, "agree": False, "panels": []})
+    r = w.run("gather", "later", "--compare", "--timeout", "0.2")
+    assert r.returncode == 5 and "gave up after 0.2s; run later has not started" in r.stdout, r.stdout
+
+
+def test_compare_on_a_run_without_a_panel_is_refused_before_waiting(w: Workers, tmp_path: Path) -> None:
+    """Its units still running, --timeout long: exit 1 at once, the unit still running."""
+    slow = [sys.executable, "-c", "import time; time.sleep(30)"]
+    m = manifest(tmp_path / "m.json", [{"id": "a", "cmd": slow}], adapter="cmd", prompt=QUESTION, timeout=40)
+    p = w.start("run", str(m), "--run", "np")
+    try:
+        for _ in range(400):
+            if (w.unit("np", "a") / "status.json").exists() and w.status("np", "a")["state"] == "running":
+                break
+            time.sleep(0.05)
+        r = w.run("gather", "np", "--compare", "--timeout", "600", "--json")
+        assert r.returncode == 1 and "run np has no panel to compare" in r.stderr, r.stdout + r.stderr
+        assert w.status("np", "a")["state"] == "running"
+    finally:
+        p.terminate()
+        p.wait(30)
 
 
 def test_the_answer_of_a_unit_that_then_failed_is_not_read(w: Workers, tmp_path: Path) -> None:

@@ -133,9 +133,10 @@ def gather(
     passed first.
 
     With --compare, each panel's answers are lined up instead, one row per
-    section marked agree, differ or missing (files named by one unit and not
-    another, opposite conclusions); exit 0 when every section of every panel
-    agrees, 4 when one differs or is missing (or a unit is not done).
+    section marked agree (the same text, files or stated Verdict), differ (files
+    named by one unit and not another, opposite verdicts, other text) or missing;
+    exit 0 when every section of every panel agrees, 4 when one differs or is
+    missing (or a unit is not done), 1 at once for a run with no panel.
 
     \b
     wf gather r1 > answers.txt
@@ -177,16 +178,27 @@ def gather(
 
 
 def _compare(proj: Project, run: str, *, quiet: float, timeout: float, as_json: bool) -> int:
-    """wf gather RUN --compare: gather's wait, then the panels side by side."""
+    """wf gather RUN --compare: a run with no panel refused at once (a run not started
+    yet waited for first), then gather's wait, then the panels side by side."""
     from wf.fanout import compare, report, watch
 
+    waiting = f"gather {run}: waiting for run {run} to start (wf run, wf dispatch)"
+    left = watch.wait_for_start(proj, run, timeout, on_wait=None if as_json else lambda: click.echo(waiting))
+    if left is None:
+        if as_json:
+            _echo_json(compare.run_json(run, watch.GAVE_UP, []))
+        else:
+            click.echo(f"gather {run}: gave up after {timeout:g}s; run {run} has not started")
+        return watch.GAVE_UP
+    if not compare.has_panel(proj, run):
+        raise compare.NoPanel(run)
     live = Live(as_json)
     result = watch.gather(
         proj,
         run,
         None,
         quiet=quiet,
-        timeout=timeout,
+        timeout=left,
         on_landed=lambda st: live.echo(report.landed_line(st)),
         on_tick=lambda sts: live.tick_statuses(proj, run, sts),
     )

@@ -5,20 +5,24 @@ asked one question, lined up section by section, each section marked ``agree``,
 A panel is the units sharing a ``panel`` in status.json (``wf run --panel``, or manifest
 units with a ``panel`` key); a retry's attempt belongs to the panel of the unit it
 retries, and only the latest attempt of each is read. Each answer (output.txt) is split
-with :func:`wf.fanout.contract.parse` into the contract's sections plus any other
-``Name:`` line of its ``# result`` block.
+with :func:`wf.fanout.contract.parse` into the sections its units were asked for (the
+contract's, or a manifest's own), plus a ``Verdict:`` line of its own; any other
+``Name:`` line stays part of the section above it.
 
-How sections are judged (a heuristic for free text: a person or the orchestrator reads
-every row that differs):
+How a row is marked (a person or the orchestrator reads every row that is not
+``agree``; ``agree`` is never a guess):
 
-- ``missing``: a unit has no answer (not done, a FALLBACK, empty) or not that section.
+- the answers given are compared with each other; the units that gave none are named
+  in ``missing``. The row is ``missing`` when fewer than two gave it, or when those
+  that did agree; it ``differ``s when they already differ.
 - Files: the sets of paths named (bullets, backticks, ``./``, commas, ``:LINE`` cut).
   Equal sets agree; otherwise they differ and ``only_in`` says which unit named which
   file that not every unit named.
-- Any other section: the same text once normalised (case, spacing, markdown, a final
-  dot; ``none``/``n/a``/``-`` are all ``none``) agrees. Otherwise its verdict is read
-  (:func:`verdict`): all ``yes`` or all ``no`` agree, a ``yes`` against a ``no`` is
-  an opposite conclusion, anything else (a verdict unclear) differs.
+- Any other section agrees only on the same text once normalised (case, spacing,
+  markdown, a final dot; ``none``/``n/a``/``-`` are all ``none``), or when every answer
+  states the same ``Verdict:`` (:func:`stated`). Otherwise it differs: ``opposite
+  verdicts`` when one answer's stance is yes and another's no (:func:`stance`, a word
+  heuristic with negations), else ``different text``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from wf.base.errors import WfError
+from wf.fanout import ledger
 from wf.fanout.contract import SECTIONS, parse
 from wf.fanout.watch import ATTENTION, GAVE_UP, OK
 from wf.workers import runs
@@ -59,7 +64,9 @@ class Why(Enum):
     NOT_GIVEN = "section not given"  # a unit answered without this section
 
 
-class Verdict(Enum):
+class Stance(Enum):
+    """What an answer concludes (not the contract's Verdict, nor the ledger's verdict)."""
+
     YES = "yes"  # safe, passes, no issues, correct
     NO = "no"  # unsafe, fails, a bug, incorrect
     UNCLEAR = "unclear"  # neither, or both
@@ -75,6 +82,7 @@ class Member:
     adapter: str | None
     state: str  # its status.json state; "missing" when it never started
     answer: str | None
+    required: tuple[str, ...] | None = None  # the sections it was asked for; None: contract off
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,8 @@ class Row:
     answers: dict[str, str | None]  # by member; None: not given
     only_in: dict[str, tuple[str, ...]] = field(default_factory=dict)  # Files: not named by every unit
     files: dict[str, tuple[str, ...]] = field(default_factory=dict)  # Files: the paths each named
-    verdicts: dict[str, Verdict] = field(default_factory=dict)  # other sections
+    stances: dict[str, Stance] = field(default_factory=dict)  # other sections
+    missing: tuple[str, ...] = ()  # the units that gave no text for it
 
 
 @dataclass(frozen=True)
@@ -153,123 +162,141 @@ def normal(text: str) -> str:
     return "none" if flat in NONE_WORDS else flat
 
 
+VERDICT = "Verdict"  # a ``Verdict:`` line of its own in the result block: a row of its own
 _VERDICT_LINE = re.compile(r"^\s*verdict\s*:\s*\**\s*([A-Za-z-]+)", re.IGNORECASE | re.MULTILINE)
 VERDICT_WORDS = {
-    Verdict.YES: frozenset(
+    Stance.YES: frozenset(
         {"yes", "safe", "pass", "passes", "passed", "ok", "correct", "true", "sound", "lgtm"}
     ),
-    Verdict.NO: frozenset({"no", "unsafe", "fail", "fails", "failed", "incorrect", "false", "broken", "bug"}),
+    Stance.NO: frozenset({"no", "unsafe", "fail", "fails", "failed", "incorrect", "false", "broken", "bug"}),
 }
-# phrases read first and taken out, so that the words inside them do not count again
-_PHRASES = (
-    (
-        Verdict.NO,
-        re.compile(r"\b(?:is )?not (?:safe|correct|sound|ok|fine)\b|\bdo(?:es)? ?n[o']t (?:work|pass)\b"),
-    ),
-    (
-        Verdict.YES,
-        re.compile(
-            r"\bno (?:known )?(?:issues?|problems?|bugs?|errors?|vulnerabilit(?:y|ies)|findings?)\b"
-            r"|\bnothing (?:wrong|found)\b|\bfound nothing\b"
-        ),
-    ),
-)
-_WORDS = (
-    (
-        Verdict.NO,
-        re.compile(
-            r"^no\b|\b(?:unsafe|incorrect|wrong|fail(?:s|ed|ing|ures?)?|bugs?|broken"
-            r"|vulnerable|vulnerabilit(?:y|ies)|issues?|problems?|crash(?:es|ed)?)\b"
-        ),
-    ),
-    (Verdict.YES, re.compile(r"^yes\b|\b(?:safe|correct|sound|pass(?:es|ed|ing)?|works|fine|ok|okay)\b")),
-)
+# the heuristic's words: each says yes or no, and the opposite when a negation comes
+# shortly before it in its clause (``isn't safe``, ``never safe``, ``not thread-safe``,
+# ``does not fail``, ``no issues``)
+# fmt: off
+STANCE_WORDS = {
+    Stance.YES: frozenset({"safe", "correct", "sound", "pass", "passes", "passed", "passing", "works",
+                           "working", "fine", "ok", "okay", "lgtm"}),
+    Stance.NO: frozenset({"unsafe", "incorrect", "wrong", "fail", "fails", "failed", "failing", "failure",
+                          "failures", "bug", "bugs", "broken", "vulnerable", "vulnerability",
+                          "vulnerabilities", "issue", "issues", "problem", "problems", "crash", "crashes",
+                          "crashed", "error", "errors"}),
+}
+# fmt: on
+NEGATIONS = frozenset({"not", "never", "cannot", "without", "no", "nothing", "neither", "nor"})
+NEGATION_REACH = 3  # words before a stance word that a negation may stand in
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+_CLAUSE = re.compile(r"[,;:]|\bbut\b")
+_TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?")
+_OPPOSITE = {Stance.YES: Stance.NO, Stance.NO: Stance.YES}
 
 
-def verdict(text: str) -> Verdict:
-    """What a free-text answer concludes, as simply as can be explained: a ``Verdict:``
-    line's first word when it is one of VERDICT_WORDS; else the phrases (``no issues``
-    says yes, ``not safe`` says no) and then the words (``safe``, ``passes``, a leading
-    ``yes`` against ``unsafe``, ``fails``, ``bug``, ``issues``, a leading ``no``)
-    found: one side only gives that verdict, both or neither is UNCLEAR."""
-    line = _VERDICT_LINE.search(text)
-    if line:
-        word = line.group(1).lower()
-        for v, words in VERDICT_WORDS.items():
-            if word in words:
-                return v
-    rest = " ".join(text.lower().replace("*", "").split())
-    seen: set[Verdict] = set()
-    for v, pattern in (*_PHRASES, *_WORDS):
-        if pattern.search(rest):
-            seen.add(v)
-            rest = pattern.sub(" ", rest)
-    return seen.pop() if len(seen) == 1 else Verdict.UNCLEAR
+def stated(section: str, text: str) -> Stance | None:
+    """The stance an answer states outright: the first word of the ``Verdict`` row, or of
+    a ``Verdict:`` line in a section, when it is one of VERDICT_WORDS; else None."""
+    if section == VERDICT:
+        first = text.split(None, 1)[0].strip("*.,;:!`").lower() if text.strip() else ""
+    else:
+        line = _VERDICT_LINE.search(text)
+        first = line.group(1).lower() if line else ""
+    return next((s for s, words in VERDICT_WORDS.items() if first in words), None)
 
 
-def _result_block(text: str) -> list[str] | None:
-    lines = text.splitlines()
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].lstrip().startswith("#") and lines[i].strip().lstrip("#").strip().lower() == "result":
-            return lines[i + 1 :]
-    return None
+def _negated(tokens: list[str], i: int) -> bool:
+    return any(t in NEGATIONS or t.endswith("n't") for t in tokens[max(0, i - NEGATION_REACH) : i])
 
 
-_OTHER_SECTION = re.compile(r"^([A-Z][A-Za-z]*(?: [A-Za-z]+){0,2}):(?:\s|$)")
+def guessed(text: str) -> Stance:
+    """What free text seems to conclude, a word heuristic (it may only ever mark a row
+    ``opposite verdicts``, never make one agree): each clause's stance words
+    (STANCE_WORDS), turned round by a negation up to NEGATION_REACH words before them,
+    and a clause of only ``yes`` or ``no``; a question (``Safe? No.``) says nothing.
+    All one way: that stance; both or neither: UNCLEAR."""
+    seen: set[Stance] = set()
+    flat = text.lower().replace("\u2019", "'").replace("*", "").replace("`", "")
+    for sentence in _SENTENCE.findall(flat):
+        if sentence.rstrip().endswith("?"):
+            continue
+        for clause in _CLAUSE.split(sentence):
+            tokens = _TOKEN.findall(clause)
+            if tokens in (["yes"], ["no"]):
+                seen.add(Stance.YES if tokens == ["yes"] else Stance.NO)
+                continue
+            for i, t in enumerate(tokens):
+                for s, words in STANCE_WORDS.items():
+                    if t in words:
+                        seen.add(_OPPOSITE[s] if _negated(tokens, i) else s)
+    return seen.pop() if len(seen) == 1 else Stance.UNCLEAR
 
 
-def sections_of(answers: list[str]) -> tuple[str, ...]:
-    """The contract's sections, then any other ``Name:`` line (one to three words, at
-    the start of a line) of an answer's ``# result`` block, in the order first seen."""
-    known = {s.lower() for s in SECTIONS}
-    extra: list[str] = []
-    for text in answers:
-        for line in _result_block(text) or []:
-            m = _OTHER_SECTION.match(line)
-            if m and m.group(1).lower() not in known:
-                known.add(m.group(1).lower())
-                extra.append(m.group(1))
-    return (*SECTIONS, *extra)
+def stance(section: str, text: str) -> Stance:
+    """An answer's stance in a section: the one it states, else the one guessed."""
+    return stated(section, text) or guessed(text)
+
+
+def panel_sections(members: list[Member]) -> tuple[str, ...]:
+    """The rows of a panel: the sections its units were asked for (the contract's, or a
+    manifest's own ``sections``; the contract's when every unit's contract is off), then
+    ``Verdict`` when an answer gives that line of its own. Any other ``Name:`` line stays
+    part of the section above it, as :func:`wf.fanout.contract.parse` reads it."""
+    asked = [s for m in members for s in (m.required or ())]
+    names = tuple(dict.fromkeys(asked)) or SECTIONS
+    if VERDICT not in names and any(
+        m.answer and parse(m.answer, (*names, VERDICT)).section(VERDICT) is not None for m in members
+    ):
+        names = (*names, VERDICT)
+    return names
 
 
 # ------------------------------------------------------------------ judging
 
 
-def _row(section: str, answers: dict[str, str | None], no_answer: bool) -> Row:
+def _row(section: str, answers: dict[str, str | None], silent: frozenset[str]) -> Row:
+    """One section's row. The answers given are compared with each other; the units that
+    gave none are named (``missing``), and the row is ``missing`` unless what was given
+    already differs (fewer than two answers: ``missing``)."""
     given = {u: a for u, a in answers.items() if a is not None}
+    missing = tuple(u for u, a in answers.items() if a is None)
+    gone = Why.NO_ANSWER if any(u in silent for u in missing) else Why.NOT_GIVEN
+    files: dict[str, tuple[str, ...]] = {}
+    stances: dict[str, Stance] = {}
+    only: dict[str, tuple[str, ...]] = {}
     if section == FILES:
         files = {u: tuple(sorted(files_named(a))) for u, a in given.items()}
-        if len(given) < len(answers):
-            return Row(section, Mark.MISSING, _missing(no_answer), answers, files=files)
         common = set.intersection(*(set(f) for f in files.values())) if files else set()
         only = {u: tuple(f for f in fs if f not in common) for u, fs in files.items()}
-        if not any(only.values()):
-            return Row(section, Mark.AGREE, Why.SAME_FILES, answers, files=files)
-        return Row(section, Mark.DIFFER, Why.OTHER_FILES, answers, only_in=only, files=files)
-    verdicts = {u: verdict(a) for u, a in given.items()}
-    if len(given) < len(answers):
-        return Row(section, Mark.MISSING, _missing(no_answer), answers, verdicts=verdicts)
+        mark, why = (Mark.DIFFER, Why.OTHER_FILES) if any(only.values()) else (Mark.AGREE, Why.SAME_FILES)
+    else:
+        stances = {u: stance(section, a) for u, a in given.items()}
+        mark, why = _judge(section, given, stances)
+    if len(given) < 2 or (missing and mark is Mark.AGREE):
+        mark, why = Mark.MISSING, gone
+    if why is not Why.OTHER_FILES:
+        only = {}
+    return Row(section, mark, why, answers, only, files, stances, missing)
+
+
+def _judge(section: str, given: dict[str, str], stances: dict[str, Stance]) -> tuple[Mark, Why]:
+    """Agree only on the same text or the same stated verdict; words may only say
+    that two answers are opposite."""
     if len({normal(a) for a in given.values()}) == 1:
-        return Row(section, Mark.AGREE, Why.SAME_TEXT, answers, verdicts=verdicts)
-    said = set(verdicts.values())
-    if said == {Verdict.YES} or said == {Verdict.NO}:
-        return Row(section, Mark.AGREE, Why.SAME_VERDICT, answers, verdicts=verdicts)
-    if {Verdict.YES, Verdict.NO} <= said:
-        return Row(section, Mark.DIFFER, Why.OPPOSITE, answers, verdicts=verdicts)
-    return Row(section, Mark.DIFFER, Why.OTHER_TEXT, answers, verdicts=verdicts)
-
-
-def _missing(no_answer: bool) -> Why:
-    return Why.NO_ANSWER if no_answer else Why.NOT_GIVEN
+        return Mark.AGREE, Why.SAME_TEXT
+    said = [stated(section, a) for a in given.values()]
+    if None not in said and len(set(said)) == 1:
+        return Mark.AGREE, Why.SAME_VERDICT
+    if {Stance.YES, Stance.NO} <= set(stances.values()):
+        return Mark.DIFFER, Why.OPPOSITE
+    return Mark.DIFFER, Why.OTHER_TEXT
 
 
 def compare_panel(name: str, members: list[Member]) -> Panel:
-    """A panel's rows, one per section any of its answers gives (the contract's always)."""
-    names = sections_of([m.answer for m in members if m.answer])
-    parsed = {m.name: parse(m.answer, names) if m.answer else None for m in members}
-    no_answer = any(p is None for p in parsed.values())
+    """A panel's rows, one per section its units were asked for (and ``Verdict``)."""
+    names = panel_sections(members)
+    known = tuple(dict.fromkeys((*names, VERDICT)))
+    parsed = {m.name: parse(m.answer, known) if m.answer else None for m in members}
+    silent = frozenset(u for u, p in parsed.items() if p is None)
     rows = [
-        _row(s, {u: (p.section(s) if p is not None else None) for u, p in parsed.items()}, no_answer)
+        _row(s, {u: (p.section(s) if p is not None else None) for u, p in parsed.items()}, silent)
         for s in names
     ]
     return Panel(name, tuple(members), tuple(rows))
@@ -305,13 +332,25 @@ def members_of(project: Project, run: str, current: list[dict[str, Any]]) -> dic
         if panel is None:
             continue
         adapter = st.get("adapter")
-        member = Member(root, unit, str(adapter) if adapter else None, str(st.get("state")), None)
-        panels.setdefault(panel, {})[root] = _with_answer(member, _answer(project, run, st))
+        panels.setdefault(panel, {})[root] = Member(
+            root,
+            unit,
+            str(adapter) if adapter else None,
+            str(st.get("state")),
+            _answer(project, run, st),
+            ledger.required(st),
+        )
     return {name: list(found.values()) for name, found in panels.items()}
 
 
-def _with_answer(m: Member, answer: str | None) -> Member:
-    return Member(m.name, m.unit, m.adapter, m.state, answer)
+def has_panel(project: Project, run: str) -> bool:
+    """Whether ``run`` asked for a panel (its saved requests, or a unit's status, name
+    one): what ``wf gather --compare`` checks before it waits."""
+    from wf.fanout.manifest import saved_requests
+
+    return any(r.panel for r in saved_requests(project, run)) or any(
+        isinstance(st.get("panel"), str) for st in runs.units(project, run)
+    )
 
 
 def compare_run(project: Project, run: str, current: list[dict[str, Any]]) -> list[Panel]:
@@ -346,7 +385,8 @@ def panel_json(p: Panel) -> dict[str, Any]:
         if r.section == FILES:
             row["files"] = {u: list(fs) for u, fs in r.files.items()}
         else:
-            row["verdicts"] = {u: v.value for u, v in r.verdicts.items()}
+            row["verdicts"] = {u: v.value for u, v in r.stances.items()}
+        row["missing"] = list(r.missing)
         rows.append(row)
     return {
         "panel": p.name,
@@ -363,7 +403,7 @@ def run_json(run: str, code: int, panels: list[Panel]) -> dict[str, Any]:
     return {
         "run": run,
         "code": code,
-        "agree": all(p.agree for p in panels),
+        "agree": bool(panels) and all(p.agree for p in panels),  # none: the run never started
         "panels": [panel_json(p) for p in panels],
     }
 
@@ -379,12 +419,14 @@ def _cell(row: Row, member: Member, width: int) -> str:
 
 def _detail(row: Row) -> str | None:
     if row.mark is Mark.MISSING:
-        return f"{row.why.value}: {', '.join(u for u, a in row.answers.items() if a is None)}"
+        return f"{row.why.value}: {', '.join(row.missing)}"
+    if row.mark is Mark.AGREE:
+        return None
     if row.why is Why.OTHER_FILES:
-        return "; ".join(f"only {u}: {', '.join(fs)}" for u, fs in row.only_in.items() if fs)
-    if row.mark is Mark.DIFFER:
-        return f"{row.why.value}: " + ", ".join(f"{u} {v.value}" for u, v in row.verdicts.items())
-    return None
+        said = "; ".join(f"only {u}: {', '.join(fs)}" for u, fs in row.only_in.items() if fs)
+    else:
+        said = f"{row.why.value}: " + ", ".join(f"{u} {v.value}" for u, v in row.stances.items())
+    return f"{said}; missing: {', '.join(row.missing)}" if row.missing else said
 
 
 def table(run: str, p: Panel, width: int = 34) -> list[str]:

@@ -28,6 +28,8 @@ SECTIONS: tuple[str, ...] = ("Conclusion", "Files", "Open items", "Verification"
 HEADING = "# result"
 # an answer whose sections say only this has said nothing in them
 EMPTY_WORDS = frozenset({"", "-", "...", "tbd", "todo"})
+# a section that says only a hint of instructions(), ``<what you found ...>``: an echo
+PLACEHOLDER = re.compile(r"<[^<>]*>")
 
 _SECTION_LINE = re.compile(
     r"^\s*(?:[-*]\s+)?(?:\*\*)?\s*([A-Za-z][A-Za-z ]{0,40}?)\s*(?:\*\*)?\s*:(?:\*\*)?\s*(.*)$"
@@ -147,18 +149,31 @@ def required_sections(value: object) -> tuple[str, ...]:
     return tuple(names)
 
 
+def result_block(text: str) -> list[str] | None:
+    """The lines after an answer's last ``# result`` heading (any number of ``#``, any
+    case); None when it has none."""
+    lines = text.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].lstrip().startswith("#") and lines[i].strip().lstrip("#").strip().lower() == "result":
+            return lines[i + 1 :]
+    return None
+
+
+def blank(text: str) -> bool:
+    """Whether a section's text says nothing: empty, a filler word (EMPTY_WORDS), or only
+    a ``<hint>`` as :func:`instructions` writes it (an answer that echoes its prompt)."""
+    flat = text.strip()
+    return flat.lower() in EMPTY_WORDS or PLACEHOLDER.fullmatch(flat) is not None
+
+
 def parse(text: str, known: tuple[str, ...] = SECTIONS) -> Result:
     """Read an answer into its sections. Only names in ``known`` start a section (so a
     line like ``Note: ...`` inside a section stays part of it). When the answer holds a
     ``# result`` heading, only what follows the last one is read."""
     names = {k.lower() for k in known}
-    lines = text.splitlines()
-    heading = False
-    for i in range(len(lines) - 1, -1, -1):
-        if lines[i].strip().lower().lstrip("#").strip() == "result" and lines[i].lstrip().startswith("#"):
-            heading = True
-            lines = lines[i + 1 :]
-            break
+    block = result_block(text)
+    heading = block is not None
+    lines = block if block is not None else text.splitlines()
     sections: dict[str, list[str]] = {}
     preamble: list[str] = []
     current: list[str] | None = None
@@ -192,7 +207,7 @@ def check(text: str | None, required: tuple[str, ...] = SECTIONS, *, fallback: b
     missing = tuple(r for r in wanted if r not in result.sections)
     if missing:
         return Verdict(False, Invalid.MISSING, missing)
-    blank = tuple(r for r in wanted if result.sections[r].strip().lower() in EMPTY_WORDS)
-    if blank:
-        return Verdict(False, Invalid.BLANK, blank)
+    empty = tuple(r for r in wanted if blank(result.sections[r]))
+    if empty:
+        return Verdict(False, Invalid.BLANK, empty)
     return Verdict(True)
