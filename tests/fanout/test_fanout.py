@@ -1199,3 +1199,5 @@ def test_a_units_final_status_is_written_once_durably_with_its_contract_check(
     assert isinstance(st["result"]["valid"], bool) and st["contract"]  # checked, in the final write
     c1 = w.status("r1", "c1")
     assert c1["left_changes"] == ["left.txt"] and "checkout_before" not in c1 and "result" not in c1
+    # a cmd unit's session id is wf's own: in status.json, no session.txt (one file less a unit)
+    assert st["session_id"] and not (w.unit("r1", "s1") / "session.txt").exists()

@@ -162,7 +162,7 @@ class Unit:
     def queue(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         runs.write_new(self.folder / "prompt.txt", self.spec.prompt.encode("utf-8"))
-        if self.session_id:
+        if self.session_id and self.adapter.name != "cmd":  # a cmd unit's id is wf's own (status.json)
             runs.write_new(self.folder / "session.txt", f"{self.session_id}\n".encode())
         self.save()
 
