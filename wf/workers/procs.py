@@ -6,7 +6,8 @@ machine's memory, the trees that a long-lived supervisor watches) and is importe
 by what needs it.
 
 Who is using a folder (a live process whose cwd is inside it, a Claude Code session
-whose recorded cwd points into it), whether a pid lives, and process trees.
+whose recorded cwd points into it), whether a pid lives, and process trees; ``Waker``:
+the supervisor's sleep that a child's end (SIGCHLD) cuts short.
 """
 
 from __future__ import annotations
