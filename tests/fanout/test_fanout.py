@@ -1137,3 +1137,67 @@ def test_a_unit_whose_model_wf_cannot_price_is_marked_on_every_line(w: Workers) 
     assert status[2].startswith("? leaves out unpriced model(s)")
     [unit] = json.loads(w.run("runs", "status", "zz", "--json").stdout)
     assert unit["cost"]["cost_source"] == "unpriced"
+
+
+WRITE_SPY = """
+import os, runpy, sys
+seen = []
+real_fsync, real_replace = os.fsync, os.replace
+def fsync(fd):
+    try:
+        seen.append("fsync " + os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        pass
+    return real_fsync(fd)
+def replace(src, dst, **kw):
+    seen.append(f"replace {src} {dst}")
+    return real_replace(src, dst, **kw)
+os.fsync, os.replace = fsync, replace
+sys.argv = ["wf", *sys.argv[1:]]
+try:
+    runpy.run_module("wf", run_name="__main__")
+finally:
+    with open(os.environ["SPY_LOG"], "w") as f:
+        f.write("\\n".join(seen))
+"""
+
+
+def test_a_units_final_status_is_written_once_durably_with_its_contract_check(
+    w: Workers, tmp_path: Path
+) -> None:
+    """status.json is written three times (queued, running, final); the contract check
+    and the changes left in a checkout are in the final write, which is the one fsynced,
+    not in a fourth write after it (issue 23, item 7)."""
+    log = tmp_path / "spy.log"
+    m = manifest(
+        tmp_path / "m.json",
+        [
+            {"id": "s1", "prompt": "x", "cmd": py("print('# result\\\\nfine')")},
+            {"id": "c1", "prompt": "x", "mode": "cwd", "cwd": str(w.root),
+             "cmd": py("open('left.txt','w').write('x')"), "contract": False},
+        ],
+        adapter="cmd",
+    )  # fmt: skip
+    p = subprocess.run(
+        [sys.executable, "-c", WRITE_SPY, "run", str(m), "--run", "r1", "--max-parallel", "1"],
+        cwd=w.root,
+        env={**w.env, "SPY_LOG": str(log)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    events = log.read_text().splitlines()
+    for unit in ("s1", "c1"):
+        final = str(w.unit("r1", unit) / "status.json")
+        writes = [i for i, e in enumerate(events) if e.startswith("replace ") and e.endswith(" " + final)]
+        assert len(writes) == 3, [events[i] for i in writes]
+        tmp = events[writes[-1]].split()[1]
+        assert f"fsync {tmp}" in events[: writes[-1]]  # the last write is the durable one
+        assert not any(f"fsync {events[i].split()[1]}" in events for i in writes[:-1])
+    st = w.status("r1", "s1")
+    assert isinstance(st["result"]["valid"], bool) and st["contract"]  # checked, in the final write
+    c1 = w.status("r1", "c1")
+    assert c1["left_changes"] == ["left.txt"] and "checkout_before" not in c1 and "result" not in c1
+    # a cmd unit's session id is wf's own: in status.json, no session.txt (one file less a unit)
+    assert st["session_id"] and not (w.unit("r1", "s1") / "session.txt").exists()

@@ -68,23 +68,26 @@ def cost_record(project: Project, st: dict[str, Any]) -> dict[str, Any] | None:
     return rec
 
 
-def ended(project: Project, u: Unit) -> None:
-    """After a unit ends: check its answer against the return contract, note what it
-    changed in a checkout it did not own; log its cost."""
-    from wf.cost import costlog
+def finalize(u: Unit) -> None:
+    """Before a unit's final status.json is written (durably, once): check its answer
+    (durable by then) against the return contract, note what it changed in a checkout
+    it did not own."""
     from wf.fanout import ledger
 
     st = u.status
-    checked = ledger.required(st) is not None
-    if checked:  # not fsynced: a reader derives the same check when this write is lost
+    if ledger.required(st) is not None:
         ledger.record(u.folder, st)
     if st.get("checkout_before") is not None:
         st["left_changes"] = left_changes(st) or []
         st.pop("checkout_before")
-        u.save(durable=True)
-    elif checked:
-        u.save()
-    rec = cost_record(project, st)
+
+
+def ended(project: Project, u: Unit) -> None:
+    """After a unit ends (its final status.json written, ``finalize``'s fields in it):
+    log its cost."""
+    from wf.cost import costlog
+
+    rec = cost_record(project, u.status)
     if rec is not None:
         costlog.append(project.root, rec)
 
@@ -113,6 +116,9 @@ def _run(
     on_end: Callable[[Unit], None] | None,
     on_tick: Callable[[list[Unit]], None] | None,
 ) -> bool:
+    for u in units:
+        u.finalize = finalize
+
     def end(u: Unit) -> None:
         ended(project, u)
         if on_end:

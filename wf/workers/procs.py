@@ -6,15 +6,20 @@ machine's memory, the trees that a long-lived supervisor watches) and is importe
 by what needs it.
 
 Who is using a folder (a live process whose cwd is inside it, a Claude Code session
-whose recorded cwd points into it), whether a pid lives, and process trees.
+whose recorded cwd points into it), whether a pid lives, and process trees; ``Waker``:
+the supervisor's sleep that a child's end (SIGCHLD) cuts short.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
+import signal
+import threading
+import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from wf.base import records
 from wf.base.homes import claude_roots
@@ -438,3 +443,45 @@ def total_memory() -> int:
     import psutil
 
     return int(psutil.virtual_memory().total)
+
+
+# ------------------------------------------------------------------ waiting for a child
+
+
+class Waker:
+    """Sleeps until the poll interval passes or a signal arrives (SIGCHLD: a worker
+    ended; SIGINT/SIGTERM), through Python's wakeup fd. Main thread only; elsewhere it
+    just sleeps."""
+
+    def __init__(self) -> None:
+        self.rfd = self.wfd = -1
+        self.old_fd: int | None = None
+        self.old_chld: Any = None
+        if threading.current_thread() is not threading.main_thread():
+            return
+        self.rfd, self.wfd = os.pipe()
+        os.set_blocking(self.rfd, False)
+        os.set_blocking(self.wfd, False)
+        self.old_chld = signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        self.old_fd = signal.set_wakeup_fd(self.wfd, warn_on_full_buffer=False)
+
+    def wait(self, seconds: float) -> None:
+        if self.rfd < 0:
+            time.sleep(seconds)
+            return
+        ready, _, _ = select.select([self.rfd], [], [], seconds)
+        if ready:
+            try:
+                while os.read(self.rfd, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def close(self) -> None:
+        if self.rfd < 0:
+            return
+        signal.set_wakeup_fd(self.old_fd if self.old_fd is not None else -1)
+        signal.signal(signal.SIGCHLD, self.old_chld)
+        os.close(self.rfd)
+        os.close(self.wfd)
+        self.rfd = self.wfd = -1

@@ -6,7 +6,7 @@
 | worker.log | its standard output, the raw event stream |
 | worker.err | its standard error |
 | output.txt | the clean final answer (or a FALLBACK made from the log's tail) |
-| session.txt | the session id, as soon as it is known |
+| session.txt | the session id, as soon as it is known (not for a cmd unit: status.json has it) |
 | status.json | unit, adapter, model, mode, state, failure, times, session, lineage, cwd, pid, usage, cost |
 | scratch/ | where a unit of mode scratch (the default) runs |
 

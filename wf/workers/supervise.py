@@ -22,7 +22,6 @@ are fsynced; the intermediate writes are atomic renames.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import threading
@@ -117,6 +116,9 @@ class Unit:
         self._size = -1
         self._files: list[Any] = []
         self._stdin: Any = None  # the prompt file the worker reads on stdin
+        # what the caller adds to the final status before its one durable write (the
+        # fan-out's contract check): status.json is written once at the end, not twice
+        self.finalize: Callable[[Unit], None] | None = None
         self.session_id = adapter.first_session_id(spec)
         self.status: dict[str, Any] = {
             "run": spec.run,
@@ -160,17 +162,20 @@ class Unit:
     def queue(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         runs.write_new(self.folder / "prompt.txt", self.spec.prompt.encode("utf-8"))
-        if self.session_id:
+        if self.session_id and self.adapter.name != "cmd":  # a cmd unit's id is wf's own (status.json)
             runs.write_new(self.folder / "session.txt", f"{self.session_id}\n".encode())
         self.save()
 
     # ---------------------------------------------------------------- lifecycle
-    def start(self) -> None:
+    def start(self, base_env: dict[str, str] | None = None) -> None:
+        """``base_env``: the environment its own is made from (wf's, without git's location
+        variables; the supervisor makes it once for all its units)."""
         spec = self.spec
         spec = spec._replace(session_id=self.session_id)
         self.spec = spec
         argv = self.adapter.argv(spec)
-        env = self.adapter.env(spec, without_location(os.environ))  # its git works on its own tree
+        base = base_env if base_env is not None else without_location(os.environ)
+        env = self.adapter.env(spec, base)  # a copy; its git works on its own tree
         env[procs.TOKEN_VAR] = self.token
         env[procs.DIR_VAR] = str(self.folder.resolve())  # whoever signals the tree marks the folder
         log = open(self.folder / "worker.log", "wb")  # noqa: SIM115 - closed in _close_files
@@ -203,7 +208,7 @@ class Unit:
             self.status["ended"] = runs.now_iso()
             self.state = "failed"
             self._salvage()
-            self.save(durable=True)
+            self._final_save()
             return
         procs.own_child(self.proc.pid)
         self.started = self.last_growth = time.monotonic()
@@ -382,6 +387,11 @@ class Unit:
         if p.denied:  # calls the tool refused for want of a grant: the loop's handback names them
             self.status["denied"] = [d.as_json() for d in p.denied]
         self._record_cost()
+        self._final_save()
+
+    def _final_save(self) -> None:
+        if self.finalize is not None:
+            self.finalize(self)
         self.save(durable=True)
 
     def _failure(self, state: str, code: int | None) -> tuple[adapters.Failure | None, str | None]:
@@ -479,45 +489,6 @@ def settle_all(ending: list[tuple[Unit, str]]) -> None:
         raise errors[0]
 
 
-class _Waker:
-    """Sleeps until the poll interval passes or a signal arrives (SIGCHLD: a worker
-    ended; SIGINT/SIGTERM), through Python's wakeup fd. Main thread only; elsewhere it
-    just sleeps."""
-
-    def __init__(self) -> None:
-        self.rfd = self.wfd = -1
-        self.old_fd: int | None = None
-        self.old_chld: Any = None
-        if threading.current_thread() is not threading.main_thread():
-            return
-        self.rfd, self.wfd = os.pipe()
-        os.set_blocking(self.rfd, False)
-        os.set_blocking(self.wfd, False)
-        self.old_chld = signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-        self.old_fd = signal.set_wakeup_fd(self.wfd, warn_on_full_buffer=False)
-
-    def wait(self, seconds: float) -> None:
-        if self.rfd < 0:
-            time.sleep(seconds)
-            return
-        ready, _, _ = select.select([self.rfd], [], [], seconds)
-        if ready:
-            try:
-                while os.read(self.rfd, 512):
-                    pass
-            except BlockingIOError:
-                pass
-
-    def close(self) -> None:
-        if self.rfd < 0:
-            return
-        signal.set_wakeup_fd(self.old_fd if self.old_fd is not None else -1)
-        signal.signal(signal.SIGCHLD, self.old_chld)
-        os.close(self.rfd)
-        os.close(self.wfd)
-        self.rfd = self.wfd = -1
-
-
 def note_strays(running: list[Unit], seen: set[int]) -> None:
     """Record in each running unit's status.json the processes this supervisor adopted
     since the last look (a descendant that detached and may have cleared its
@@ -552,7 +523,8 @@ def supervise(
         interrupted.set()
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    waker = _Waker()
+    waker = procs.Waker()
+    base_env = without_location(os.environ)  # once: each unit's env is a copy of it
     pending = list(units)
     running: list[Unit] = []
     strays: set[int] = set()
@@ -560,7 +532,7 @@ def supervise(
         while (pending or running) and not interrupted.is_set():
             while pending and len(running) < max(1, max_parallel):
                 u = pending.pop(0)
-                u.start()
+                u.start(base_env)
                 if u.state == "running":
                     running.append(u)
                     if on_start:
