@@ -20,7 +20,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shutil
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -113,14 +116,13 @@ def apply(project: Project, run: str, unit: str, *, check: bool = False) -> Appl
     folder = runs.unit_dir(project, run, unit)  # the ids are checked here
     repair_lost(project, run)
     clone, base = _clone_of(project, run, unit, folder)
-    tree = _worktree_tree(clone, unit)
-    files = tuple(
-        p for p in gitops.out(clone, "diff", "--name-only", "-z", "--no-renames", base, tree).split("\0") if p
-    )
-    result = Applied(run, unit, base, project.root, None, files, check)
-    if not files:
-        return result
-    patch = _write_patch(clone, base, tree, folder)
+    with sealed_git(clone, folder, base) as git:
+        tree = _worktree_tree(git, clone, base, unit)
+        files = tuple(p for p in git("diff", "--name-only", "-z", "--no-renames", base, tree).split("\0") if p)
+        result = Applied(run, unit, base, project.root, None, files, check)
+        if not files:
+            return result
+        patch = _write_patch(git, base, tree, folder)
     result = _replace(result, patch=patch)
     dirty = tuple(gitops.dirty_paths(project.root, set(files)))
     if dirty:
@@ -138,11 +140,8 @@ def _replace(result: Applied, **changes: Any) -> Applied:
 
 
 def _clone_of(project: Project, run: str, unit: str, folder: Path) -> tuple[Path, str]:
-    """The unit's clone and the commit it started from, both checked: the clone is a
-    ``clone`` folder of a unit of the same run (a resumed unit works in its first
-    unit's clone), and the base is a commit id the clone holds."""
-    from wf.trees import gitops
-
+    """The unit's clone and the commit it started from, both checked (``clone_and_base``),
+    for a unit that ran in a clone and has ended."""
     st = runs.read_status(folder)
     if st is None:
         raise WfError(f"no unit {unit} in run {run}")
@@ -154,6 +153,15 @@ def _clone_of(project: Project, run: str, unit: str, folder: Path) -> tuple[Path
         )
     if st.get("state") not in runs.FINAL or procs.alive(st.get("pid")):
         raise WfError(f"unit {unit} is still running ({st.get('state')}); apply it once it has ended")
+    return clone_and_base(project, run, unit, st)
+
+
+def clone_and_base(project: Project, run: str, unit: str, st: dict[str, Any]) -> tuple[Path, str]:
+    """The clone of status ``st`` and the commit it started from, both checked: the clone
+    is a ``clone`` folder of a unit of the same run (a resumed unit works in its first
+    unit's clone), and the base is a commit id the clone holds."""
+    from wf.trees import gitops
+
     recorded = st.get("clone")
     clone = Path(str(recorded)).resolve() if isinstance(recorded, str) and recorded else None
     run_folder = runs.run_dir(project, run).resolve()
@@ -164,7 +172,7 @@ def _clone_of(project: Project, run: str, unit: str, folder: Path) -> tuple[Path
         or not valid_id(clone.parent.name)
     ):
         raise WfError(f"unit {unit}: its recorded clone {recorded!r} is not a clone folder of run {run}")
-    if not (clone / ".git").is_dir():
+    if not (clone / ".git").is_dir() or (clone / ".git").is_symlink():
         raise WfError(f"unit {unit}: its clone {clone} is gone (or is not a git clone)")
     base = st.get("base")
     if not isinstance(base, str) or not _SHA.fullmatch(base) or not gitops.commit_exists(clone, base):
@@ -172,34 +180,71 @@ def _clone_of(project: Project, run: str, unit: str, folder: Path) -> tuple[Path
     return clone, base
 
 
-def _worktree_tree(clone: Path, unit: str) -> str:
-    """The tree of the clone's files as they are (tracked and untracked, ignored ones
-    not), built in a temporary index: the clone's own index stays as it was."""
-    from wf.trees import gitfiles, gitops
-
-    index = gitops.git_dir(clone) / f"{gitfiles.TMP_INDEX}{gitfiles.tmp_index_id(os.getpid())}"
-    env = {"GIT_INDEX_FILE": str(index)}
-    try:
-        # git refuses a path that would leave the checkout (``..``, ``.git``) right here
-        gitops.env_run(clone, env, "read-tree", "HEAD")
-        gitops.env_run(clone, env, "add", "--all", "--", ".")
-        return gitops.env_run(clone, env, "write-tree").out.strip()
-    except gitops.GitError as e:
-        raise WfError(f"unit {unit}: its clone's files cannot be read as a tree: {e.reason}") from None
-    finally:
-        index.unlink(missing_ok=True)
+Git = Callable[..., str]
 
 
-def _write_patch(clone: Path, base: str, tree: str, folder: Path) -> Path:
-    """The binary patch from ``base`` to ``tree``, kept as the unit's ``changes.patch``
-    (git writes its bytes: a file that is not UTF-8 text goes through unchanged)."""
+@contextmanager
+def sealed_git(clone: Path, folder: Path, base: str) -> Iterator[Git]:
+    """git on the clone's files and objects that never reads the clone's own git folder
+    beyond its objects (and ``info/exclude``): the unit wrote that folder, and its config
+    can name programs git would run (``core.fsmonitor``, a ``filter.*.clean`` for its
+    ``.gitattributes``, hooks) or a work tree elsewhere (``core.worktree``). A fresh git
+    folder in the unit's ``folder`` (removed after) borrows the clone's objects; no
+    system or user config is read either. Each call: ``git args...``'s output."""
     from wf.trees import gitops
 
+    tmp = Path(tempfile.mkdtemp(prefix=".sealed-git.", dir=folder))
+    try:
+        (tmp / "objects" / "info").mkdir(parents=True)
+        (tmp / "refs").mkdir()
+        (tmp / "info").mkdir()
+        (tmp / "HEAD").write_text("ref: refs/heads/sealed\n")
+        sha256 = "[extensions]\n\tobjectformat = sha256\n" if len(base) == 64 else ""
+        (tmp / "config").write_text(f"[core]\n\trepositoryformatversion = {1 if sha256 else 0}\n{sha256}")
+        exclude = clone / ".git" / "info" / "exclude"
+        if exclude.is_file() and not exclude.is_symlink():
+            shutil.copyfile(exclude, tmp / "info" / "exclude")  # the clone's ignored files stay ignored
+        env = {
+            "GIT_DIR": str(tmp),
+            "GIT_WORK_TREE": str(clone),
+            "GIT_INDEX_FILE": str(tmp / "index"),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(clone / ".git" / "objects"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+        }
+        sealed = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+
+        def git(*args: str) -> str:
+            return gitops.env_run(clone, env, *sealed, *args).out
+
+        yield git
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _worktree_tree(git: Git, clone: Path, base: str, unit: str) -> str:
+    """The tree of the clone's files as they are (tracked and untracked, ignored ones
+    not), built in the sealed git's own index: the clone's index is never touched."""
+    from wf.trees import gitops
+
+    head = gitops.rev(clone, "HEAD") or base  # the files the unit tracks (ignored or not)
+    try:
+        # git refuses a path that would leave the checkout (``..``, ``.git``) right here
+        git("read-tree", head)
+        git("add", "--all", "--", ".")
+        return git("write-tree").strip()
+    except gitops.GitError as e:
+        raise WfError(f"unit {unit}: its clone's files cannot be read as a tree: {e.reason}") from None
+
+
+def _write_patch(git: Git, base: str, tree: str, folder: Path) -> Path:
+    """The binary patch from ``base`` to ``tree``, kept as the unit's ``changes.patch``
+    (git writes its bytes: a file that is not UTF-8 text goes through unchanged)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{PATCH}.", dir=folder)
     os.close(fd)
     try:
-        gitops.run(
-            clone, "diff", "--binary", "--full-index", "--no-renames", "--no-ext-diff", "--no-textconv",
+        git(
+            "diff", "--binary", "--full-index", "--no-renames", "--no-ext-diff", "--no-textconv",
             f"--output={tmp}", base, tree,
         )  # fmt: skip
         os.replace(tmp, folder / PATCH)
