@@ -277,7 +277,9 @@ def test_apply_never_runs_code_the_unit_planted_in_its_clones_config(
     clone_unit(w, "u2", planted(elsewhere=elsewhere))
     r = w.run("apply", "r1", "u1", "--check")
     assert r.returncode == 0, r.stderr
-    assert "applies cleanly: 2 file(s)" in r.stdout and "  .gitattributes" in r.stdout and "  a.txt" in r.stdout
+    assert (
+        "applies cleanly: 2 file(s)" in r.stdout and "  .gitattributes" in r.stdout and "  a.txt" in r.stdout
+    )
     assert sorted(p.name for p in marks.iterdir()) == []
     r = w.run("apply", "r1", "u2", "--check")
     assert r.returncode == 0, r.stderr
@@ -313,3 +315,28 @@ def test_runs_diff_refuses_a_record_pointing_elsewhere(w: Workers, tmp_path: Pat
     _tamper(w, "u1", clone=st["clone"], base="--output=/tmp/x")
     r = w.run("runs", "diff", "r1", "u1")
     assert r.returncode == 1 and "is not a commit of its clone" in r.stderr, r.stderr
+
+
+LINKS = """
+import os
+os.symlink("/etc/passwd", "passwd")
+os.symlink("../../outside.txt", "up.txt")
+os.makedirs("d", exist_ok=True)
+os.symlink("../a.txt", "d/in.txt")  # inside the checkout: no warning
+print("linked")
+"""
+
+
+def test_apply_warns_of_symlinks_that_point_outside_the_checkout(w: Workers) -> None:
+    clone_unit(w, "u1", LINKS)
+    r = w.run("apply", "r1", "u1", "--check")
+    assert r.returncode == 0, r.stderr
+    assert "warning: symlink passwd points outside the checkout: /etc/passwd" in r.stdout
+    assert "warning: symlink up.txt points outside the checkout: ../../outside.txt" in r.stdout
+    assert "d/in.txt" in r.stdout and "symlink d/in.txt" not in r.stdout
+    j = json.loads(w.run("apply", "r1", "u1", "--json").stdout)
+    assert j["applied"] and j["symlinks_outside"] == [
+        {"path": "passwd", "target": "/etc/passwd"},
+        {"path": "up.txt", "target": "../../outside.txt"},
+    ]
+    assert os.readlink(w.root / "passwd") == "/etc/passwd"

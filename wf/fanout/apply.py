@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import posixpath
 import re
 import shutil
 import tempfile
@@ -61,6 +62,7 @@ class Applied:
     check: bool
     refusal: Refusal | None = None
     blocked: tuple[str, ...] = field(default_factory=tuple)
+    links_out: tuple[tuple[str, str], ...] = field(default_factory=tuple)  # (symlink, its target)
 
     @property
     def applies(self) -> bool:
@@ -86,7 +88,11 @@ class Applied:
                 f" (the patch: {self.patch})"
             ]
         verb = "applies cleanly" if self.check else "applied (unstaged, not committed)"
-        return [f"{who}: {verb}: {len(self.files)} file(s) in {self.target}", *(f"  {f}" for f in self.files)]
+        return [
+            f"{who}: {verb}: {len(self.files)} file(s) in {self.target}",
+            *(f"  {f}" for f in self.files),
+            *(f"warning: symlink {p} points outside the checkout: {t}" for p, t in self.links_out),
+        ]
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -101,6 +107,7 @@ class Applied:
             "applied": self.applies and not self.check and bool(self.files),
             "refusal": self.refusal.value if self.refusal else None,
             "blocked": list(self.blocked),
+            "symlinks_outside": [{"path": p, "target": t} for p, t in self.links_out],
             "code": self.code,
         }
 
@@ -118,12 +125,14 @@ def apply(project: Project, run: str, unit: str, *, check: bool = False) -> Appl
     clone, base = _clone_of(project, run, unit, folder)
     with sealed_git(clone, folder, base) as git:
         tree = _worktree_tree(git, clone, base, unit)
-        files = tuple(p for p in git("diff", "--name-only", "-z", "--no-renames", base, tree).split("\0") if p)
+        names = git("diff", "--name-only", "-z", "--no-renames", base, tree)
+        files = tuple(p for p in names.split("\0") if p)
         result = Applied(run, unit, base, project.root, None, files, check)
         if not files:
             return result
         patch = _write_patch(git, base, tree, folder)
-    result = _replace(result, patch=patch)
+        links = _links_out(git, tree, set(files))
+    result = _replace(result, patch=patch, links_out=links)
     dirty = tuple(gitops.dirty_paths(project.root, set(files)))
     if dirty:
         return _replace(result, refusal=Refusal.DIRTY, blocked=dirty)
@@ -235,6 +244,21 @@ def _worktree_tree(git: Git, clone: Path, base: str, unit: str) -> str:
         return git("write-tree").strip()
     except gitops.GitError as e:
         raise WfError(f"unit {unit}: its clone's files cannot be read as a tree: {e.reason}") from None
+
+
+def _links_out(git: Git, tree: str, files: set[str]) -> tuple[tuple[str, str], ...]:
+    """The symlinks among ``files`` of ``tree`` whose target leaves the checkout (an
+    absolute path, or one that climbs above the top with ``..``), with their targets."""
+    out = []
+    for entry in git("ls-tree", "-r", "-z", "--full-tree", tree).split("\0"):
+        meta, _, path = entry.partition("\t")
+        if not meta.startswith("120000 ") or path not in files:
+            continue
+        target = git("cat-file", "blob", meta.split()[2])
+        inside = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+        if target.startswith("/") or inside == ".." or inside.startswith("../"):
+            out.append((path, target))
+    return tuple(out)
 
 
 def _write_patch(git: Git, base: str, tree: str, folder: Path) -> Path:
