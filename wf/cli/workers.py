@@ -9,7 +9,6 @@ stalled, timed out, interrupted, lost); 5 a waiting command gave up (--timeout);
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from wf.base.config import ADAPTERS, PERMISSION_MODES, SANDBOXES
-from wf.base.errors import WfError
 from wf.base.text import safe, safe_line
 from wf.cli.base import _echo_json, _project, cli
 
@@ -134,13 +132,9 @@ def _prompt_text(
         return prompt
     if positional_is_text and positional is not None:
         return positional
-    path = prompt_file if prompt_file is not None else positional
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(str(path)).read_text("utf-8")
-    except OSError as e:
-        raise WfError(f"cannot read {path}: {e.strerror}") from None
+    from wf.fanout.manifest import read_prompt
+
+    return read_prompt(str(prompt_file if prompt_file is not None else positional))
 
 
 class Live:
