@@ -2,9 +2,10 @@
 
 A clone unit's changes are everything its clone holds beyond the commit it started from
 (status.json ``base``): its commits, its uncommitted edits and its untracked files
-(ignored ones not). They are read as one tree (a temporary index in the clone, so the
-clone's own index is never touched), written as a binary patch to the unit's folder
-(``changes.patch``) and applied with ``git apply`` to the main checkout's files only:
+(ignored ones not). They are read as one tree by a git that never reads the clone's own
+git folder beyond its objects (``sealed_git``: the unit wrote that folder's config, so
+nothing it planted there runs), the clone's index untouched, written as a binary patch
+to the unit's folder (``changes.patch``) and applied with ``git apply`` to the main checkout's files only:
 the changes are left unstaged, nothing is committed and the index is never written.
 ``git apply`` is all or nothing, so a patch that does not apply changes nothing.
 
@@ -12,7 +13,8 @@ Refused, with nothing changed: a unit still running, one that did not run in a c
 a clone record that points anywhere but the run's own folder, a clone whose files git
 will not read as a tree (a path that would leave the checkout, such as ``../x``), files
 of the patch with uncommitted changes in the checkout, and a patch that does not apply
-(the files that do not are named).
+(the files that do not are named). Symlinks of the patch that point outside the checkout
+go in, named in a warning.
 """
 
 from __future__ import annotations
