@@ -340,3 +340,18 @@ def test_apply_warns_of_symlinks_that_point_outside_the_checkout(w: Workers) -> 
         {"path": "up.txt", "target": "../../outside.txt"},
     ]
     assert os.readlink(w.root / "passwd") == "/etc/passwd"
+
+
+def test_files_the_clone_ignores_in_its_info_exclude_stay_out(w: Workers) -> None:
+    code = """
+import pathlib
+pathlib.Path(".git/info").mkdir(exist_ok=True)
+pathlib.Path(".git/info/exclude").write_text("scratch.log\\n")
+pathlib.Path("scratch.log").write_text("a log\\n")
+pathlib.Path("keep.txt").write_text("kept\\n")
+print("done")
+"""
+    clone_unit(w, "u1", code)
+    j = json.loads(w.run("apply", "r1", "u1", "--check", "--json").stdout)
+    assert j["files"] == ["keep.txt"] and j["applies"]
+    assert w.run("runs", "diff", "r1", "u1").stdout.startswith("untracked:\n  keep.txt\n\n")

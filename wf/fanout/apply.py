@@ -183,7 +183,7 @@ def clone_and_base(project: Project, run: str, unit: str, st: dict[str, Any]) ->
         or not valid_id(clone.parent.name)
     ):
         raise WfError(f"unit {unit}: its recorded clone {recorded!r} is not a clone folder of run {run}")
-    if not (clone / ".git").is_dir() or (clone / ".git").is_symlink():
+    if not (clone / ".git").is_dir():
         raise WfError(f"unit {unit}: its clone {clone} is gone (or is not a git clone)")
     base = st.get("base")
     if not isinstance(base, str) or not _SHA.fullmatch(base) or not gitops.commit_exists(clone, base):
@@ -213,7 +213,7 @@ def sealed_git(clone: Path, folder: Path, base: str) -> Iterator[Git]:
         sha256 = "[extensions]\n\tobjectformat = sha256\n" if len(base) == 64 else ""
         (tmp / "config").write_text(f"[core]\n\trepositoryformatversion = {1 if sha256 else 0}\n{sha256}")
         exclude = clone / ".git" / "info" / "exclude"
-        if exclude.is_file() and not exclude.is_symlink():
+        if exclude.is_file():
             shutil.copyfile(exclude, tmp / "info" / "exclude")  # the clone's ignored files stay ignored
         env = {
             "GIT_DIR": str(tmp),
