@@ -286,7 +286,7 @@ def test_apply_never_runs_code_the_unit_planted_in_its_clones_config(
     assert "applies cleanly: 1 file(s)" in r.stdout and "  a.txt" in r.stdout and "stolen" not in r.stdout
     # nor the user's own config: the unit's .gitattributes must not pick a filter of it
     user = w.tmp / "user.gitconfig"
-    user.write_text(f"[filter \"x\"]\n\tclean = \"sh -c 'touch {marks}/user; cat'\"\n")
+    user.write_text(f'[filter "x"]\n\tclean = "sh -c \'touch {marks}/user; cat\'"\n')
     r = w.run("apply", "r1", "u1", "--check", GIT_CONFIG_GLOBAL=str(user))
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in marks.iterdir()) == []
