@@ -210,3 +210,18 @@ def test_each_package_names_its_modules() -> None:
             if module.name != "__init__.py" and f"``{module.stem}``" not in doc:
                 unnamed.append(f"{init.parent.name}/{module.name}")
     assert unnamed == []
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_function_is_longer_than_eighty_lines() -> None:
+    """From its ``def`` line to its last (decorators not counted), nested ones too."""
+    long = []
+    for path in sorted(WF.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                size = (node.end_lineno or node.lineno) - node.lineno + 1
+                if size > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({size} lines)")
+    assert long == []

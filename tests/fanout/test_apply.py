@@ -240,3 +240,124 @@ def test_a_unit_whose_clone_is_gone_is_refused(w: Workers) -> None:
     r = w.run("apply", "r1", "u1")
     assert r.returncode == 1 and "its clone" in r.stderr and "is gone" in r.stderr
     assert git(w.root, "status", "--porcelain") == ""
+
+
+# a unit that plants code in its clone's git config: an fsmonitor hook git would run on
+# any command that looks at the index and a clean filter for every file (``marks``), or a
+# work tree elsewhere (``elsewhere``); then changes a file. wf must read the clone with
+# none of it.
+def planted(marks: Path | None = None, elsewhere: Path | None = None) -> str:
+    code = "import pathlib, subprocess\ndef cfg(k, v): subprocess.run(['git', 'config', k, v], check=True)\n"
+    if marks:
+        code += f"""
+cfg("core.fsmonitor", "touch {marks}/fsmonitor; false")
+pathlib.Path(".gitattributes").write_text("* filter=x\\n")
+cfg("filter.x.clean", "sh -c 'touch {marks}/filter; cat'")
+cfg("filter.x.required", "true")
+"""
+    if elsewhere:
+        code += f"cfg('core.worktree', '{elsewhere}')\n"
+    return code + 'pathlib.Path("a.txt").write_text("one\\nplanted\\nthree\\n")\nprint("planted")\n'
+
+
+@pytest.fixture
+def plants(tmp_path: Path) -> tuple[Path, Path]:
+    marks, elsewhere = tmp_path / "marks", tmp_path / "elsewhere"
+    marks.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "stolen.txt").write_text("a file outside the clone\n")
+    return marks, elsewhere
+
+
+def test_apply_never_runs_code_the_unit_planted_in_its_clones_config(
+    w: Workers, plants: tuple[Path, Path]
+) -> None:
+    marks, elsewhere = plants
+    clone_unit(w, "u1", planted(marks=marks))
+    clone_unit(w, "u2", planted(elsewhere=elsewhere))
+    r = w.run("apply", "r1", "u1", "--check")
+    assert r.returncode == 0, r.stderr
+    assert (
+        "applies cleanly: 2 file(s)" in r.stdout and "  .gitattributes" in r.stdout and "  a.txt" in r.stdout
+    )
+    assert sorted(p.name for p in marks.iterdir()) == []
+    r = w.run("apply", "r1", "u2", "--check")
+    assert r.returncode == 0, r.stderr
+    assert "applies cleanly: 1 file(s)" in r.stdout and "  a.txt" in r.stdout and "stolen" not in r.stdout
+    # nor the user's own config: the unit's .gitattributes must not pick a filter of it
+    user = w.tmp / "user.gitconfig"
+    user.write_text(f'[filter "x"]\n\tclean = "sh -c \'touch {marks}/user; cat\'"\n')
+    r = w.run("apply", "r1", "u1", "--check", GIT_CONFIG_GLOBAL=str(user))
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in marks.iterdir()) == []
+    r = w.run("apply", "r1", "u1")
+    assert r.returncode == 0, r.stderr
+    assert (w.root / "a.txt").read_text() == "one\nplanted\nthree\n"
+    assert sorted(p.name for p in marks.iterdir()) == []
+
+
+def test_runs_diff_never_runs_code_the_unit_planted_in_its_clones_config(
+    w: Workers, plants: tuple[Path, Path]
+) -> None:
+    marks, elsewhere = plants
+    clone_unit(w, "u1", planted(marks=marks))
+    clone_unit(w, "u2", planted(elsewhere=elsewhere))
+    r = w.run("runs", "diff", "r1", "u1")
+    assert r.returncode == 0, r.stderr
+    assert "+planted" in r.stdout and "untracked:\n  .gitattributes" in r.stdout
+    assert sorted(p.name for p in marks.iterdir()) == []
+    r = w.run("runs", "diff", "r1", "u2")
+    assert r.returncode == 0, r.stderr
+    assert "+planted" in r.stdout and "stolen" not in r.stdout
+
+
+def test_runs_diff_refuses_a_record_pointing_elsewhere(w: Workers, tmp_path: Path) -> None:
+    st = clone_unit(w, "u1", CHANGES)
+    other = tmp_path / "elsewhere" / "clone"
+    git(tmp_path, "clone", "-q", str(st["clone"]), str(other))
+    _tamper(w, "u1", clone=str(other))
+    r = w.run("runs", "diff", "r1", "u1")
+    assert r.returncode == 1 and "is not a clone folder of run r1" in r.stderr, r.stderr
+    _tamper(w, "u1", clone=st["clone"], base="--output=/tmp/x")
+    r = w.run("runs", "diff", "r1", "u1")
+    assert r.returncode == 1 and "is not a commit of its clone" in r.stderr, r.stderr
+
+
+LINKS = """
+import os
+os.symlink("/etc/passwd", "passwd")
+os.symlink("../../outside.txt", "up.txt")
+os.makedirs("d", exist_ok=True)
+os.symlink("../a.txt", "d/in.txt")  # inside the checkout: no warning
+print("linked")
+"""
+
+
+def test_apply_warns_of_symlinks_that_point_outside_the_checkout(w: Workers) -> None:
+    clone_unit(w, "u1", LINKS)
+    r = w.run("apply", "r1", "u1", "--check")
+    assert r.returncode == 0, r.stderr
+    assert "warning: symlink passwd points outside the checkout: /etc/passwd" in r.stdout
+    assert "warning: symlink up.txt points outside the checkout: ../../outside.txt" in r.stdout
+    assert "d/in.txt" in r.stdout and "symlink d/in.txt" not in r.stdout
+    j = json.loads(w.run("apply", "r1", "u1", "--json").stdout)
+    assert j["applied"] and j["symlinks_outside"] == [
+        {"path": "passwd", "target": "/etc/passwd"},
+        {"path": "up.txt", "target": "../../outside.txt"},
+    ]
+    assert os.readlink(w.root / "passwd") == "/etc/passwd"
+
+
+def test_files_the_clone_ignores_in_its_info_exclude_stay_out(w: Workers) -> None:
+    code = """
+import pathlib
+pathlib.Path(".git/info").mkdir(exist_ok=True)
+pathlib.Path(".git/info/exclude").write_text("scratch.log\\n")
+pathlib.Path("scratch.log").write_text("a log\\n")
+pathlib.Path("keep.txt").write_text("kept\\n")
+print("done")
+"""
+    clone_unit(w, "u1", code)
+    j = json.loads(w.run("apply", "r1", "u1", "--check", "--json").stdout)
+    assert j["files"] == ["keep.txt"] and j["applies"]
+    assert w.run("runs", "diff", "r1", "u1").stdout.startswith("untracked:\n  keep.txt\n\n")

@@ -1,5 +1,9 @@
 """Any program: argv without a shell, the prompt on stdin, its stdout the answer.
 
+It has no sandbox, network, permission or MCP switch: a unit that asks for other than
+the default access (sandbox workspace-write, network off, permission_mode acceptEdits) is refused rather
+than run wider than it says.
+
 No event stream: any output on stdout or stderr counts as progress. A program that
 cannot start (missing, exit 126 or 127) or whose own imports fail (a Python traceback
 ending in ImportError/ModuleNotFoundError on stderr, nothing on stdout) is a ``tool``
@@ -43,6 +47,22 @@ class Command(Adapter):
 
     def effort_problem(self, effort: str | None) -> str | None:
         return None  # passed to nobody; a cmd lane may carry one for its own use
+
+    def access_problems(self, spec: Spec) -> list[str]:
+        out = super().access_problems(spec)
+        narrowed = {
+            "sandbox": spec.sandbox != "workspace-write",
+            "network": spec.network,
+            "permission_mode": spec.permission_mode != "acceptEdits",
+            "isolate_mcp": spec.isolate_mcp,
+        }
+        given = [k for k, v in narrowed.items() if v]
+        if given:
+            out.append(
+                f"the cmd adapter runs its program as it is, with no sandbox, network or permission"
+                f" switch: {', '.join(given)} would not be enforced (drop it, or use a tool that has one)"
+            )
+        return out
 
     def classify(
         self, parsed: Parsed, code: int | None, stdout: str, stderr: str

@@ -9,7 +9,6 @@ stalled, timed out, interrupted, lost); 5 a waiting command gave up (--timeout);
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from wf.base.config import ADAPTERS, PERMISSION_MODES, SANDBOXES
-from wf.base.errors import WfError
 from wf.base.text import safe, safe_line
 from wf.cli.base import _echo_json, _project, cli
 
@@ -134,13 +132,9 @@ def _prompt_text(
         return prompt
     if positional_is_text and positional is not None:
         return positional
-    path = prompt_file if prompt_file is not None else positional
-    if path == "-":
-        return sys.stdin.read()
-    try:
-        return Path(str(path)).read_text("utf-8")
-    except OSError as e:
-        raise WfError(f"cannot read {path}: {e.strerror}") from None
+    from wf.fanout.manifest import read_prompt
+
+    return read_prompt(str(prompt_file if prompt_file is not None else positional))
 
 
 class Live:
@@ -422,9 +416,6 @@ def run_cmd(
     wf gather q1 --compare          # their answers section by section
     wf run --templates              # the templates; wf run --templates verify: one
     """
-    from wf.fanout import fanout, report
-    from wf.fanout import manifest as manifestmod
-
     if templates:
         if panel_tools is not None:
             raise click.UsageError("--templates and --panel exclude each other")
@@ -436,20 +427,40 @@ def run_cmd(
     )
     panel_only = {"--prompt": prompt, "--prompt-file": prompt_file, "--clone": panel_clone or None,
                   "--cwd": panel_cwd, "--cmd": panel_cmd}  # fmt: skip
+    reqs: list[UnitRequest] | None = None
     if panel_tools is not None:
         text = _prompt_text(prompt, prompt_file, manifest, positional_is_text=True)
         reqs = _panel_requests(panel_tools, text, panel_clone, panel_cwd, panel_cmd, given)
     else:
         _check_manifest_form(manifest, panel_only)
+    return _run_units(ctx, manifest, reqs, run_id, max_parallel, given, max_retries, not no_contract, as_json)
+
+
+def _run_units(
+    ctx: click.Context,
+    manifest: str | None,
+    reqs: list[UnitRequest] | None,
+    run_id: str | None,
+    max_parallel: int | None,
+    given: dict[str, Any],
+    max_retries: int,
+    contract: bool,
+    as_json: bool,
+) -> int:
+    """wf run's units (a panel's ``reqs``, else the manifest's), one line each as it
+    ends, then the run's report: its exit code."""
+    from wf.fanout import fanout, report
+    from wf.fanout import manifest as manifestmod
+
     live = Live(as_json)
     proj = _project(ctx)
     common: dict[str, Any] = {
         "max_retries": max_retries,
-        "contract": not no_contract,
+        "contract": contract,
         "on_end": lambda u: live.echo(report.unit_line(u.status)),
         "on_tick": live.tick_units,
     }
-    if panel_tools is not None:
+    if reqs is not None:
         run = run_id or manifestmod.default_run_id(Path("panel"))
         outcome = fanout.run_requests(proj, reqs, run=run, max_parallel=max_parallel or len(reqs), **common)
     else:

@@ -2,9 +2,10 @@
 
 A clone unit's changes are everything its clone holds beyond the commit it started from
 (status.json ``base``): its commits, its uncommitted edits and its untracked files
-(ignored ones not). They are read as one tree (a temporary index in the clone, so the
-clone's own index is never touched), written as a binary patch to the unit's folder
-(``changes.patch``) and applied with ``git apply`` to the main checkout's files only:
+(ignored ones not). They are read as one tree by a git that never reads the clone's own
+git folder beyond its objects (``sealed_git``: the unit wrote that folder's config, so
+nothing it planted there runs), the clone's index untouched, written as a binary patch
+to the unit's folder (``changes.patch``) and applied with ``git apply`` to the main checkout's files only:
 the changes are left unstaged, nothing is committed and the index is never written.
 ``git apply`` is all or nothing, so a patch that does not apply changes nothing.
 
@@ -12,15 +13,20 @@ Refused, with nothing changed: a unit still running, one that did not run in a c
 a clone record that points anywhere but the run's own folder, a clone whose files git
 will not read as a tree (a path that would leave the checkout, such as ``../x``), files
 of the patch with uncommitted changes in the checkout, and a patch that does not apply
-(the files that do not are named).
+(the files that do not are named). Symlinks of the patch that point outside the checkout
+go in, named in a warning.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import posixpath
 import re
+import shutil
 import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -58,6 +64,7 @@ class Applied:
     check: bool
     refusal: Refusal | None = None
     blocked: tuple[str, ...] = field(default_factory=tuple)
+    links_out: tuple[tuple[str, str], ...] = field(default_factory=tuple)  # (symlink, its target)
 
     @property
     def applies(self) -> bool:
@@ -83,7 +90,11 @@ class Applied:
                 f" (the patch: {self.patch})"
             ]
         verb = "applies cleanly" if self.check else "applied (unstaged, not committed)"
-        return [f"{who}: {verb}: {len(self.files)} file(s) in {self.target}", *(f"  {f}" for f in self.files)]
+        return [
+            f"{who}: {verb}: {len(self.files)} file(s) in {self.target}",
+            *(f"  {f}" for f in self.files),
+            *(f"warning: symlink {p} points outside the checkout: {t}" for p, t in self.links_out),
+        ]
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +109,7 @@ class Applied:
             "applied": self.applies and not self.check and bool(self.files),
             "refusal": self.refusal.value if self.refusal else None,
             "blocked": list(self.blocked),
+            "symlinks_outside": [{"path": p, "target": t} for p, t in self.links_out],
             "code": self.code,
         }
 
@@ -113,15 +125,16 @@ def apply(project: Project, run: str, unit: str, *, check: bool = False) -> Appl
     folder = runs.unit_dir(project, run, unit)  # the ids are checked here
     repair_lost(project, run)
     clone, base = _clone_of(project, run, unit, folder)
-    tree = _worktree_tree(clone, unit)
-    files = tuple(
-        p for p in gitops.out(clone, "diff", "--name-only", "-z", "--no-renames", base, tree).split("\0") if p
-    )
-    result = Applied(run, unit, base, project.root, None, files, check)
-    if not files:
-        return result
-    patch = _write_patch(clone, base, tree, folder)
-    result = _replace(result, patch=patch)
+    with sealed_git(clone, folder, base) as git:
+        tree = _worktree_tree(git, clone, base, unit)
+        names = git("diff", "--name-only", "-z", "--no-renames", base, tree)
+        files = tuple(p for p in names.split("\0") if p)
+        result = Applied(run, unit, base, project.root, None, files, check)
+        if not files:
+            return result
+        patch = _write_patch(git, base, tree, folder)
+        links = _links_out(git, tree, set(files))
+    result = _replace(result, patch=patch, links_out=links)
     dirty = tuple(gitops.dirty_paths(project.root, set(files)))
     if dirty:
         return _replace(result, refusal=Refusal.DIRTY, blocked=dirty)
@@ -138,11 +151,8 @@ def _replace(result: Applied, **changes: Any) -> Applied:
 
 
 def _clone_of(project: Project, run: str, unit: str, folder: Path) -> tuple[Path, str]:
-    """The unit's clone and the commit it started from, both checked: the clone is a
-    ``clone`` folder of a unit of the same run (a resumed unit works in its first
-    unit's clone), and the base is a commit id the clone holds."""
-    from wf.trees import gitops
-
+    """The unit's clone and the commit it started from, both checked (``clone_and_base``),
+    for a unit that ran in a clone and has ended."""
     st = runs.read_status(folder)
     if st is None:
         raise WfError(f"no unit {unit} in run {run}")
@@ -154,6 +164,15 @@ def _clone_of(project: Project, run: str, unit: str, folder: Path) -> tuple[Path
         )
     if st.get("state") not in runs.FINAL or procs.alive(st.get("pid")):
         raise WfError(f"unit {unit} is still running ({st.get('state')}); apply it once it has ended")
+    return clone_and_base(project, run, unit, st)
+
+
+def clone_and_base(project: Project, run: str, unit: str, st: dict[str, Any]) -> tuple[Path, str]:
+    """The clone of status ``st`` and the commit it started from, both checked: the clone
+    is a ``clone`` folder of a unit of the same run (a resumed unit works in its first
+    unit's clone), and the base is a commit id the clone holds."""
+    from wf.trees import gitops
+
     recorded = st.get("clone")
     clone = Path(str(recorded)).resolve() if isinstance(recorded, str) and recorded else None
     run_folder = runs.run_dir(project, run).resolve()
@@ -172,34 +191,86 @@ def _clone_of(project: Project, run: str, unit: str, folder: Path) -> tuple[Path
     return clone, base
 
 
-def _worktree_tree(clone: Path, unit: str) -> str:
-    """The tree of the clone's files as they are (tracked and untracked, ignored ones
-    not), built in a temporary index: the clone's own index stays as it was."""
-    from wf.trees import gitfiles, gitops
-
-    index = gitops.git_dir(clone) / f"{gitfiles.TMP_INDEX}{gitfiles.tmp_index_id(os.getpid())}"
-    env = {"GIT_INDEX_FILE": str(index)}
-    try:
-        # git refuses a path that would leave the checkout (``..``, ``.git``) right here
-        gitops.env_run(clone, env, "read-tree", "HEAD")
-        gitops.env_run(clone, env, "add", "--all", "--", ".")
-        return gitops.env_run(clone, env, "write-tree").out.strip()
-    except gitops.GitError as e:
-        raise WfError(f"unit {unit}: its clone's files cannot be read as a tree: {e.reason}") from None
-    finally:
-        index.unlink(missing_ok=True)
+Git = Callable[..., str]
 
 
-def _write_patch(clone: Path, base: str, tree: str, folder: Path) -> Path:
-    """The binary patch from ``base`` to ``tree``, kept as the unit's ``changes.patch``
-    (git writes its bytes: a file that is not UTF-8 text goes through unchanged)."""
+@contextmanager
+def sealed_git(clone: Path, folder: Path, base: str) -> Iterator[Git]:
+    """git on the clone's files and objects that never reads the clone's own git folder
+    beyond its objects (and ``info/exclude``): the unit wrote that folder, and its config
+    can name programs git would run (``core.fsmonitor``, a ``filter.*.clean`` for its
+    ``.gitattributes``, hooks) or a work tree elsewhere (``core.worktree``). A fresh git
+    folder in the unit's ``folder`` (removed after) borrows the clone's objects; no
+    system or user config is read either. Each call: ``git args...``'s output."""
     from wf.trees import gitops
 
+    tmp = Path(tempfile.mkdtemp(prefix=".sealed-git.", dir=folder))
+    try:
+        (tmp / "objects" / "info").mkdir(parents=True)
+        (tmp / "refs").mkdir()
+        (tmp / "info").mkdir()
+        (tmp / "HEAD").write_text("ref: refs/heads/sealed\n")
+        sha256 = "[extensions]\n\tobjectformat = sha256\n" if len(base) == 64 else ""
+        (tmp / "config").write_text(f"[core]\n\trepositoryformatversion = {1 if sha256 else 0}\n{sha256}")
+        exclude = clone / ".git" / "info" / "exclude"
+        if exclude.is_file():
+            shutil.copyfile(exclude, tmp / "info" / "exclude")  # the clone's ignored files stay ignored
+        env = {
+            "GIT_DIR": str(tmp),
+            "GIT_WORK_TREE": str(clone),
+            "GIT_INDEX_FILE": str(tmp / "index"),
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(clone / ".git" / "objects"),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+        }
+        sealed = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+
+        def git(*args: str) -> str:
+            return gitops.env_run(clone, env, *sealed, *args).out
+
+        yield git
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _worktree_tree(git: Git, clone: Path, base: str, unit: str) -> str:
+    """The tree of the clone's files as they are (tracked and untracked, ignored ones
+    not), built in the sealed git's own index: the clone's index is never touched."""
+    from wf.trees import gitops
+
+    head = gitops.rev(clone, "HEAD") or base  # the files the unit tracks (ignored or not)
+    try:
+        # git refuses a path that would leave the checkout (``..``, ``.git``) right here
+        git("read-tree", head)
+        git("add", "--all", "--", ".")
+        return git("write-tree").strip()
+    except gitops.GitError as e:
+        raise WfError(f"unit {unit}: its clone's files cannot be read as a tree: {e.reason}") from None
+
+
+def _links_out(git: Git, tree: str, files: set[str]) -> tuple[tuple[str, str], ...]:
+    """The symlinks among ``files`` of ``tree`` whose target leaves the checkout (an
+    absolute path, or one that climbs above the top with ``..``), with their targets."""
+    out = []
+    for entry in git("ls-tree", "-r", "-z", "--full-tree", tree).split("\0"):
+        meta, _, path = entry.partition("\t")
+        if not meta.startswith("120000 ") or path not in files:
+            continue
+        target = git("cat-file", "blob", meta.split()[2])
+        inside = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+        if target.startswith("/") or inside == ".." or inside.startswith("../"):
+            out.append((path, target))
+    return tuple(out)
+
+
+def _write_patch(git: Git, base: str, tree: str, folder: Path) -> Path:
+    """The binary patch from ``base`` to ``tree``, kept as the unit's ``changes.patch``
+    (git writes its bytes: a file that is not UTF-8 text goes through unchanged)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{PATCH}.", dir=folder)
     os.close(fd)
     try:
-        gitops.run(
-            clone, "diff", "--binary", "--full-index", "--no-renames", "--no-ext-diff", "--no-textconv",
+        git(
+            "diff", "--binary", "--full-index", "--no-renames", "--no-ext-diff", "--no-textconv",
             f"--output={tmp}", base, tree,
         )  # fmt: skip
         os.replace(tmp, folder / PATCH)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 import tomllib
 from collections.abc import Callable
@@ -94,10 +95,7 @@ def requests_from(
         if "prompt_file" in merged:
             pf = Path(str(merged.pop("prompt_file")))
             pf = pf if pf.is_absolute() else base / pf
-            try:
-                prompt = pf.read_text("utf-8")
-            except OSError as e:
-                raise WfError(f"unit {uid}: cannot read prompt_file {pf}: {e.strerror}") from None
+            prompt = read_prompt(str(pf), f"unit {uid}: ")
         if not isinstance(prompt, str) or not prompt.strip():
             raise WfError(f"{path.name}: unit {uid} needs a prompt or prompt_file")
         cmd = merged.get("cmd") or ()
@@ -253,6 +251,22 @@ def panel_requests(
     if len(out) < 2:
         raise UsageError(f"--panel {tools}: a panel needs two tools or more (claude,codex; claude,claude)")
     return out
+
+
+def read_prompt(path: str, who: str = "") -> str:
+    """The text of prompt file ``path`` (``-``: all of stdin), which must be UTF-8: a
+    WfError says what is wrong (``who``: the manifest unit it is for, ``unit ID: ``)
+    before anything is made from it."""
+    name = ("prompt_file " if who else "") + path
+    try:
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as e:
+        raise WfError(f"{who}cannot read {name}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        where = "the prompt on stdin" if path == "-" else name
+        raise WfError(f"{who}{where} is not UTF-8 text (byte {e.start} is {data[e.start]:#04x})") from None
 
 
 def _no_run(unit: str) -> str:
