@@ -17,6 +17,7 @@ from tests.conftest import WfRunner
 from tests.night.test_batch import Batch, b  # noqa: F401  (the fixture)
 from tests.night.test_forecast import cost_line, write_history
 from tests.orch.test_orch import Orch, lanes_toml, task
+from wf.cost import costlog
 
 HIST = [cost_line(f"h{i}", "a", "ma", "1", usd) for i, usd in enumerate((1.5, 2.0, 2.5), 1)]  # median $2
 
@@ -264,3 +265,58 @@ def test_dry_run_says_which_tasks_fit_a_lane_stopping_alone(wf: WfRunner) -> Non
     write_history(o.root, [*HIST, cost_line("hc", "c", "mc", "1", 0.5), cost_line("h9", "a", "ma", "9", 0.1)])
     out = o.proc("batch", "5", "--dry-run", "--budget", "3.10").stdout
     assert "budget: $3.10: 3 of 5 task(s) fit (a1, c1, c2)" in out  # a2 would pass it: lane a stops
+
+
+# ------------------------------------------------------------------ an unpriced cost is unknown (review 1.3)
+
+
+def unpriced_line(tid: str, lane: str = "a", model: str = "ma") -> str:
+    """A cost line whose model wf could not price: usd=0 counts it as $0, which is not a cost."""
+    rec = {
+        "ts": "2026-12-01T01:00:00Z", "project": "p", "id": tid, "agent": f"ag-{tid}", "kind": "main",
+        "lane": lane, "model": model, "effort": "1", "done": 1, "turns": 5, "dur_s": 60,
+        "usd": 0.0, "usd_rep": 0.0, "unpriced": model, "cost_source": "unpriced",
+    }  # fmt: skip
+    return costlog.format_line(rec)
+
+
+def test_an_unpriced_cost_in_history_is_no_forecast_of_zero(wf: WfRunner) -> None:
+    o = Orch(wf)
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", extra="Effort: 1"))
+    write_history(o.root, [unpriced_line("old-3")])
+    out = o.proc("batch", "1", "--dry-run", "--budget", "0.00001").stdout
+    assert "no history: a1 (not in the total)" in out, out
+    assert "budget: $0.00: 0 of 1 task(s) fit (none)" in out, out
+    r = o.proc("orch", "run", "a", "--budget", "4")
+    assert "next task a1 has no forecast (no cost history at all)" in r.stdout, r.stdout
+    assert o.status("a1") == "pending"
+
+
+def test_an_unpriced_cost_line_old_style_without_cost_source_is_unknown_too(wf: WfRunner) -> None:
+    o = Orch(wf)
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", extra="Effort: 1"))
+    write_history(o.root, [unpriced_line("old-3").replace(" cost_source=unpriced", "")])
+    r = o.proc("orch", "run", "a", "--budget", "4")
+    assert "next task a1 has no forecast (no cost history at all)" in r.stdout, r.stdout
+
+
+def test_a_task_that_spent_an_unpriced_cost_stops_the_budget(wf: WfRunner) -> None:
+    """a1's cost line is unpriced: what the run spent is not known, so a2 never starts."""
+    o = Orch(wf)
+    line = unpriced_line("a1")
+    log = o.root / "out" / "wf-cost.log"
+    code = f"p={str(log)!r}; t=open(p).read(); 'id=a1 ' in t or open(p, 'a').write({line + chr(10)!r})"
+    done = f"`{sys.executable} -c {json.dumps(code)}`"
+    o.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x", done=done, extra="Effort: 1")
+        + task("a2", "a", "write a2.txt x", extra="Effort: 1"),
+    )
+    write_history(o.root, HIST)
+    r = o.proc("orch", "run", "a", "--budget", "50")
+    assert r.returncode == 0, r.stderr
+    assert o.archived() == ["a1"] and o.status("a2") == "pending", r.stdout
+    assert (
+        "stop lane a: budget $50.00: spent unknown (a task's cost line has no price), a2 not started"
+        in r.stdout
+    )

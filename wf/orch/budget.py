@@ -127,11 +127,14 @@ class Gate:
     def active(self) -> bool:
         return self.budget is not None or self.reserve is not None
 
-    def spent(self) -> float:
-        """The run's tasks: their cost lines since it began, else the figure counted."""
+    def spent(self) -> float | None:
+        """The run's tasks: their cost lines since it began, else the figure counted; None
+        when a task's line says its cost is not known (unpriced): never $0."""
         actual = fc.spent_since(self.project.root, self.offset)
         total = 0.0
         for tid, figure in self.counted.items():
+            if tid in actual and actual[tid] is None:
+                return None
             usd = actual.get(tid)
             total += usd if usd is not None else figure
         return total
@@ -151,6 +154,12 @@ class Gate:
         tf = fc.one(want_of(project, task, lane), self.hist)
         figure = tf.budget_usd()
         spent = self.spent()
+        if spent is None:
+            return StopReason(
+                Stop.BUDGET,
+                f"budget ${self.budget:.2f}: spent unknown (a task's cost line has no price), "
+                f"{task.id} not started: a budget never counts an unknown cost as $0",
+            )
         if figure is None:
             return StopReason(
                 Stop.BUDGET,
