@@ -8,7 +8,9 @@ its cost line, as a post of a real worker would."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -173,20 +175,26 @@ def test_budget_is_refused_with_agent_and_prep(wf: WfRunner) -> None:
 # ------------------------------------------------------------------ usage windows and the weekly reserve
 
 
-def stream(root: Path, week: float) -> None:
-    """A worker's stream with a rate_limit_event (as claude prints it on a subscription)."""
+def stream(root: Path, week: float, *, resets: float | None = None, age_s: float = 0) -> None:
+    """A worker's stream with a rate_limit_event (as claude prints it on a subscription),
+    written ``age_s`` ago; ``resets``: the seven_day window's resetsAt (epoch seconds)."""
     folder = root / ".wf" / "runs" / "orch-1" / "a-x-1"
     folder.mkdir(parents=True)
+    seven: dict[str, float] = {"utilization": week} | ({"resetsAt": resets} if resets else {})
     info = {
         "status": "allowed",
         "rateLimitType": "five_hour",
         "utilization": 0.3,
-        "unifiedWindows": {"five_hour": {"utilization": 0.3}, "seven_day": {"utilization": week}},
+        "unifiedWindows": {"five_hour": {"utilization": 0.3}, "seven_day": seven},
     }
-    (folder / "worker.log").write_text(
+    log = folder / "worker.log"
+    log.write_text(
         json.dumps({"type": "system", "subtype": "init"}) + "\n"
         + json.dumps({"type": "rate_limit_event", "rate_limit_info": info}) + "\n"
     )  # fmt: skip
+    if age_s:
+        when = time.time() - age_s
+        os.utime(log, (when, when))
 
 
 def test_usage_windows_are_shown_and_the_weekly_reserve_starts_nothing_past_it(wf: WfRunner) -> None:
@@ -320,3 +328,40 @@ def test_a_task_that_spent_an_unpriced_cost_stops_the_budget(wf: WfRunner) -> No
         "stop lane a: budget $50.00: spent unknown (a task's cost line has no price), a2 not started"
         in r.stdout
     )
+
+
+# ------------------------------------------------------------------ an old rate_limit_event (review 1.4)
+
+
+@pytest.mark.parametrize("resets", [True, False])
+def test_a_weekly_window_that_has_reset_since_its_event_keeps_no_reserve(wf: WfRunner, resets: bool) -> None:
+    """A 12-day-old stream at 95% of the week: its resetsAt is past (or, without one, the
+    event is older than a week): the window is over, tasks start, and the age is shown."""
+    o = Orch(wf)
+    ready(o, 1)
+    (o.root / "wf.toml").write_text("weekly_reserve = 0.2\n" + lanes_toml("a"))
+    twelve_days = 12 * 86400
+    stream(o.root, 0.95, resets=time.time() - 5 * 86400 if resets else None, age_s=twelve_days)
+    dry = o.proc("batch", "1", "--dry-run").stdout
+    assert "usage windows: unknown (the newest rate_limit_event, .wf/runs/orch-1/a-x-1/worker.log, 288h00m old)" \
+        "; reset since: five_hour, seven_day" in dry, dry  # fmt: skip
+    assert "weekly reserve: 20% of seven_day: unknown" in dry and "reached" not in dry
+    js = json.loads(o.proc("orch", "run", "a", "--dry-run", "--json").stdout)
+    assert js["usage_windows"] == {} and twelve_days <= js["usage_windows_age_s"] < twelve_days + 600
+    r = o.proc("orch", "run", "a")
+    assert r.returncode == 0, r.stderr
+    assert o.archived() == ["a1"], r.stdout
+
+
+def test_a_weekly_window_not_reset_yet_still_keeps_its_reserve_and_shows_its_age(wf: WfRunner) -> None:
+    """Two days old, its resetsAt still ahead: the reserve holds."""
+    o = Orch(wf)
+    ready(o, 1)
+    (o.root / "wf.toml").write_text("weekly_reserve = 0.2\n" + lanes_toml("a"))
+    stream(o.root, 0.95, resets=time.time() + 86400, age_s=2 * 86400)
+    dry = o.proc("batch", "1", "--dry-run").stdout
+    assert "five_hour 30%" not in dry and "seven_day 95% (the newest rate_limit_event, " in dry, dry
+    assert "48h00m old); reset since: five_hour" in dry
+    assert "weekly reserve: 20% of seven_day: reached: no task starts" in dry
+    r = o.proc("orch", "run", "a")
+    assert "weekly reserve 20%: seven_day is 95% used; a1 not started" in r.stdout
