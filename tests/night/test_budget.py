@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -53,7 +54,7 @@ def test_a_batch_under_a_budget_below_the_second_task_runs_one_and_says_why(b: B
     ready(b)
     dry = b.batch("3", "--dry-run", "--budget", "3.00").stdout
     assert "budget: $3.00: 1 of 3 task(s) fit (a1)" in dry
-    assert "--budget 3.0000" in dry  # its loop keeps it
+    assert "--budget 3.0" in dry  # its loop keeps it
     r = b.batch("3", "--budget", "3.00")
     assert r.returncode == 0, r.stderr
     st = b.wait_ended()
@@ -130,7 +131,7 @@ def test_wf_toml_budget_is_the_default_and_the_flag_wins(wf: WfRunner) -> None:
     ready(o, 2, toml="")
     (o.root / "wf.toml").write_text("budget = 1.0\n" + lanes_toml("a"))
     dry = o.proc("batch", "2", "--dry-run")
-    assert "budget: $1.00: 0 of 2 task(s) fit (none)" in dry.stdout and "--budget 1.0000" in dry.stdout
+    assert "budget: $1.00: 0 of 2 task(s) fit (none)" in dry.stdout and "--budget 1.0" in dry.stdout
     assert (
         "budget: $9.00: 2 of 2 task(s) fit (a1, a2)"
         in o.proc("batch", "2", "--dry-run", "--budget", "9").stdout
@@ -365,3 +366,41 @@ def test_a_weekly_window_not_reset_yet_still_keeps_its_reserve_and_shows_its_age
     assert "weekly reserve: 20% of seven_day: reached: no task starts" in dry
     r = o.proc("orch", "run", "a")
     assert "weekly reserve 20%: seven_day is 95% used; a1 not started" in r.stdout
+
+
+# ------------------------------------------------------------------ a tiny budget, and one that is not kept (2.4, 1.9)
+
+
+def test_a_tiny_budget_reaches_the_loop_exactly_and_it_accepts_it(wf: WfRunner) -> None:
+    o = Orch(wf)
+    ready(o, 1)
+    dry = o.proc("batch", "3", "--dry-run", "--budget", "0.00001").stdout
+    [line] = [x for x in dry.splitlines() if x.startswith("argv: ")]
+    argv = line.split()
+    given = argv[argv.index("--budget") + 1]
+    assert float(given) == 0.00001, line
+    r = o.proc("orch", "run", "a", "--dry-run", "--budget", given)
+    assert r.returncode == 0, r.stderr
+    assert "budget: $0.00: 0 of 1 task(s) fit (none)" in r.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_wf_toml_budget_is_said_not_kept_by_an_agent_batch(b: Batch, tmp_path: Path) -> None:
+    b.setup("budget = 5\n" + lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "claude").symlink_to(shutil.which("false") or "/bin/false")
+    env = dict(b.env, PATH=f"{bindir}:{os.environ['PATH']}")
+    dry = b.batch("1", "--agent", "--for", "10m", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "budget: not kept (--agent runs no wf loop)" in dry.stdout and "--budget" not in dry.stdout
+    assert b.batch("1", "--agent", "--for", "10m", env=env).returncode == 0
+    st = b.wait_ended()
+    assert "- budget: not kept (--agent runs no wf loop)" in b.summary(st)
+
+
+def test_a_wf_toml_budget_is_said_not_kept_by_a_prep_batch(wf: WfRunner) -> None:
+    o = Orch(wf)
+    o.setup("budget = 5\n" + lanes_toml("a"), "\n## p1: a task without its Done\n\nLane: a\n")
+    dry = o.proc("batch", "1", "--prep", "--dry-run")
+    assert "budget: not kept (--prep runs no wf loop)" in dry.stdout, dry.stdout + dry.stderr

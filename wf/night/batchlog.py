@@ -162,6 +162,7 @@ def summary_header(project: Project, rec: Record, p: Plan) -> None:
         + (f" (skipped {skipped})" if skipped else "")
         + "\n"
         + "".join(f"{x}\n" for x in batchcost.header_lines(_plan_forecast(rec.plan), p.budget))
+        + (f"- {p.budget_note}\n" if p.budget_note else "")
         + "\n"
     )
     atomic_write_text(project.root / rec.summary, text)
