@@ -143,11 +143,27 @@ def test_wf_toml_budget_is_the_default_and_the_flag_wins(wf: WfRunner) -> None:
 @pytest.mark.parametrize(
     ("toml", "words"),
     [
-        ("budget = -1\n", "budget must be a number from 0 to 1e+06, not -1"),
-        ("budget = 0\n", "budget must be dollars above 0"),
+        (
+            "budget = -5\n",
+            "budget must be dollars above 0 and at most 1e+06 (leave it out for no budget), not -5",
+        ),
+        (
+            "budget = 0\n",
+            "budget must be dollars above 0 and at most 1e+06 (leave it out for no budget), not 0",
+        ),
         ('budget = "5"\n', "budget"),
-        ("weekly_reserve = 1\n", "weekly_reserve must be a share of the week"),
-        ("weekly_reserve = -0.1\n", "weekly_reserve must be a number from 0 to 1"),
+        (
+            "weekly_reserve = 1\n",
+            "weekly_reserve must be a share of the week, from 0 to below 1 (0.2: 20%), not 1",
+        ),
+        (
+            "weekly_reserve = 1.5\n",
+            "weekly_reserve must be a share of the week, from 0 to below 1 (0.2: 20%), not 1.5",
+        ),
+        (
+            "weekly_reserve = -0.1\n",
+            "weekly_reserve must be a share of the week, from 0 to below 1 (0.2: 20%), not -0.1",
+        ),
     ],
 )
 def test_a_bad_budget_in_wf_toml_is_a_clear_error(wf: WfRunner, toml: str, words: str) -> None:
