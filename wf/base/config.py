@@ -392,7 +392,8 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
         if kw["weekly_reserve"] >= 1:
             raise ConfigError(
                 where,
-                f"weekly_reserve must be {RANGE_WORDS['weekly_reserve']}, not {shown(data['weekly_reserve'])}",
+                f"weekly_reserve must be {RANGE_WORDS['weekly_reserve']}, "
+                f"not {shown(data['weekly_reserve'])}",
             )
     kw.update(_shared(data, where))
     if "notify" in data:
