@@ -137,3 +137,21 @@ def test_top_during_a_batch_shows_the_running_task_and_its_cost_so_far(wf: WfRun
     assert after["lanes"] == []
     assert (after["batch"]["posted"], after["batch"]["done"], after["batch"]["alive"]) == (1, 1, False)
     git(wf.root, "log", "--oneline")
+
+
+def test_a_handback_outside_any_batch_is_a_task_waiting_for_a_person(wf: WfRunner) -> None:
+    """Handed back by an interactive orchestrator (no batch ran): wf show and wf top agree
+    it waits for a person (the one hold rule, not a batch's rows)."""
+    from tests.orch.test_orch import Orch, lanes_toml, task
+
+    o = Orch(wf)
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x") + task("a2", "a", "write a2.txt x"))
+    assert wf.ok("orch", "pick", "a").startswith("spawn:")
+    wf.ok("orch", "post", "a", "--result", "handback", "--note", "needs a schema first", "--no-pick")
+    assert json.loads(wf.ok("show", "a1", "--json"))["hold"]["kind"] == "handback"
+    snap = top_json(wf)
+    assert [(w["id"], w["kind"]) for w in snap["needs_person"]] == [("a1", "handback")], snap
+    assert "needs a person: 1" in wf.ok("top") and "a1 handback: " in wf.ok("top")
+    # a person changes the task: its hold ends, and nobody waits any more
+    wf.ok("status", "a1", "pending")
+    assert top_json(wf)["needs_person"] == []

@@ -360,21 +360,23 @@ class Follower:
 
 
 def needs_person(project: Project, rec: Record | None, bl: Backlog | None = None) -> list[dict[str, Any]]:
-    """Awaiting questions, blocked and wip tasks, and the batch's handbacks still open
-    (``rec``: the batch; None: no batch yet). ``bl``: the backlog, if loaded already."""
+    """Every open task held for a person (``Backlog.hold``, the rule ``wf show`` uses): a
+    handback (in this batch or not), an awaiting question, blocked and wip tasks, a hold
+    record that cannot be trusted. ``rec``: the batch (the same tasks wait whatever batch
+    is shown). ``bl``: the backlog, if loaded already."""
     from wf.tasks import backlog
+    from wf.tasks.holds import HoldKind
 
+    person = (HoldKind.HANDBACK, HoldKind.AWAITING, HoldKind.WIP, HoldKind.BLOCKED, HoldKind.CORRUPT)
     bl = bl or backlog.load(project)
     out: list[dict[str, Any]] = []
-    open_tasks = {t.id: t for t in bl.doc.tasks}
     for t in bl.doc.tasks:
-        st = t.status
-        if st.state in ("awaiting", "blocked", "wip"):
-            out.append({"id": t.id, "kind": st.state, "text": st.text})
-    for row in (read_task_rows(rows_file(project, rec.stamp)) if rec is not None else None) or []:
-        task = open_tasks.get(row.id)
-        if row.outcome == "handback" and task is not None and task.status.state == "pending":
-            note = task.notes[-1] if task.notes else ""
-            if not any(x["id"] == task.id for x in out):
-                out.append({"id": task.id, "kind": "handback", "text": note})
+        hold = bl.hold(t)
+        if hold is None or hold.kind not in person:
+            continue
+        if hold.kind is HoldKind.HANDBACK:
+            text = t.notes[-1] if t.notes else hold.why
+        else:
+            text = t.status.text if hold.kind is not HoldKind.CORRUPT else hold.why
+        out.append({"id": t.id, "kind": hold.kind.value, "text": text})
     return out

@@ -122,6 +122,8 @@ class Watcher:
             _mtime(self.project.tasks_path),
             rec.stamp if rec is not None else None,
             _mtime(rows_file(self.project, rec.stamp)) if rec is not None else None,
+            _mtime(self.project.wf_dir / "orch" / "held"),  # the handback records: holds too
+            _mtime(self.project.wf_dir / "orch"),
         )
         if self._waiting is None or self._waiting[0] != key:
             said: list[str] = []
