@@ -155,3 +155,57 @@ def test_a_handback_outside_any_batch_is_a_task_waiting_for_a_person(wf: WfRunne
     # a person changes the task: its hold ends, and nobody waits any more
     wf.ok("status", "a1", "pending")
     assert top_json(wf)["needs_person"] == []
+
+
+# ------------------------------------------------------------------ terminals wf top cannot draw on (review 1.6)
+
+
+def on_a_pty(wf: WfRunner, term: str | None, *args: str, keys: bytes = b"") -> tuple[bytes, int]:
+    """``wf top`` on a terminal with TERM ``term`` (None: unset): what it drew, and its
+    exit code; ``keys`` are typed once it drew its first screen."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(wf.root)
+        env = {k: v for k, v in os.environ.items() if k != "TERM"}
+        env |= {"PYTHONPATH": str(ROOT), "LINES": "24", "COLUMNS": "100"} | ({"TERM": term} if term else {})
+        os.execve(sys.executable, [sys.executable, "-m", "wf", "top", *args], env)
+    seen = b""
+    deadline = time.monotonic() + 60
+    typed = not keys
+    while time.monotonic() < deadline:
+        if not typed and b"q quits" in seen:
+            os.write(fd, keys)
+            typed = True
+        if select.select([fd], [], [], 1)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return seen, os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.parametrize("term", ["dumb", None, "no-such-terminal"])
+def test_a_terminal_curses_cannot_draw_on_gets_one_snapshot(wf: WfRunner, term: str | None) -> None:
+    (wf.root / "TASKS.md").write_text("# Tasks\n\n## a1: Ask\nStatus: awaiting: which database?\n")
+    seen, code = on_a_pty(wf, term)
+    assert code == 0, seen[-800:]
+    assert b"needs a person: 1" in seen and b"Traceback" not in seen, seen[-800:]
+    assert b"q quits" not in seen  # the --once output, not a live view
+
+
+def test_a_terminal_that_cannot_hide_its_cursor_still_draws_live(wf: WfRunner) -> None:
+    """vt100 has no civis: curs_set fails there, and the view draws with the cursor shown."""
+    (wf.root / "TASKS.md").write_text("# Tasks\n\n## a1: Ask\nStatus: awaiting: which database?\n")
+    seen, code = on_a_pty(wf, "vt100", "--interval", "0.3", keys=b"q")
+    assert code == 0 and b"q quits" in seen and b"needs a person: 1" in seen, seen[-800:]
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "-inf", "0.1", "3601", "x"])
+def test_a_bad_interval_is_a_usage_error(wf: WfRunner, bad: str) -> None:
+    r = wf("top", "--interval", bad)
+    assert r.code == 2 and "--interval" in r.err and "Traceback" not in r.err, r.err
