@@ -116,7 +116,8 @@ class Watcher:
     # -------------------------------------------------------------- who waits for a person
 
     def _needs_person(self, rec: Any, problems: list[str]) -> list[dict[str, Any]]:
-        from wf.night.batchlog import needs_person, rows_file
+        from wf.night.batchlog import needs_person
+        from wf.night.taskrows import rows_file
 
         key = (
             _mtime(self.project.tasks_path),
@@ -215,13 +216,13 @@ class Watcher:
     def _batch(self, rec: Any, now: float, problems: list[str]) -> BatchView | None:
         if rec is None:
             return None
-        from wf.night.batchlog import read_task_rows, rows_file
+        from wf.night.taskrows import is_done, read_task_rows, rows_file
 
         posted = done = 0
         try:
             rows = read_task_rows(rows_file(self.project, rec.stamp)) or []
             posted = len(rows)
-            done = sum(1 for row in rows if row.outcome == "done")
+            done = sum(1 for row in rows if is_done(row.outcome))
         except CorruptRecord as e:
             problems.append(f"batch rows cannot be trusted: {e.why} ({e.path})")
         plan = rec.plan if isinstance(rec.plan, dict) else {}
