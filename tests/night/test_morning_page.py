@@ -245,3 +245,22 @@ def test_an_unknown_cost_is_never_shown_as_a_complete_sum_and_the_marks_stay(b: 
     assert any(x.startswith("? leaves out unpriced model(s)") for x in lanes), lanes
     tasks = [x.strip() for x in p.sections["Cost per task"] if x.strip()]
     assert "$?" in tasks and "$0.10?" in tasks and "$0.40" in tasks, tasks
+
+
+@pytest.mark.timeout(180)
+def test_done_gate_red_is_done_on_the_page_and_in_wf_top(b: Batch) -> None:
+    """A task merged while the gate was red (outcome done-gate-red) archived: the page
+    and wf top count it done (Outcome.done), as the summary's footer does."""
+    b.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    assert b.batch("1").returncode == 0
+    st = b.wait_ended()
+    rows_file = b.root / ".wf" / "batch" / f"{st['stamp']}.tasks.jsonl"
+    row = json.loads(rows_file.read_text())
+    rows_file.write_text(json.dumps({**row, "outcome": "done-gate-red"}) + "\n")  # as that post leaves it
+    opened = b.batch("--status", "--open")
+    assert opened.returncode == 0, opened.stderr
+    p = parse(Path(opened.stdout.strip()).read_text("utf-8"))
+    assert "1 of 1 task(s) done" in " ".join(p.text)
+    assert "a1" in " ".join(p.sections["Merged"])
+    top = b.wf.ok("top", "--json")
+    assert json.loads(top)["batch"]["done"] == 1
