@@ -420,3 +420,23 @@ def test_a_wf_toml_budget_is_said_not_kept_by_a_prep_batch(wf: WfRunner) -> None
     o.setup("budget = 5\n" + lanes_toml("a"), "\n## p1: a task without its Done\n\nLane: a\n")
     dry = o.proc("batch", "1", "--prep", "--dry-run")
     assert "budget: not kept (--prep runs no wf loop)" in dry.stdout, dry.stdout + dry.stderr
+
+
+@pytest.mark.timeout(240)
+def test_a_pilot_whose_batch_left_an_unpriced_cost_starts_no_more(wf: WfRunner) -> None:
+    """The pilot's purse: a cost line with unpriced= is not $0, so nothing is known to be left."""
+    o = Orch(wf)
+    line = unpriced_line("a1")
+    log = o.root / "out" / "wf-cost.log"
+    code = f"p={str(log)!r}; t=open(p).read(); 'id=a1 ' in t or open(p, 'a').write({line + chr(10)!r})"
+    done = f"`{sys.executable} -c {json.dumps(code)}`"
+    o.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x", done=done, extra="Effort: 1")
+        + task("a2", "a", "write a2.txt x", extra="Effort: 1"),
+    )
+    write_history(o.root, HIST)
+    r = o.proc("pilot", "--batch", "1", "--budget", "50", "--poll", "0.2", "--no-prep", timeout=200)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "budget $50.00: nothing left to start a batch with" in r.stdout, r.stdout
+    assert o.archived() == ["a1"] and o.status("a2") == "pending"

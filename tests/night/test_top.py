@@ -209,3 +209,21 @@ def test_a_terminal_that_cannot_hide_its_cursor_still_draws_live(wf: WfRunner) -
 def test_a_bad_interval_is_a_usage_error(wf: WfRunner, bad: str) -> None:
     r = wf("top", "--interval", bad)
     assert r.code == 2 and "--interval" in r.err and "Traceback" not in r.err, r.err
+
+
+@pytest.mark.timeout(180)
+def test_wf_batch_status_counts_a_handback_made_after_its_batch(wf: WfRunner) -> None:
+    from tests.night.test_batch import Batch
+    from tests.orch.test_orch import lanes_toml, task
+
+    b = Batch(wf)
+    b.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x") + task("a2", "a", "write a2.txt x", extra="Prio: 2"),
+    )
+    assert b.batch("1").returncode == 0
+    b.wait_ended()
+    assert wf.ok("orch", "pick", "a").startswith("spawn:")
+    wf.ok("orch", "post", "a", "--result", "handback", "--note", "later", "--no-pick")
+    st = json.loads(wf.ok("batch", "--status", "--json"))
+    assert [(w["id"], w["kind"]) for w in st["needs_person"]] == [("a2", "handback")], st
