@@ -8,7 +8,10 @@ its cost line, as a post of a real worker would."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,7 @@ from tests.conftest import WfRunner
 from tests.night.test_batch import Batch, b  # noqa: F401  (the fixture)
 from tests.night.test_forecast import cost_line, write_history
 from tests.orch.test_orch import Orch, lanes_toml, task
+from wf.cost import costlog
 
 HIST = [cost_line(f"h{i}", "a", "ma", "1", usd) for i, usd in enumerate((1.5, 2.0, 2.5), 1)]  # median $2
 
@@ -50,7 +54,7 @@ def test_a_batch_under_a_budget_below_the_second_task_runs_one_and_says_why(b: B
     ready(b)
     dry = b.batch("3", "--dry-run", "--budget", "3.00").stdout
     assert "budget: $3.00: 1 of 3 task(s) fit (a1)" in dry
-    assert "--budget 3.0000" in dry  # its loop keeps it
+    assert "--budget 3.0" in dry  # its loop keeps it
     r = b.batch("3", "--budget", "3.00")
     assert r.returncode == 0, r.stderr
     st = b.wait_ended()
@@ -127,7 +131,7 @@ def test_wf_toml_budget_is_the_default_and_the_flag_wins(wf: WfRunner) -> None:
     ready(o, 2, toml="")
     (o.root / "wf.toml").write_text("budget = 1.0\n" + lanes_toml("a"))
     dry = o.proc("batch", "2", "--dry-run")
-    assert "budget: $1.00: 0 of 2 task(s) fit (none)" in dry.stdout and "--budget 1.0000" in dry.stdout
+    assert "budget: $1.00: 0 of 2 task(s) fit (none)" in dry.stdout and "--budget 1.0" in dry.stdout
     assert (
         "budget: $9.00: 2 of 2 task(s) fit (a1, a2)"
         in o.proc("batch", "2", "--dry-run", "--budget", "9").stdout
@@ -139,11 +143,27 @@ def test_wf_toml_budget_is_the_default_and_the_flag_wins(wf: WfRunner) -> None:
 @pytest.mark.parametrize(
     ("toml", "words"),
     [
-        ("budget = -1\n", "budget must be a number from 0 to 1e+06, not -1"),
-        ("budget = 0\n", "budget must be dollars above 0"),
+        (
+            "budget = -5\n",
+            "budget must be dollars above 0 and at most 1e+06 (leave it out for no budget), not -5",
+        ),
+        (
+            "budget = 0\n",
+            "budget must be dollars above 0 and at most 1e+06 (leave it out for no budget), not 0",
+        ),
         ('budget = "5"\n', "budget"),
-        ("weekly_reserve = 1\n", "weekly_reserve must be a share of the week"),
-        ("weekly_reserve = -0.1\n", "weekly_reserve must be a number from 0 to 1"),
+        (
+            "weekly_reserve = 1\n",
+            "weekly_reserve must be a share of the week, from 0 to below 1 (0.2: 20%), not 1",
+        ),
+        (
+            "weekly_reserve = 1.5\n",
+            "weekly_reserve must be a share of the week, from 0 to below 1 (0.2: 20%), not 1.5",
+        ),
+        (
+            "weekly_reserve = -0.1\n",
+            "weekly_reserve must be a share of the week, from 0 to below 1 (0.2: 20%), not -0.1",
+        ),
     ],
 )
 def test_a_bad_budget_in_wf_toml_is_a_clear_error(wf: WfRunner, toml: str, words: str) -> None:
@@ -172,20 +192,26 @@ def test_budget_is_refused_with_agent_and_prep(wf: WfRunner) -> None:
 # ------------------------------------------------------------------ usage windows and the weekly reserve
 
 
-def stream(root: Path, week: float) -> None:
-    """A worker's stream with a rate_limit_event (as claude prints it on a subscription)."""
+def stream(root: Path, week: float, *, resets: float | None = None, age_s: float = 0) -> None:
+    """A worker's stream with a rate_limit_event (as claude prints it on a subscription),
+    written ``age_s`` ago; ``resets``: the seven_day window's resetsAt (epoch seconds)."""
     folder = root / ".wf" / "runs" / "orch-1" / "a-x-1"
     folder.mkdir(parents=True)
+    seven: dict[str, float] = {"utilization": week} | ({"resetsAt": resets} if resets else {})
     info = {
         "status": "allowed",
         "rateLimitType": "five_hour",
         "utilization": 0.3,
-        "unifiedWindows": {"five_hour": {"utilization": 0.3}, "seven_day": {"utilization": week}},
+        "unifiedWindows": {"five_hour": {"utilization": 0.3}, "seven_day": seven},
     }
-    (folder / "worker.log").write_text(
+    log = folder / "worker.log"
+    log.write_text(
         json.dumps({"type": "system", "subtype": "init"}) + "\n"
         + json.dumps({"type": "rate_limit_event", "rate_limit_info": info}) + "\n"
     )  # fmt: skip
+    if age_s:
+        when = time.time() - age_s
+        os.utime(log, (when, when))
 
 
 def test_usage_windows_are_shown_and_the_weekly_reserve_starts_nothing_past_it(wf: WfRunner) -> None:
@@ -264,3 +290,153 @@ def test_dry_run_says_which_tasks_fit_a_lane_stopping_alone(wf: WfRunner) -> Non
     write_history(o.root, [*HIST, cost_line("hc", "c", "mc", "1", 0.5), cost_line("h9", "a", "ma", "9", 0.1)])
     out = o.proc("batch", "5", "--dry-run", "--budget", "3.10").stdout
     assert "budget: $3.10: 3 of 5 task(s) fit (a1, c1, c2)" in out  # a2 would pass it: lane a stops
+
+
+# ------------------------------------------------------------------ an unpriced cost is unknown (review 1.3)
+
+
+def unpriced_line(tid: str, lane: str = "a", model: str = "ma") -> str:
+    """A cost line whose model wf could not price: usd=0 counts it as $0, which is not a cost."""
+    rec = {
+        "ts": "2026-12-01T01:00:00Z", "project": "p", "id": tid, "agent": f"ag-{tid}", "kind": "main",
+        "lane": lane, "model": model, "effort": "1", "done": 1, "turns": 5, "dur_s": 60,
+        "usd": 0.0, "usd_rep": 0.0, "unpriced": model, "cost_source": "unpriced",
+    }  # fmt: skip
+    return costlog.format_line(rec)
+
+
+def test_an_unpriced_cost_in_history_is_no_forecast_of_zero(wf: WfRunner) -> None:
+    o = Orch(wf)
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", extra="Effort: 1"))
+    write_history(o.root, [unpriced_line("old-3")])
+    out = o.proc("batch", "1", "--dry-run", "--budget", "0.00001").stdout
+    assert "no history: a1 (not in the total)" in out, out
+    assert "budget: $0.00: 0 of 1 task(s) fit (none)" in out, out
+    r = o.proc("orch", "run", "a", "--budget", "4")
+    assert "next task a1 has no forecast (no cost history at all)" in r.stdout, r.stdout
+    assert o.status("a1") == "pending"
+
+
+def test_an_unpriced_cost_line_old_style_without_cost_source_is_unknown_too(wf: WfRunner) -> None:
+    o = Orch(wf)
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x", extra="Effort: 1"))
+    write_history(o.root, [unpriced_line("old-3").replace(" cost_source=unpriced", "")])
+    r = o.proc("orch", "run", "a", "--budget", "4")
+    assert "next task a1 has no forecast (no cost history at all)" in r.stdout, r.stdout
+
+
+def test_a_task_that_spent_an_unpriced_cost_stops_the_budget(wf: WfRunner) -> None:
+    """a1's cost line is unpriced: what the run spent is not known, so a2 never starts."""
+    o = Orch(wf)
+    line = unpriced_line("a1")
+    log = o.root / "out" / "wf-cost.log"
+    code = f"p={str(log)!r}; t=open(p).read(); 'id=a1 ' in t or open(p, 'a').write({line + chr(10)!r})"
+    done = f"`{sys.executable} -c {json.dumps(code)}`"
+    o.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x", done=done, extra="Effort: 1")
+        + task("a2", "a", "write a2.txt x", extra="Effort: 1"),
+    )
+    write_history(o.root, HIST)
+    r = o.proc("orch", "run", "a", "--budget", "50")
+    assert r.returncode == 0, r.stderr
+    assert o.archived() == ["a1"] and o.status("a2") == "pending", r.stdout
+    assert (
+        "stop lane a: budget $50.00: spent unknown (a task's cost line has no price), a2 not started"
+        in r.stdout
+    )
+
+
+# ------------------------------------------------------------------ an old rate_limit_event (review 1.4)
+
+
+@pytest.mark.parametrize("resets", [True, False])
+def test_a_weekly_window_that_has_reset_since_its_event_keeps_no_reserve(wf: WfRunner, resets: bool) -> None:
+    """A 12-day-old stream at 95% of the week: its resetsAt is past (or, without one, the
+    event is older than a week): the window is over, tasks start, and the age is shown."""
+    o = Orch(wf)
+    ready(o, 1)
+    (o.root / "wf.toml").write_text("weekly_reserve = 0.2\n" + lanes_toml("a"))
+    twelve_days = 12 * 86400
+    stream(o.root, 0.95, resets=time.time() - 5 * 86400 if resets else None, age_s=twelve_days)
+    dry = o.proc("batch", "1", "--dry-run").stdout
+    assert "usage windows: unknown (the newest rate_limit_event, .wf/runs/orch-1/a-x-1/worker.log, 288h00m old)" \
+        "; reset since: five_hour, seven_day" in dry, dry  # fmt: skip
+    assert "weekly reserve: 20% of seven_day: unknown" in dry and "reached" not in dry
+    js = json.loads(o.proc("orch", "run", "a", "--dry-run", "--json").stdout)
+    assert js["usage_windows"] == {} and twelve_days <= js["usage_windows_age_s"] < twelve_days + 600
+    r = o.proc("orch", "run", "a")
+    assert r.returncode == 0, r.stderr
+    assert o.archived() == ["a1"], r.stdout
+
+
+def test_a_weekly_window_not_reset_yet_still_keeps_its_reserve_and_shows_its_age(wf: WfRunner) -> None:
+    """Two days old, its resetsAt still ahead: the reserve holds."""
+    o = Orch(wf)
+    ready(o, 1)
+    (o.root / "wf.toml").write_text("weekly_reserve = 0.2\n" + lanes_toml("a"))
+    stream(o.root, 0.95, resets=time.time() + 86400, age_s=2 * 86400)
+    dry = o.proc("batch", "1", "--dry-run").stdout
+    assert "five_hour 30%" not in dry and "seven_day 95% (the newest rate_limit_event, " in dry, dry
+    assert "48h00m old); reset since: five_hour" in dry
+    assert "weekly reserve: 20% of seven_day: reached: no task starts" in dry
+    r = o.proc("orch", "run", "a")
+    assert "weekly reserve 20%: seven_day is 95% used; a1 not started" in r.stdout
+
+
+# ------------------------------------------------------------------ a tiny budget, and one that is not kept (2.4, 1.9)
+
+
+def test_a_tiny_budget_reaches_the_loop_exactly_and_it_accepts_it(wf: WfRunner) -> None:
+    o = Orch(wf)
+    ready(o, 1)
+    dry = o.proc("batch", "3", "--dry-run", "--budget", "0.00001").stdout
+    [line] = [x for x in dry.splitlines() if x.startswith("argv: ")]
+    argv = line.split()
+    given = argv[argv.index("--budget") + 1]
+    assert float(given) == 0.00001, line
+    r = o.proc("orch", "run", "a", "--dry-run", "--budget", given)
+    assert r.returncode == 0, r.stderr
+    assert "budget: $0.00: 0 of 1 task(s) fit (none)" in r.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_wf_toml_budget_is_said_not_kept_by_an_agent_batch(b: Batch, tmp_path: Path) -> None:
+    b.setup("budget = 5\n" + lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "claude").symlink_to(shutil.which("false") or "/bin/false")
+    env = dict(b.env, PATH=f"{bindir}:{os.environ['PATH']}")
+    dry = b.batch("1", "--agent", "--for", "10m", "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "budget: not kept (--agent runs no wf loop)" in dry.stdout and "--budget" not in dry.stdout
+    assert b.batch("1", "--agent", "--for", "10m", env=env).returncode == 0
+    st = b.wait_ended()
+    assert "- budget: not kept (--agent runs no wf loop)" in b.summary(st)
+
+
+def test_a_wf_toml_budget_is_said_not_kept_by_a_prep_batch(wf: WfRunner) -> None:
+    o = Orch(wf)
+    o.setup("budget = 5\n" + lanes_toml("a"), "\n## p1: a task without its Done\n\nLane: a\n")
+    dry = o.proc("batch", "1", "--prep", "--dry-run")
+    assert "budget: not kept (--prep runs no wf loop)" in dry.stdout, dry.stdout + dry.stderr
+
+
+@pytest.mark.timeout(240)
+def test_a_pilot_whose_batch_left_an_unpriced_cost_starts_no_more(wf: WfRunner) -> None:
+    """The pilot's purse: a cost line with unpriced= is not $0, so nothing is known to be left."""
+    o = Orch(wf)
+    line = unpriced_line("a1")
+    log = o.root / "out" / "wf-cost.log"
+    code = f"p={str(log)!r}; t=open(p).read(); 'id=a1 ' in t or open(p, 'a').write({line + chr(10)!r})"
+    done = f"`{sys.executable} -c {json.dumps(code)}`"
+    o.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x", done=done, extra="Effort: 1")
+        + task("a2", "a", "write a2.txt x", extra="Effort: 1"),
+    )
+    write_history(o.root, HIST)
+    r = o.proc("pilot", "--batch", "1", "--budget", "50", "--poll", "0.2", "--no-prep", timeout=200)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "budget $50.00: nothing left to start a batch with" in r.stdout, r.stdout
+    assert o.archived() == ["a1"] and o.status("a2") == "pending"

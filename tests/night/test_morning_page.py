@@ -155,7 +155,7 @@ def test_forecast_rows_show_beside_the_actual_and_open_writes_the_page_afresh(b:
     st = b.wait_ended()
     rows_file = b.root / ".wf" / "batch" / f"{st['stamp']}.tasks.jsonl"
     row = json.loads(rows_file.read_text())
-    rows_file.write_text(json.dumps({**row, "forecast_usd": 0.25}) + "\n")
+    rows_file.write_text(json.dumps({**row, "forecast": 0.25}) + "\n")
     opened = b.batch("--status", "--open")
     assert opened.returncode == 0, opened.stderr
     p = parse(Path(opened.stdout.strip()).read_text("utf-8"))
@@ -215,3 +215,52 @@ def test_a_page_that_cannot_be_written_costs_the_summary_nothing(b: Batch) -> No
     assert len(after) == len(before) + 1 and after[-1].startswith(
         "- note: the morning page cannot be written: "
     )
+
+
+@pytest.mark.timeout(180)
+def test_an_unknown_cost_is_never_shown_as_a_complete_sum_and_the_marks_stay(b: Batch) -> None:
+    """a2 left no cost line, c1's cost leaves out an unpriced model: the total and lane a's
+    bar say `+ ?`, c1 keeps the summary's `?` mark, and the legend says what the marks mean."""
+    prog = b.root.parent / "cost.py"
+    prog.write_text(
+        "import sys\n"
+        f"with open({str(b.root / 'out' / 'wf-cost.log')!r}, 'a') as f:\n"
+        "    f.write(f'ts=2026-12-01T00:00:00Z id={sys.argv[1]} usd={sys.argv[2]} ' + ' '.join(sys.argv[3:]) + '\\n')\n"
+    )
+    b.setup(
+        lanes_toml("a", "c"),
+        task("a1", "a", "write a1.txt x", done=f"`{sys.executable} {prog} a1 0.40`", extra="Prio: 1")
+        + task("a2", "a", "write a2.txt x", extra="Prio: 2")
+        + task("c1", "c", "write c1.txt x", done=f"`{sys.executable} {prog} c1 0.10 unpriced=mc cost_source=unpriced`"),
+    )  # fmt: skip
+    assert b.batch("3").returncode == 0
+    st = b.wait_ended()
+    summary = "\n".join(b.summary(st))
+    assert " a2 done commit=" in summary and "$?" in summary and "$0.10?" in summary  # the summary's marks
+    page = Path(st["page"]).read_text("utf-8")
+    p = parse(page)
+    assert "total $0.50? + ?" in " ".join(p.text), " ".join(p.text)[:400]
+    lanes = [x.strip() for x in p.sections["Cost per lane"] if x.strip()]
+    assert lanes[:4] == ["cost", "a", "$0.40 + ?", "c"] and lanes[4] == "$0.10?", lanes
+    assert any(x.startswith("? leaves out unpriced model(s)") for x in lanes), lanes
+    tasks = [x.strip() for x in p.sections["Cost per task"] if x.strip()]
+    assert "$?" in tasks and "$0.10?" in tasks and "$0.40" in tasks, tasks
+
+
+@pytest.mark.timeout(180)
+def test_done_gate_red_is_done_on_the_page_and_in_wf_top(b: Batch) -> None:
+    """A task merged while the gate was red (outcome done-gate-red) archived: the page
+    and wf top count it done (Outcome.done), as the summary's footer does."""
+    b.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x"))
+    assert b.batch("1").returncode == 0
+    st = b.wait_ended()
+    rows_file = b.root / ".wf" / "batch" / f"{st['stamp']}.tasks.jsonl"
+    row = json.loads(rows_file.read_text())
+    rows_file.write_text(json.dumps({**row, "outcome": "done-gate-red"}) + "\n")  # as that post leaves it
+    opened = b.batch("--status", "--open")
+    assert opened.returncode == 0, opened.stderr
+    p = parse(Path(opened.stdout.strip()).read_text("utf-8"))
+    assert "1 of 1 task(s) done" in " ".join(p.text)
+    assert "a1" in " ".join(p.sections["Merged"])
+    top = b.wf.ok("top", "--json")
+    assert json.loads(top)["batch"]["done"] == 1

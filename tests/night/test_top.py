@@ -137,3 +137,93 @@ def test_top_during_a_batch_shows_the_running_task_and_its_cost_so_far(wf: WfRun
     assert after["lanes"] == []
     assert (after["batch"]["posted"], after["batch"]["done"], after["batch"]["alive"]) == (1, 1, False)
     git(wf.root, "log", "--oneline")
+
+
+def test_a_handback_outside_any_batch_is_a_task_waiting_for_a_person(wf: WfRunner) -> None:
+    """Handed back by an interactive orchestrator (no batch ran): wf show and wf top agree
+    it waits for a person (the one hold rule, not a batch's rows)."""
+    from tests.orch.test_orch import Orch, lanes_toml, task
+
+    o = Orch(wf)
+    o.setup(lanes_toml("a"), task("a1", "a", "write a1.txt x") + task("a2", "a", "write a2.txt x"))
+    assert wf.ok("orch", "pick", "a").startswith("spawn:")
+    wf.ok("orch", "post", "a", "--result", "handback", "--note", "needs a schema first", "--no-pick")
+    assert json.loads(wf.ok("show", "a1", "--json"))["hold"]["kind"] == "handback"
+    snap = top_json(wf)
+    assert [(w["id"], w["kind"]) for w in snap["needs_person"]] == [("a1", "handback")], snap
+    assert "needs a person: 1" in wf.ok("top") and "a1 handback: " in wf.ok("top")
+    # a person changes the task: its hold ends, and nobody waits any more
+    wf.ok("status", "a1", "pending")
+    assert top_json(wf)["needs_person"] == []
+
+
+# ------------------------------------------------------------------ terminals wf top cannot draw on (review 1.6)
+
+
+def on_a_pty(wf: WfRunner, term: str | None, *args: str, keys: bytes = b"") -> tuple[bytes, int]:
+    """``wf top`` on a terminal with TERM ``term`` (None: unset): what it drew, and its
+    exit code; ``keys`` are typed once it drew its first screen."""
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.chdir(wf.root)
+        env = {k: v for k, v in os.environ.items() if k != "TERM"}
+        env |= {"PYTHONPATH": str(ROOT), "LINES": "24", "COLUMNS": "100"} | ({"TERM": term} if term else {})
+        os.execve(sys.executable, [sys.executable, "-m", "wf", "top", *args], env)
+    seen = b""
+    deadline = time.monotonic() + 60
+    typed = not keys
+    while time.monotonic() < deadline:
+        if not typed and b"q quits" in seen:
+            os.write(fd, keys)
+            typed = True
+        if select.select([fd], [], [], 1)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    return seen, os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.parametrize("term", ["dumb", None, "no-such-terminal"])
+def test_a_terminal_curses_cannot_draw_on_gets_one_snapshot(wf: WfRunner, term: str | None) -> None:
+    (wf.root / "TASKS.md").write_text("# Tasks\n\n## a1: Ask\nStatus: awaiting: which database?\n")
+    seen, code = on_a_pty(wf, term)
+    assert code == 0, seen[-800:]
+    assert b"needs a person: 1" in seen and b"Traceback" not in seen, seen[-800:]
+    assert b"q quits" not in seen  # the --once output, not a live view
+
+
+def test_a_terminal_that_cannot_hide_its_cursor_still_draws_live(wf: WfRunner) -> None:
+    """vt100 has no civis: curs_set fails there, and the view draws with the cursor shown."""
+    (wf.root / "TASKS.md").write_text("# Tasks\n\n## a1: Ask\nStatus: awaiting: which database?\n")
+    seen, code = on_a_pty(wf, "vt100", "--interval", "0.3", keys=b"q")
+    assert code == 0 and b"q quits" in seen and b"needs a person: 1" in seen, seen[-800:]
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "-inf", "0.1", "3601", "x"])
+def test_a_bad_interval_is_a_usage_error(wf: WfRunner, bad: str) -> None:
+    r = wf("top", "--interval", bad)
+    assert r.code == 2 and "--interval" in r.err and "Traceback" not in r.err, r.err
+
+
+@pytest.mark.timeout(180)
+def test_wf_batch_status_counts_a_handback_made_after_its_batch(wf: WfRunner) -> None:
+    from tests.night.test_batch import Batch
+    from tests.orch.test_orch import lanes_toml, task
+
+    b = Batch(wf)
+    b.setup(
+        lanes_toml("a"),
+        task("a1", "a", "write a1.txt x") + task("a2", "a", "write a2.txt x", extra="Prio: 2"),
+    )
+    assert b.batch("1").returncode == 0
+    b.wait_ended()
+    assert wf.ok("orch", "pick", "a").startswith("spawn:")
+    wf.ok("orch", "post", "a", "--result", "handback", "--note", "later", "--no-pick")
+    st = json.loads(wf.ok("batch", "--status", "--json"))
+    assert [(w["id"], w["kind"]) for w in st["needs_person"]] == [("a2", "handback")], st

@@ -310,13 +310,21 @@ LIMITS: dict[str, float] = {
 }
 
 
+# the keys whose range is narrower than 0..limit: what their message says instead
+RANGE_WORDS = {
+    "budget": f"dollars above 0 and at most {LIMITS['budget']:g} (leave it out for no budget)",
+    "weekly_reserve": "a share of the week, from 0 to below 1 (0.2: 20%)",
+}
+
+
 def _number(data: dict[str, Any], key: str, where: str) -> float:
     """A finite number from 0 to the key's limit (nan, inf, negatives and absurd values
     are refused)."""
     v = float(_typed(data, key, (int, float), where))
     hi = LIMITS[key]
     if not math.isfinite(v) or not 0 <= v <= hi:
-        raise ConfigError(where, f"{key} must be a number from 0 to {hi:g}, not {shown(data[key])}")
+        words = RANGE_WORDS.get(key, f"a number from 0 to {hi:g}")
+        raise ConfigError(where, f"{key} must be {words}, not {shown(data[key])}")
     return v
 
 
@@ -378,11 +386,15 @@ def from_dict(data: dict[str, Any], where: str = "wf.toml") -> Config:
     if "budget" in data:
         kw["budget"] = _number(data, "budget", where)
         if kw["budget"] <= 0:
-            raise ConfigError(where, "budget must be dollars above 0 (leave it out for no budget)")
+            raise ConfigError(where, f"budget must be {RANGE_WORDS['budget']}, not {shown(data['budget'])}")
     if "weekly_reserve" in data:
         kw["weekly_reserve"] = _number(data, "weekly_reserve", where)
         if kw["weekly_reserve"] >= 1:
-            raise ConfigError(where, "weekly_reserve must be a share of the week, 0 to below 1 (0.2: 20%)")
+            raise ConfigError(
+                where,
+                f"weekly_reserve must be {RANGE_WORDS['weekly_reserve']}, "
+                f"not {shown(data['weekly_reserve'])}",
+            )
     kw.update(_shared(data, where))
     if "notify" in data:
         kw["notify"] = _argv(data["notify"], "notify", where)

@@ -19,6 +19,7 @@ def _budget(value: str | None) -> float | None:
 
 if TYPE_CHECKING:
     from wf.base.project import Project
+    from wf.night.batchplan import Plan
 
 # ---------------------------------------------------------------- wf res
 
@@ -313,6 +314,13 @@ def batch(
     if dry_run:
         _print(as_json, plan.as_dict(), batchplan.dry_run_lines(plan))
         return 0
+    return _start(proj, plan)
+
+
+def _start(proj: Project, plan: Plan) -> int:
+    """Start the batch's detached job, and say where to watch and stop it."""
+    from wf.night import batch as batchmod
+
     started = batchmod.start(proj, plan)
     click.echo(f"batch {started.stamp} started: job {started.job} (pid {started.pid}), "
                f"lanes {', '.join(plan.lanes)}, at most {plan.n} task(s)")  # fmt: skip

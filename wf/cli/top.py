@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -13,13 +15,31 @@ from wf.cli.base import _echo_json, _project, cli
 if TYPE_CHECKING:
     from wf.night.top import Watcher
 
+INTERVAL = (0.2, 3600.0)  # seconds between refreshes, at least and at most
+
+
+class Interval(click.ParamType[float]):
+    """Seconds between refreshes: a finite number from 0.2 to 3600 (nan and inf are refused)."""
+
+    name = "S"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        lo, hi = INTERVAL
+        if not (math.isfinite(v) and lo <= v <= hi):
+            self.fail(f"must be a number of seconds from {lo:g} to {hi:g}, not {value}", param, ctx)
+        return v
+
 
 @cli.command("top")
 @click.option("--json", "as_json", is_flag=True, help="One snapshot as JSON, then exit.")
 @click.option("--once", is_flag=True, help="One snapshot as text, then exit (as when piped).")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.2, max=3600),
+    type=Interval(),
     default=2.0,
     show_default=True,
     metavar="S",
@@ -34,7 +54,8 @@ def top(ctx: click.Context, as_json: bool, once: bool, interval: float) -> None:
     and --for.
 
     On a terminal it refreshes in place (q quits); piped, or with --once or --json,
-    it prints one snapshot.
+    it prints one snapshot, as it does when the terminal cannot be drawn on (TERM
+    unset, dumb or unknown).
 
     \b
     Example:
@@ -48,21 +69,38 @@ def top(ctx: click.Context, as_json: bool, once: bool, interval: float) -> None:
     if as_json:
         _echo_json(watcher.snapshot().as_dict())
         return
-    if once or not sys.stdout.isatty() or not sys.stdin.isatty():
-        for line in topmod.lines(watcher.snapshot()):
-            click.echo(safe_line(line))
+    if once or not sys.stdout.isatty() or not sys.stdin.isatty() or not drawable():
+        _once(watcher)
         return
-    _live(watcher, interval)
+    if not _live(watcher, interval):
+        _once(watcher)
 
 
-def _live(watcher: Watcher, interval: float) -> None:
-    """Refresh in place until q (or Ctrl-C): curses draws, wf only says what."""
+def drawable() -> bool:
+    """Whether curses may draw here: a TERM that names a real terminal."""
+    return os.environ.get("TERM", "") not in ("", "dumb", "unknown")
+
+
+def _once(watcher: Watcher) -> None:
+    from wf.night import top as topmod
+
+    for line in topmod.lines(watcher.snapshot()):
+        click.echo(safe_line(line))
+
+
+def _live(watcher: Watcher, interval: float) -> bool:
+    """Refresh in place until q (or Ctrl-C): curses draws, wf only says what. False when
+    the terminal cannot be drawn on (curses.error: an unknown TERM, one without the
+    capabilities): the caller prints one snapshot instead."""
     import curses
 
     def loop(screen: Any) -> None:
         from wf.night import top as topmod
 
-        curses.curs_set(0)
+        try:
+            curses.curs_set(0)
+        except curses.error:  # a terminal that cannot hide its cursor draws with it
+            pass
         screen.timeout(int(interval * 1000))
         while True:
             rows, cols = screen.getmaxyx()
@@ -80,3 +118,6 @@ def _live(watcher: Watcher, interval: float) -> None:
         curses.wrapper(loop)
     except KeyboardInterrupt:
         pass
+    except curses.error:
+        return False
+    return True

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from wf.cost import costlog
+from wf.cost.usage import CostSource
 
 LAST = 20  # the newest matching tasks a forecast reads
 FULL_P90 = 10  # below this many, the high figure is the largest
@@ -171,6 +172,14 @@ def _r(v: float | None) -> float | None:
 # ------------------------------------------------------------------ history
 
 
+def known_usd(rec: dict[str, str]) -> float | None:
+    """The dollars of one cost line, or None when they are not known: no figure, or a
+    line that leaves out unpriced models (its $ counts them as 0, a budget must not)."""
+    if costlog.source_of(rec) is CostSource.unpriced:
+        return None
+    return costlog.num(rec.get("usd"))
+
+
 def samples(recs: Iterable[dict[str, str]]) -> list[Sample]:
     """The cost lines grouped by task id (lines without an id are left out), in the order
     each task first appears; a task with a line whose cost is not known is left out
@@ -183,7 +192,7 @@ def samples(recs: Iterable[dict[str, str]]) -> list[Sample]:
         groups.setdefault(tid, []).append(r)
     out: list[Sample] = []
     for tid, rs in groups.items():
-        usd = [costlog.num(r.get("usd")) for r in rs]
+        usd = [known_usd(r) for r in rs]
         if any(x is None for x in usd):
             continue
         durs = [costlog.num(r.get("dur_s")) for r in rs]
@@ -280,7 +289,7 @@ def spent_since(root: Path, offset: int) -> dict[str, float | None]:
     out: dict[str, float | None] = {}
     for rec in costlog.parse_lines(raw[: raw.rfind(b"\n") + 1]):
         tid = rec.get("id", "-")
-        usd = costlog.num(rec.get("usd"))
+        usd = known_usd(rec)
         before = out.get(tid, 0.0)
         out[tid] = None if usd is None or before is None else before + usd
     return out

@@ -59,6 +59,8 @@ class Outlook:
     used_source: str | None
     reserve: float | None
     problem: str | None = None  # why the cost log could not be read (no budget: a forecast of none)
+    windows_age: float | None = None  # how old the event of ``used`` is (seconds)
+    windows_reset: tuple[str, ...] = ()  # windows that event named that have reset since
 
     def within(self) -> list[str]:
         """The tasks that would start under the budget, in order: the gate's own rule (a
@@ -91,7 +93,7 @@ class Outlook:
                     else "no task to run"
                 )
             )
-        out += Windows(self.used, self.used_source).lines(self.reserve)
+        out += Windows(self.used, self.used_source, self.windows_age, self.windows_reset).lines(self.reserve)
         return out
 
     def as_dict(self) -> dict[str, Any]:
@@ -100,6 +102,7 @@ class Outlook:
             "budget": self.budget,
             "budget_starts": self.within() if self.budget is not None else None,
             "usage_windows": self.used,
+            "usage_windows_age_s": None if self.windows_age is None else round(self.windows_age),
             "weekly_reserve": self.reserve,
             "problem": self.problem,
         }
@@ -118,7 +121,8 @@ def outlook(project: Project, lanes: list[str], n: int | None, budget: float | N
         hist, problem = [], str(e)
     fcast = fc.forecast(next_tasks(project, lanes, n), hist)
     w = windows(project)
-    return Outlook(fcast, budget, w.used, w.source, project.config.weekly_reserve or None, problem)
+    reserve = project.config.weekly_reserve or None
+    return Outlook(fcast, budget, w.used, w.source, reserve, problem, w.age_s, w.reset)
 
 
 dry_run = outlook  # ``wf orch run --dry-run``

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,48 +34,12 @@ from wf.base.text import fields
 from wf.cost import costlog
 from wf.cost.usage import CostSource
 from wf.night import batchcost
+from wf.night.taskrows import TaskRow, is_done, read_task_rows, rows_file
 
 if TYPE_CHECKING:
     from wf.night.batchplan import Plan, Record
     from wf.orch.events import StopEvent
     from wf.tasks.backlog import Backlog
-
-
-@dataclass(frozen=True)
-class TaskRow:
-    """One posted task of the batch, as its summary line says it."""
-
-    ts: str
-    lane: str
-    id: str
-    outcome: str
-    commit: str
-    usd: float | None  # None: no cost line
-    source: str  # CostSource of the dollars: table, tool, unpriced
-    estimated: bool  # includes estimated output
-    dur_s: float | None
-    forecast: float | None = None  # the median the batch's forecast gave it (None: none)
-
-
-def rows_file(project: Project, stamp: str) -> Path:
-    """The batch's posted tasks, one JSON row each."""
-    return project.wf_dir / "batch" / f"{stamp}.tasks.jsonl"
-
-
-def read_task_rows(path: Path) -> list[TaskRow] | None:
-    """The rows of a batch's rows file; None when there is none. CorruptRecord for a
-    row that cannot be trusted."""
-    lines = store.read_lines(path)
-    if lines is None:
-        return None
-    out = []
-    for n, line in enumerate(lines, 1):
-        try:
-            data = json.loads(line, parse_constant=store.no_constant)
-        except ValueError as e:
-            raise CorruptRecord(path, f"line {n} is not a JSON row: {e}") from None
-        out.append(store.from_dict(TaskRow, data, path))
-    return out
 
 
 def _row_line(row: TaskRow) -> str:
@@ -89,16 +52,6 @@ def _row_line(row: TaskRow) -> str:
     dur = fmt_duration(row.dur_s) if row.dur_s is not None else "-"
     line = f"- {row.ts[11:16] or '--:--'} {row.lane} {row.id} {row.outcome} commit={row.commit} {shown} {dur}"
     return line + (f" (forecast ${row.forecast:.2f})" if row.forecast is not None else "")
-
-
-def _done(outcome: str) -> bool:
-    """Whether an orch log outcome archived the task."""
-    from wf.orch.state import Outcome
-
-    try:
-        return Outcome(outcome).done
-    except ValueError:
-        return False
 
 
 def _size(path: Path) -> int:
@@ -162,6 +115,7 @@ def summary_header(project: Project, rec: Record, p: Plan) -> None:
         + (f" (skipped {skipped})" if skipped else "")
         + "\n"
         + "".join(f"{x}\n" for x in batchcost.header_lines(_plan_forecast(rec.plan), p.budget))
+        + (f"- {p.budget_note}\n" if p.budget_note else "")
         + "\n"
     )
     atomic_write_text(project.root / rec.summary, text)
@@ -291,7 +245,7 @@ class Follower:
                 self.rec.started,
                 tuple(sorted(self.lanes)),
                 ended,
-                morning.read_rows(self.rows),
+                tuple(read_task_rows(self.rows) or ()),
                 tuple(ev for ev in found if ev.lane in self.lanes),
                 waiting,
                 morning.titles(self.project),
@@ -316,7 +270,7 @@ class Follower:
         if rows is None:
             counted = False  # begun by an older wf, or rows that cannot be trusted: no counts
         tasks = rows or []
-        done = sum(1 for r in tasks if _done(r.outcome))
+        done = sum(1 for r in tasks if is_done(r.outcome))
         total = sum(r.usd for r in tasks if r.usd is not None)
         unpriced = sum(1 for r in tasks if r.usd is None)
         used = {CostSource(r.source) for r in tasks if r.usd is not None}
@@ -359,21 +313,23 @@ class Follower:
 
 
 def needs_person(project: Project, rec: Record | None, bl: Backlog | None = None) -> list[dict[str, Any]]:
-    """Awaiting questions, blocked and wip tasks, and the batch's handbacks still open
-    (``rec``: the batch; None: no batch yet). ``bl``: the backlog, if loaded already."""
+    """Every open task held for a person (``Backlog.hold``, the rule ``wf show`` uses): a
+    handback (in this batch or not), an awaiting question, blocked and wip tasks, a hold
+    record that cannot be trusted. ``rec``: the batch (the same tasks wait whatever batch
+    is shown). ``bl``: the backlog, if loaded already."""
     from wf.tasks import backlog
+    from wf.tasks.holds import HoldKind
 
+    person = (HoldKind.HANDBACK, HoldKind.AWAITING, HoldKind.WIP, HoldKind.BLOCKED, HoldKind.CORRUPT)
     bl = bl or backlog.load(project)
     out: list[dict[str, Any]] = []
-    open_tasks = {t.id: t for t in bl.doc.tasks}
     for t in bl.doc.tasks:
-        st = t.status
-        if st.state in ("awaiting", "blocked", "wip"):
-            out.append({"id": t.id, "kind": st.state, "text": st.text})
-    for row in (read_task_rows(rows_file(project, rec.stamp)) if rec is not None else None) or []:
-        task = open_tasks.get(row.id)
-        if row.outcome == "handback" and task is not None and task.status.state == "pending":
-            note = task.notes[-1] if task.notes else ""
-            if not any(x["id"] == task.id for x in out):
-                out.append({"id": task.id, "kind": "handback", "text": note})
+        hold = bl.hold(t)
+        if hold is None or hold.kind not in person:
+            continue
+        if hold.kind is HoldKind.HANDBACK:
+            text = t.notes[-1] if t.notes else hold.why
+        else:
+            text = t.status.text if hold.kind is not HoldKind.CORRUPT else hold.why
+        out.append({"id": t.id, "kind": hold.kind.value, "text": text})
     return out

@@ -111,6 +111,7 @@ class Plan:
     budget: float | None = None  # --budget (or wf.toml's budget): its loop keeps it
     forecast: dict[str, Any] | None = None  # the outlook it started with (wf.night.batchcost)
     forecast_lines: tuple[str, ...] = ()  # the same, in words, for --dry-run
+    budget_note: str | None = None  # wf.toml's budget that this kind of batch does not keep
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -254,7 +255,7 @@ def plan(
     extra = _outlook(project, kind, names, n, budget)
     argv = _command(project, kind, names, n, for_s, model)
     if extra.get("budget") is not None:
-        argv = (*argv, "--budget", f"{extra['budget']:.4f}")
+        argv = (*argv, "--budget", repr(extra["budget"]))  # exact: 0.00001 is not 0.0000
     limits = Limits(mem=mem_b, cpus=None, for_s=float(wall))
     backend = resbackend.plan(list(argv), limits, "<job>")
     return Plan(
@@ -298,7 +299,10 @@ def _outlook(project: Project, kind: str, names: list[str], n: int, budget: floa
     if kind != "loop":
         if budget is not None:
             raise UsageError("--budget is kept by wf's own loop: it takes no --agent or --prep")
-        return {}
+        if not project.config.budget:
+            return {}
+        note = f"budget: not kept (--{kind} runs no wf loop)"
+        return {"budget_note": note, "forecast_lines": (note,)}
     from wf.night import batchcost
 
     budget = budget or project.config.budget or None

@@ -5,15 +5,16 @@ a viewport for a phone), made from what the summary is made from: the batch's ty
 task rows (``.wf/batch/<stamp>.tasks.jsonl``), its loop's stop events, the tasks that
 wait for a person, and the titles in TASKS.md and the archive. Its parts: what merged
 (with the commit), what waits for whom and why, cost per task and per lane as bars,
-forecast against actual (from the rows' ``forecast_usd`` when a row has one), the usage
-windows the lanes parked for, and every task of the summary. Every string that comes
+forecast against actual (from the rows' ``forecast`` when a row has one), the usage
+windows the lanes parked for, and every task of the summary. A cost that is not known is
+never shown as part of a complete sum (``$1.20 + ?``), and the summary's cost marks are
+kept (``*`` the tool's own figure, ``?`` unpriced models left out, ``~`` estimated). Every string that comes
 from a person or a tool (a title, a note, a reason) is escaped; the page is written
 atomically each time the summary gets a line (``wf.night.batchlog.Follower``).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -26,19 +27,20 @@ from wf.base.errors import WfError
 from wf.base.fsutil import append_line, atomic_write_text
 from wf.base.project import Project
 from wf.base.quantity import fmt_duration
+from wf.cost import costlog
+from wf.cost.usage import CostSource
+from wf.night.taskrows import TaskRow, is_done, read_task_rows
 from wf.orch.events import EventKind, StopEvent
 
 if TYPE_CHECKING:
     from wf.night.batchplan import Record
 
-FORECAST_KEYS = ("forecast_usd", "forecast")  # a row's forecast, as the forecast writes it
 WHOM = {  # why a task waits -> who it waits for
     "awaiting": "a person: the answer to its question",
     "handback": "a person: the task changed, then set pending",
     "blocked": "a person: what blocks it removed",
     "wip": "a person: the work in progress finished",
 }
-DONE = ("done", "done-gate-red")  # outcomes that archived the task (wf.orch.state.Outcome.done)
 
 STYLE = """
 body{font:15px/1.45 system-ui,sans-serif;margin:0 auto;max-width:56rem;padding:.8rem;color:#1b1b1b}
@@ -59,7 +61,7 @@ class Night:
     started: str
     lanes: tuple[str, ...]
     ended: str | None  # why it ended; None: it still runs
-    rows: tuple[dict[str, Any], ...]  # the task rows as written (a forecast rides along by key)
+    rows: tuple[TaskRow, ...]  # the batch's typed task rows (wf.night.taskrows)
     events: tuple[StopEvent, ...]
     waiting: tuple[dict[str, Any], ...] | None  # None: TASKS.md could not be read just now
     titles: dict[str, str] = field(default_factory=dict)
@@ -68,19 +70,6 @@ class Night:
 def page_path(project: Project, summary: str) -> Path:
     """The page next to the summary ``out/wf-batch-<stamp>.md``."""
     return (project.root / summary).with_suffix(".html")
-
-
-def read_rows(path: Path) -> tuple[dict[str, Any], ...]:
-    """The rows file's objects (a line that is not one is left out: the summary says so)."""
-    out = []
-    for line in store.read_lines(path) or []:
-        try:
-            data = json.loads(line, parse_constant=store.no_constant)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and isinstance(data.get("id"), str):
-            out.append(data)
-    return tuple(out)
 
 
 def titles(project: Project) -> dict[str, str]:
@@ -117,8 +106,11 @@ def tell_ended(project: Project, stamp: str) -> None:
         return
     if rec is None or rec.state != "ended":
         return
-    rows = read_rows(folder(project) / f"{stamp}.tasks.jsonl")
-    done = sum(1 for r in rows if r.get("outcome") in DONE)
+    try:
+        rows = read_task_rows(folder(project) / f"{stamp}.tasks.jsonl") or []
+    except WfError:
+        return
+    done = sum(1 for r in rows if is_done(r.outcome))
     notice = notify.Notice(
         notify.Kind.BATCH_ENDED,
         str(project.root),
@@ -142,7 +134,7 @@ def tell_ended(project: Project, stamp: str) -> None:
 
 def render(n: Night) -> str:
     state = f"ended: {n.ended}" if n.ended else "running"
-    done = [r for r in n.rows if r.get("outcome") in DONE]
+    done = [r for r in n.rows if is_done(r.outcome)]
     head = (
         f"<h1>wf batch {escape(n.stamp)}</h1>\n"
         f"<p>started {escape(n.started)}; {escape(state)}; lanes {escape(', '.join(n.lanes) or '-')}; "
@@ -188,27 +180,41 @@ def _task(n: Night, tid: str) -> str:
     return f"<code>{escape(tid)}</code>" + (f" {escape(title)}" if title else "")
 
 
-def _commit(row: dict[str, Any]) -> str:
-    return f"<code>{escape(str(row.get('commit', '-')))}</code>"
+def _commit(row: TaskRow) -> str:
+    return f"<code>{escape(row.commit)}</code>"
 
 
-def _usd(value: object) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if value == value and abs(value) != float("inf") else None
+def _source(row: TaskRow) -> CostSource:
+    try:
+        return CostSource(row.source)
+    except ValueError:
+        return CostSource.unpriced  # a source wf does not know: never shown as complete
 
 
 def _money(value: float | None) -> str:
     return "$?" if value is None else f"${value:.2f}"
 
 
-def _total(rows: Iterable[dict[str, Any]]) -> str:
-    known = [u for u in (_usd(r.get("usd")) for r in rows) if u is not None]
-    return f"total {_money(sum(known))}" if known else "total $?"
+def _cost(rows: Iterable[TaskRow]) -> str:
+    """The rows' dollars as the summary marks them: ``$1.20*`` (the tool's figure), ``$1.20?``
+    (unpriced models left out), ``$1.20 + ?`` (some costs not known), ``$?`` (none known)."""
+    rows = list(rows)
+    known = [r for r in rows if r.usd is not None]
+    if not known:
+        return "$?"
+    src = costlog.worst(_source(r) for r in known)
+    shown = costlog.money(
+        sum(r.usd or 0.0 for r in known), src, est=any(r.estimated for r in known), digits=2
+    )
+    return shown + (" + ?" if len(known) < len(rows) else "")
 
 
-def _merged(n: Night, done: list[dict[str, Any]]) -> str:
-    rows = [(_task(n, str(r["id"])), escape(str(r.get("lane", ""))), _commit(r)) for r in done]
+def _total(rows: Iterable[TaskRow]) -> str:
+    return f"total {_cost(rows)}"
+
+
+def _merged(n: Night, done: list[TaskRow]) -> str:
+    rows = [(_task(n, r.id), escape(r.lane), _commit(r)) for r in done]
     inner = _table(("task", "lane", "commit"), rows) if rows else _none("nothing merged")
     return _section("Merged", inner)
 
@@ -233,38 +239,40 @@ def _waiting(n: Night) -> str:
     return _section("Waiting", inner)
 
 
-def _bars(items: list[tuple[str, float | None]]) -> str:
-    """Rows of (label HTML, dollars) as a bar chart; an unknown cost has no bar."""
-    top = max((u for _, u in items if u is not None), default=0.0)
+def _bars(items: list[tuple[str, list[TaskRow]]]) -> str:
+    """Rows of (label HTML, its task rows) as a bar chart of their known dollars, each
+    shown with its marks; a cost not known at all has no bar."""
+    known = [sum(r.usd or 0.0 for r in rs) if any(r.usd is not None for r in rs) else None for _, rs in items]
+    top = max((u for u in known if u is not None), default=0.0)
     rows = []
-    for label, usd in items:
+    for (label, rs), usd in zip(items, known, strict=True):
         width = 0.0 if usd is None or top <= 0 else max(0.0, usd) / top * 100
         bar = f'<div class="bar" style="width:{width:.1f}%"></div>' if usd is not None else ""
-        rows.append((label, escape(_money(usd)), bar))
+        rows.append((label, escape(_cost(rs)), bar))
     return _table(("", "cost", ""), rows, "bars")
 
 
 def _costs(n: Night) -> str:
     if not n.rows:
         return _section("Cost", _none("no task posted yet"))
-    per_task = [(_task(n, str(r["id"])), _usd(r.get("usd"))) for r in n.rows]
-    lanes: dict[str, float | None] = {}
+    per_task = [(_task(n, r.id), [r]) for r in n.rows]
+    lanes: dict[str, list[TaskRow]] = {}
     for r in n.rows:
-        lane, usd = str(r.get("lane", "")), _usd(r.get("usd"))
-        if lane not in lanes:
-            lanes[lane] = usd
-        elif usd is not None:
-            lanes[lane] = (lanes[lane] or 0.0) + usd
-    per_lane = [(escape(lane), usd) for lane, usd in lanes.items()]
-    return _section("Cost per task", _bars(per_task)) + _section("Cost per lane", _bars(per_lane))
+        lanes.setdefault(r.lane, []).append(r)
+    per_lane = [(escape(lane), rs) for lane, rs in lanes.items()]
+    known = [r for r in n.rows if r.usd is not None]
+    marks = costlog.legends((_source(r) for r in known), est=any(r.estimated for r in known))
+    if len(known) < len(n.rows):
+        marks.append("+ ? some tasks left no cost wf could read: the sum is what is known")
+    legend = "".join(f'<p class="none">{escape(m)}</p>' for m in marks)
+    return _section("Cost per task", _bars(per_task)) + _section("Cost per lane", _bars(per_lane) + legend)
 
 
 def _forecast(n: Night) -> str:
     rows = []
     for r in n.rows:
-        fc = next((_usd(r[k]) for k in FORECAST_KEYS if k in r), None)
-        if fc is not None:
-            rows.append((_task(n, str(r["id"])), escape(_money(fc)), escape(_money(_usd(r.get("usd"))))))
+        if r.forecast is not None:
+            rows.append((_task(n, r.id), escape(_money(r.forecast)), escape(_cost([r]))))
     inner = _table(("task", "forecast", "actual"), rows) if rows else _none("no forecast")
     return _section("Forecast against actual", inner)
 
@@ -287,13 +295,13 @@ def _windows(n: Night) -> str:
 def _tasks(n: Night) -> str:
     rows = [
         (
-            escape(str(r.get("ts", ""))[11:16] or "--:--"),
-            _task(n, str(r["id"])),
-            escape(str(r.get("lane", ""))),
-            escape(str(r.get("outcome", "?"))),
+            escape(r.ts[11:16] or "--:--"),
+            _task(n, r.id),
+            escape(r.lane),
+            escape(r.outcome),
             _commit(r),
-            escape(_money(_usd(r.get("usd")))),
-            escape(fmt_duration(float(d)) if (d := _usd(r.get("dur_s"))) is not None else "-"),
+            escape(_cost([r])),
+            escape(fmt_duration(r.dur_s) if r.dur_s is not None else "-"),
         )
         for r in n.rows
     ]

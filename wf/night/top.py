@@ -116,12 +116,15 @@ class Watcher:
     # -------------------------------------------------------------- who waits for a person
 
     def _needs_person(self, rec: Any, problems: list[str]) -> list[dict[str, Any]]:
-        from wf.night.batchlog import needs_person, rows_file
+        from wf.night.batchlog import needs_person
+        from wf.night.taskrows import rows_file
 
         key = (
             _mtime(self.project.tasks_path),
             rec.stamp if rec is not None else None,
             _mtime(rows_file(self.project, rec.stamp)) if rec is not None else None,
+            _mtime(self.project.wf_dir / "orch" / "held"),  # the handback records: holds too
+            _mtime(self.project.wf_dir / "orch"),
         )
         if self._waiting is None or self._waiting[0] != key:
             said: list[str] = []
@@ -213,13 +216,13 @@ class Watcher:
     def _batch(self, rec: Any, now: float, problems: list[str]) -> BatchView | None:
         if rec is None:
             return None
-        from wf.night.batchlog import read_task_rows, rows_file
+        from wf.night.taskrows import is_done, read_task_rows, rows_file
 
         posted = done = 0
         try:
             rows = read_task_rows(rows_file(self.project, rec.stamp)) or []
             posted = len(rows)
-            done = sum(1 for row in rows if row.outcome == "done")
+            done = sum(1 for row in rows if is_done(row.outcome))
         except CorruptRecord as e:
             problems.append(f"batch rows cannot be trusted: {e.why} ({e.path})")
         plan = rec.plan if isinstance(rec.plan, dict) else {}

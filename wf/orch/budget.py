@@ -13,13 +13,16 @@ history; with no history at all, none, and the task does not start under a budge
 The usage windows are the plan's own figures: the newest ``rate_limit_event`` a worker's
 stream (``.wf/runs/*/*/worker.log``) carries, utilization per window (``five_hour``,
 ``seven_day``...). ``weekly_reserve`` (0..1) keeps that share of the weekly window for
-the day: no task starts while ``seven_day`` is used above 1 - reserve. Unknown (no such
-event: an API key, another tool) lets tasks start, and says "unknown".
+the day: no task starts while ``seven_day`` is used above 1 - reserve. A window that has
+reset since the event (its ``resetsAt`` is past; without one, the stream is older than
+the window) is left out. Unknown (no such event: an API key, another tool) lets tasks
+start, and says "unknown".
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,19 +44,37 @@ def want_of(project: Project, task: Task, lane: str) -> fc.Want:
     return fc.Want(task.id, lane, model, effort)
 
 
+# how long each window lasts: an event older than its window, without a resetsAt, is stale
+LENGTH = {"five_hour": 5 * 3600.0, "seven_day": 7 * 86400.0}
+
+
+def window_length(name: str) -> float | None:
+    """The length of a window by its name (``seven_day_opus`` is a week), None if unknown."""
+    return next((v for k, v in LENGTH.items() if name == k or name.startswith(k + "_")), None)
+
+
 @dataclass(frozen=True)
 class Windows:
-    """The newest utilization per window (0..1), and the stream it was read from."""
+    """The newest utilization per window (0..1) that has not reset yet, the stream it was
+    read from, and how old that event is (the stream's last write)."""
 
     used: dict[str, float]
     source: str | None = None
+    age_s: float | None = None
+    reset: tuple[str, ...] = ()  # windows the event named that have reset since (left out)
 
     def lines(self, reserve: float | None) -> list[str]:
-        if not self.used:
-            out = ["usage windows: unknown (no rate_limit_event in the workers' streams)"]
-        else:
+        from wf.base.quantity import fmt_duration
+
+        age = f", {fmt_duration(self.age_s)} old" if self.age_s is not None else ""
+        gone = f"; reset since: {', '.join(self.reset)}" if self.reset else ""
+        if self.used:
             shown = ", ".join(f"{w} {u:.0%}" for w, u in sorted(self.used.items()))
-            out = [f"usage windows: {shown} (the newest rate_limit_event, {self.source})"]
+            out = [f"usage windows: {shown} (the newest rate_limit_event, {self.source}{age}){gone}"]
+        elif self.source:
+            out = [f"usage windows: unknown (the newest rate_limit_event, {self.source}{age}){gone}"]
+        else:
+            out = ["usage windows: unknown (no rate_limit_event in the workers' streams)"]
         if reserve:
             week = self.used.get(WEEK)
             state = "unknown" if week is None else "reached: no task starts" if week > 1 - reserve else "kept"
@@ -62,7 +83,11 @@ class Windows:
 
 
 def windows(project: Project) -> Windows:
-    """The newest ``rate_limit_event`` of the newest STREAMS workers' streams."""
+    """The newest ``rate_limit_event`` of the newest STREAMS workers' streams, without the
+    windows that have reset since (its ``resetsAt`` is past; without one, the stream is
+    older than the window)."""
+    import time
+
     from wf.base import fsutil
     from wf.workers import runs
 
@@ -72,19 +97,31 @@ def windows(project: Project) -> Windows:
             logs.append((p.stat().st_mtime, p))
         except OSError:
             continue
-    for _, path in sorted(logs, reverse=True)[:STREAMS]:
+    now = time.time()
+    for mtime, path in sorted(logs, reverse=True)[:STREAMS]:
         try:
             text = fsutil.tail(path, TAIL).decode("utf-8", "replace")
         except OSError:
             continue
         for line in reversed(text.splitlines()):
-            used = _event_windows(line)
-            if used:
-                return Windows(used, str(path.relative_to(project.root)))
+            found = _event_windows(line)
+            if found:
+                age = max(0.0, now - mtime)
+                used = {w: u for w, (u, at) in found.items() if not _reset(w, at, now, age)}
+                gone = tuple(sorted(set(found) - set(used)))
+                return Windows(used, str(path.relative_to(project.root)), age, gone)
     return Windows({})
 
 
-def _event_windows(line: str) -> dict[str, float]:
+def _reset(name: str, resets_at: float | None, now: float, age: float) -> bool:
+    if resets_at is not None:
+        return resets_at <= now
+    length = window_length(name)
+    return length is not None and age > length
+
+
+def _event_windows(line: str) -> dict[str, tuple[float, float | None]]:
+    """Per window of a rate_limit_event line: its utilization and its resetsAt (or None)."""
     if '"rate_limit_event"' not in line:
         return {}
     try:
@@ -95,15 +132,21 @@ def _event_windows(line: str) -> dict[str, float]:
     info = ev.get("rate_limit_info") if is_event else None
     if not isinstance(info, dict):
         return {}
-    out: dict[str, float] = {}
-    for name, w in (info.get("unifiedWindows") or {}).items():
+    out: dict[str, tuple[float, float | None]] = {}
+    wins = info.get("unifiedWindows")
+    for name, w in (wins if isinstance(wins, dict) else {}).items():
         u = w.get("utilization") if isinstance(w, dict) else None
         if isinstance(name, str) and (f := _fraction(u)) is not None:
-            out[name] = f
+            out[name] = (f, _epoch(w.get("resetsAt")))
     kind, u = info.get("rateLimitType"), info.get("utilization")
     if isinstance(kind, str) and (f := _fraction(u)) is not None:
-        out[kind] = f
+        out[kind] = (f, _epoch(info.get("resetsAt")))
     return out
+
+
+def _epoch(v: object) -> float | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+    return float(v) if ok and isinstance(v, (int, float)) else None
 
 
 def _fraction(v: object) -> float | None:
@@ -127,11 +170,14 @@ class Gate:
     def active(self) -> bool:
         return self.budget is not None or self.reserve is not None
 
-    def spent(self) -> float:
-        """The run's tasks: their cost lines since it began, else the figure counted."""
+    def spent(self) -> float | None:
+        """The run's tasks: their cost lines since it began, else the figure counted; None
+        when a task's line says its cost is not known (unpriced): never $0."""
         actual = fc.spent_since(self.project.root, self.offset)
         total = 0.0
         for tid, figure in self.counted.items():
+            if tid in actual and actual[tid] is None:
+                return None
             usd = actual.get(tid)
             total += usd if usd is not None else figure
         return total
@@ -151,6 +197,12 @@ class Gate:
         tf = fc.one(want_of(project, task, lane), self.hist)
         figure = tf.budget_usd()
         spent = self.spent()
+        if spent is None:
+            return StopReason(
+                Stop.BUDGET,
+                f"budget ${self.budget:.2f}: spent unknown (a task's cost line has no price), "
+                f"{task.id} not started: a budget never counts an unknown cost as $0",
+            )
         if figure is None:
             return StopReason(
                 Stop.BUDGET,
