@@ -117,7 +117,8 @@ def test_top_during_a_batch_shows_the_running_task_and_its_cost_so_far(wf: WfRun
         def mid_task() -> bool:  # the worker's first turn is in its transcript, and it waits
             seen.update(top_json(wf, env))
             lanes = seen["lanes"]
-            return bool(lanes) and lanes[0]["cost_usd"] is not None and api.requests != []
+            # claude may write its first turn before that turn's usage: wait for a cost
+            return bool(lanes) and (lanes[0]["cost_usd"] or 0) > 0 and api.requests != []
 
         wait_for(mid_task, timeout=150)
         lane = seen["lanes"][0]
