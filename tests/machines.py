@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from tests import wfproc
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -72,10 +74,15 @@ class Machine:
 
     def wf(self, *args: str, timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
         """``wf ARGS`` run on this machine (a process of its own)."""
-        r = subprocess.run(
-            [sys.executable, "-m", "wf", *args], cwd=self.root, env=self.env, capture_output=True,
-            text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+        r = wfproc.run(
+            [sys.executable, "-m", "wf", *args],
+            cwd=self.root,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip  (forked from the tests' zygote, as every wf command of the suite)
         if check and r.returncode != 0:
             raise AssertionError(
                 f"[{self.name}] wf {' '.join(args)} exited {r.returncode}:\n{r.stdout}{r.stderr}"

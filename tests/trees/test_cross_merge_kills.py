@@ -220,7 +220,7 @@ def _count(
 @pytest.mark.slow
 def test_kills_of_wf_merge_on_two_racing_machines_lose_nothing(tmp_path: Path) -> None:
     seed = int(os.environ.get("WF_KILL_SEED", random.randrange(1 << 30)))
-    figures = kill_rounds(tmp_path, rounds=2, per_machine=3, seed=seed)
+    figures = kill_rounds(tmp_path, rounds=1, per_machine=3, seed=seed)  # more: bench/bench_xmerge_kills.py
     print(f"seed {seed}: {figures}")
-    assert figures.merges == 12
+    assert figures.merges == 6
     assert figures.lost() == 0, (seed, figures)

@@ -328,7 +328,7 @@ def test_kills_of_wf_sync_during_its_push_lose_no_task_archive_or_cost_line(tmp_
         archived: list[str] = []
         costs: list[str] = []
         killed = 0
-        for n in range(12):
+        for n in range(8):
             for m in (a, b):
                 tid = f"{m.name}{n}"
                 m.wf("add", f"Task {tid}", "--id", tid, check=True)
@@ -351,7 +351,7 @@ def test_kills_of_wf_sync_during_its_push_lose_no_task_archive_or_cost_line(tmp_
         for m in (a, b, a, b):
             sync(m)
         print(
-            f"wf sync kills: {killed} of {2 * 12} syncs killed; lost tasks 0, archive lines 0, cost lines 0"
+            f"wf sync kills: {killed} of {2 * 8} syncs killed; lost tasks 0, archive lines 0, cost lines 0"
         )
         assert killed > 0
         for m in (a, b):
