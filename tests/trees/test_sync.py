@@ -350,9 +350,7 @@ def test_kills_of_wf_sync_during_its_push_lose_no_task_archive_or_cost_line(tmp_
                 p.communicate()
         for m in (a, b, a, b):
             sync(m)
-        print(
-            f"wf sync kills: {killed} of {2 * 8} syncs killed; lost tasks 0, archive lines 0, cost lines 0"
-        )
+        print(f"wf sync kills: {killed} of {2 * 8} syncs killed; lost tasks 0, archive lines 0, cost lines 0")
         assert killed > 0
         for m in (a, b):
             text, done = tasks(m), (m.root / "DONE.md").read_text()
