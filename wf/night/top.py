@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from wf.base.errors import WfError
 from wf.base.project import Project
+from wf.base.quantity import fmt_duration
 from wf.base.records import CorruptRecord
 
 if TYPE_CHECKING:
@@ -264,17 +265,6 @@ SHOW_WAITING = 8  # the waiting tasks the lines name (the count says how many in
 HEADER = f"{'lane':<10} {'task':<24} {'tool':<16} {'worker':<11} {'elapsed':>8} {'quiet':>7} {'cost':>9}"
 
 
-def _dur(s: float | None) -> str:
-    if s is None:
-        return "-"
-    s = int(s)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
 def lines(snap: Snapshot) -> list[str]:
     """The snapshot as the lines a person reads (the same in the live view and the
     one-shot form)."""
@@ -282,7 +272,7 @@ def lines(snap: Snapshot) -> list[str]:
     b = snap.batch
     if b is not None:
         n = f"{b.posted}/{b.n}" if b.n is not None else str(b.posted)
-        when = f"{_dur(b.elapsed_s)} of {_dur(b.for_s)}" if b.for_s else _dur(b.elapsed_s)
+        when = fmt_duration(b.elapsed_s) + (f" of {fmt_duration(b.for_s)}" if b.for_s else "")
         ended = "" if b.alive else f" ({b.state}{': ' + b.reason if b.reason else ''})"
         out.append(f"batch {b.stamp}: {n} tasks posted, {b.done} done, {when}{ended}")
     else:
@@ -305,7 +295,7 @@ def lines(snap: Snapshot) -> list[str]:
         cost = f"${lane.cost_usd:.4f}" if lane.cost_usd is not None else "?"
         row = (
             f"{lane.lane:<10} {lane.task or '-':<24} {tool:<16} {lane.worker:<11} "
-            f"{_dur(lane.elapsed_s):>8} {_dur(lane.quiet_s):>7} {cost:>9}"
+            f"{fmt_duration(lane.elapsed_s):>8} {fmt_duration(lane.quiet_s):>7} {cost:>9}"
         )
         out.append(row + (f"  {lane.parked}" if lane.parked else ""))
     return out
