@@ -222,7 +222,7 @@ def test_a_result_not_yet_recorded_is_derived_alike(w: Workers, tmp_path: Path) 
 
 
 def test_contract_off_in_a_manifest_and_with_no_contract(w: Workers, tmp_path: Path) -> None:
-    units = [
+    units: list[dict[str, Any]] = [
         {"id": "lint", "prompt": "-", "cmd": ["echo", "all clean"], "contract": False},
         {"id": "todo", "prompt": "x", "cmd": prints(FULL)},
     ]

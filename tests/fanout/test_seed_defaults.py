@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,7 +71,7 @@ def test_timeout_0_in_a_manifest_and_on_run_and_its_retry(w: Workers, tmp_path: 
     """``timeout: 0`` in a manifest, and ``wf run --timeout 0`` over a manifest whose
     defaults say 1 s, switch the hard timeout off; a unit's own timeout still wins over
     the command line; a retry keeps no timeout."""
-    units = [
+    units: list[dict[str, Any]] = [
         {"id": "own0", "cmd": py(TALKER), "timeout": 0},
         {"id": "dflt", "cmd": py(TALKER)},
         {"id": "fail", "cmd": py("import sys; sys.exit(3)")},
@@ -270,7 +271,7 @@ def test_model_sources_explicit_manifest_config(w: Workers, tmp_path: Path) -> N
     ],
 )  # fmt: skip
 def test_an_expensive_default_model_is_refused_unless_named(
-    w: Workers, tmp_path: Path, toml: str, env: dict[str, str], words: str
+    w: Workers, tmp_path: Path, toml: str, env: dict[str, Any], words: str
 ) -> None:
     (w.root / "wf.toml").write_text(toml)
     r = w.run("dispatch", "x", "u", "--adapter", "claude", "--prompt", "hi", **env)
@@ -279,7 +280,7 @@ def test_an_expensive_default_model_is_refused_unless_named(
     m = manifest(tmp_path / "m.json", [{"id": "u", "prompt": "x"}], adapter="claude")
     r = w.run("run", str(m), "--run", "y", **env)
     assert r.returncode == 1 and words in r.stderr, r.stdout + r.stderr
-    named = next((m for m in ("opus", "claude-fable-5-2", "claude-nova-1") if m in toml), "sonnet")
+    named = next((x for x in ("opus", "claude-fable-5-2", "claude-nova-1") if x in toml), "sonnet")
     r = w.run("dispatch", "x", "v", "--adapter", "claude", "--model", named, "--prompt", "hi", **env)
     assert r.returncode == 0 and w.status("x", "v")["model_source"] == "explicit", r.stdout + r.stderr
 

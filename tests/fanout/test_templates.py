@@ -147,7 +147,7 @@ def test_an_answer_var_needs_a_done_unit_of_the_run_with_an_answer(w: Workers, t
         ("v2", "unit v2 is in the same manifest, so it has no answer yet"),
     ]
     for n, (ref, error) in enumerate(cases):
-        units = [
+        units: list[dict[str, Any]] = [
             {"id": "v2", "prompt": "x", "cmd": ECHO},
             {"id": f"check{n}", "template": "verify", "vars": {"task": "t", "result": {"unit": ref}}},
         ]

@@ -15,9 +15,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import WfRunner
+from tests.model_api import ModelApi, usage_limit
 from tests.night.test_batch import Batch, b  # noqa: F401 - the fixture
-from tests.orch.test_limits import ModelApi, claude_lane, needs_real, orch_run, setup, usage_limit
 from tests.orch.test_limits import Worker as ModelWorker
+from tests.orch.test_limits import claude_lane, needs_real, orch_run, setup
 from tests.orch.test_orch import Orch, lanes_toml, task
 
 FAILS = '`python3 -c "raise SystemExit(1)"`'  # a Done check that fails: the task is handed back
