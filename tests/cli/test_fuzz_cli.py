@@ -78,7 +78,7 @@ READERS = [["check"], ["list"], ["lanes"], ["show", "t1"], ["log"], ["orch", "st
            ["orch", "pick", "sonnet"], ["usage", "--report"], ["config"]]  # fmt: skip
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(target=st.sampled_from(FILES), data=st.sampled_from(BROKEN_BYTES), reader=st.sampled_from(READERS))
 def test_broken_files_and_records_never_crash(
     ready: WfRunner, target: str, data: bytes, reader: list[str]

@@ -8,7 +8,6 @@ import json
 import os
 import pty
 import select
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests import wfproc
 from tests.conftest import WfRunner, git
 from tests.model_api import ModelApi, Request, Step, Text, ToolUse
 from tests.orch.test_limits import REPORT, claude_lane, needs_real, real_env, setup, wait_for, wf_real
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def top_json(wf: WfRunner, env: dict[str, str] | None = None) -> dict[str, Any]:
-    r = subprocess.run(
+    r = wfproc.run(
         [sys.executable, "-m", "wf", "top", "--json"], cwd=wf.root, capture_output=True, text=True,
         env=env or {**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60,
     )  # fmt: skip

@@ -225,7 +225,7 @@ def test_a_report_after_the_loop_stopped_a_stalled_worker_is_a_crash_to_recover(
 
 # ------------------------------------------------------------------ the Done-when: a kill -9 storm
 
-STORM_TRIALS = 20
+STORM_TRIALS = 12
 
 
 class Trial(NamedTuple):

@@ -1,4 +1,4 @@
-"""Rounds of three machines racing for one task (20 in the suite, WF_RACE_ROUNDS=200 for
+"""Rounds of three machines racing for one task (12 in the suite, WF_RACE_ROUNDS=200 for
 the issue's 200): in every round exactly one
 ``wf status ID progress WHO`` wins, the claim ref names the winner, each loser is told who
 won and wrote nothing. The machines are clones with their own HOME and state folders,
@@ -121,10 +121,10 @@ def _score(
         fig.loser_wrote += "Status:" in section
 
 
-# The suite runs 20 rounds (about 10 s on a 2-core machine), so that it keeps within
+# The suite runs 12 rounds (about 6 s on a 2-core machine), so that it keeps within
 # its five minutes; WF_RACE_ROUNDS=200 runs the issue's 200 (3-4 min), and
 # bench/bench_claims.py gives the 200-round figures of bench/RESULTS.md.
-ROUNDS = int(os.environ.get("WF_RACE_ROUNDS", "20"))
+ROUNDS = int(os.environ.get("WF_RACE_ROUNDS", "12"))
 
 
 @pytest.mark.slow

@@ -259,7 +259,7 @@ def _costs(n: Night) -> str:
     lanes: dict[str, list[TaskRow]] = {}
     for r in n.rows:
         lanes.setdefault(r.lane, []).append(r)
-    per_lane = [(escape(lane), rs) for lane, rs in lanes.items()]
+    per_lane = [(escape(lane), rs) for lane, rs in sorted(lanes.items())]  # by name: the same every time
     known = [r for r in n.rows if r.usd is not None]
     marks = costlog.legends((_source(r) for r in known), est=any(r.estimated for r in known))
     if len(known) < len(n.rows):
